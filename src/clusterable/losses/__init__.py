@@ -1,0 +1,41 @@
+"""Losses of the five papers, one module each, all called as ``loss(embeddings, labels)``.
+
+Build one by name with :func:`get_loss`, or import its class.
+"""
+
+from clusterable.losses._registry import available_losses, get_loss, register_loss
+from clusterable.losses.center import CenterLoss
+from clusterable.losses.contrastive import ContrastiveLoss
+from clusterable.losses.corel import (
+    AttractiveRepulsiveLoss,
+    CosineCORELLoss,
+    CrossEntropyLoss,
+    GaussianCORELLoss,
+)
+from clusterable.losses.expected_triplet import ExpectedTripletLoss
+from clusterable.losses.lifted import LiftedStructureLoss
+from clusterable.losses.msdnn import MsDNNLoss, msdnn_autoencoder_loss
+from clusterable.losses.opml import OPMLLoss
+from clusterable.losses.snn import SoftNearestNeighborLoss
+from clusterable.losses.spectral import SpectralClusteringLoss
+from clusterable.losses.triplet import TripletMarginLoss
+
+__all__ = [
+    "AttractiveRepulsiveLoss",
+    "CenterLoss",
+    "ContrastiveLoss",
+    "CosineCORELLoss",
+    "CrossEntropyLoss",
+    "ExpectedTripletLoss",
+    "GaussianCORELLoss",
+    "LiftedStructureLoss",
+    "MsDNNLoss",
+    "OPMLLoss",
+    "SoftNearestNeighborLoss",
+    "SpectralClusteringLoss",
+    "TripletMarginLoss",
+    "available_losses",
+    "get_loss",
+    "msdnn_autoencoder_loss",
+    "register_loss",
+]

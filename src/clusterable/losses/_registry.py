@@ -1,0 +1,62 @@
+"""Name -> loss class registry behind :func:`get_loss` and :func:`available_losses`."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import TypeVar
+
+from torch import nn
+
+LossClass = TypeVar("LossClass", bound=type[nn.Module])
+
+_LOSSES: dict[str, type[nn.Module]] = {}
+
+
+def register_loss(name: str) -> Callable[[LossClass], LossClass]:
+    """Class decorator: make a loss available as ``get_loss(name)``."""
+
+    def add(cls: LossClass) -> LossClass:
+        if name in _LOSSES:
+            raise RuntimeError(f"loss name {name!r} is registered twice")
+        _LOSSES[name] = cls
+        return cls
+
+    return add
+
+
+def available_losses() -> list[str]:
+    """Names accepted by :func:`get_loss`, sorted."""
+    return sorted(_LOSSES)
+
+
+def get_loss(name: str, **kwargs: object) -> nn.Module:
+    """Build a registered loss by name.
+
+    Parameters
+    ----------
+    name : str
+        One of :func:`available_losses` (``"lifted"``, ``"spectral"``, ...).
+    **kwargs
+        The loss's constructor keywords (``margin=0.5``, ``num_classes=10``, ...).
+
+    Examples
+    --------
+    >>> import torch
+    >>> loss = get_loss("lifted", margin=1.0)
+    >>> value = loss(torch.randn(8, 4), torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]))
+    """
+    if name not in _LOSSES:
+        raise ValueError(
+            f"unknown loss {name!r}; choose one of: {', '.join(available_losses())}"
+        )
+    cls = _LOSSES[name]
+    accepted = inspect.signature(cls.__init__).parameters
+    unknown = sorted(set(kwargs) - set(accepted) - {"self"})
+    if unknown and not any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
+        allowed = [p for p in accepted if p != "self"]
+        raise ValueError(
+            f"loss {name!r} takes no argument {', '.join(unknown)}; "
+            f"its arguments are: {', '.join(allowed) or 'none'}"
+        )
+    return cls(**kwargs)

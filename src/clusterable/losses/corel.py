@@ -1,0 +1,17 @@
+"""Placeholder."""
+
+
+class AttractiveRepulsiveLoss:
+    pass
+
+
+class CosineCORELLoss:
+    pass
+
+
+class CrossEntropyLoss:
+    pass
+
+
+class GaussianCORELLoss:
+    pass
