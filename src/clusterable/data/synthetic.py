@@ -37,8 +37,8 @@ def two_class_subclusters(n: int = 500, std: float = 1.5, seed: int = 0) -> Synt
     """MsDNN Fig. 1: two classes, each made of two Gaussian sub-classes, in 2-D.
 
     Sub-classes 0 and 1 form class 0, sub-classes 2 and 3 form class 1 (centres in
-    :data:`SUBCLUSTER_CENTRES`, 12 apart within a class, 16 across). The paper gives 500 points and
-    kernel scales sigma = 1 (sub-classes kept) and sigma = 25 (merged); it does not give the centres.
+    :data:`SUBCLUSTER_CENTRES`, 12 apart within a class, 16 across). The paper gives 500 points
+    and kernel scales sigma = 1 (sub-classes kept) and sigma = 25 (merged), not the centres.
 
     Parameters
     ----------

@@ -3,7 +3,12 @@
 Build one by name with :func:`get_loss`, or import its class.
 """
 
-from clusterable.losses._registry import available_losses, get_loss, register_loss
+from clusterable.losses._registry import (
+    available_losses,
+    build_loss,
+    get_loss,
+    register_loss,
+)
 from clusterable.losses.center import CenterLoss
 from clusterable.losses.contrastive import ContrastiveLoss
 from clusterable.losses.corel import (
@@ -35,6 +40,7 @@ __all__ = [
     "SpectralClusteringLoss",
     "TripletMarginLoss",
     "available_losses",
+    "build_loss",
     "get_loss",
     "msdnn_autoencoder_loss",
     "register_loss",

@@ -93,4 +93,3 @@ def masked_logsumexp(x: Tensor, mask: Tensor, dim: int = -1, empty: float = 0.0)
     total = torch.where(has_any, total, torch.ones_like(total))
     out = torch.where(has_any, total.log() + peak, torch.full_like(total, empty))
     return out.squeeze(dim)
-

@@ -47,9 +47,7 @@ def get_loss(name: str, **kwargs: object) -> nn.Module:
     >>> value = loss(torch.randn(8, 4), torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]))
     """
     if name not in _LOSSES:
-        raise ValueError(
-            f"unknown loss {name!r}; choose one of: {', '.join(available_losses())}"
-        )
+        raise ValueError(f"unknown loss {name!r}; choose one of: {', '.join(available_losses())}")
     cls = _LOSSES[name]
     accepted = inspect.signature(cls.__init__).parameters
     unknown = sorted(set(kwargs) - set(accepted) - {"self"})
@@ -60,3 +58,15 @@ def get_loss(name: str, **kwargs: object) -> nn.Module:
             f"its arguments are: {', '.join(allowed) or 'none'}"
         )
     return cls(**kwargs)
+
+
+def build_loss(name: str, *, num_classes: int, embedding_dim: int, **kwargs: object) -> nn.Module:
+    """Build a loss for a task, passing ``num_classes`` and ``embedding_dim`` where it takes them.
+
+    Trainers and the command line call this so that every loss is built the same way, whether or
+    not it owns class weights (``cross-entropy``, ``center``, ``*-corel``) or a metric (``opml``).
+    """
+    accepted = inspect.signature(_LOSSES[name].__init__).parameters if name in _LOSSES else {}
+    task = {"num_classes": num_classes, "embedding_dim": embedding_dim}
+    kwargs = {**{k: v for k, v in task.items() if k in accepted}, **kwargs}
+    return get_loss(name, **kwargs)

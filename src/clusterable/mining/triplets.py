@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-import torch
 from torch import Tensor
 
 Triplets = tuple[Tensor, Tensor, Tensor]
@@ -22,7 +21,7 @@ MINING_STRATEGIES: tuple[str, ...] = ("all", "semi-hard", "batch-hard")
 
 
 def positive_pairs(labels: Tensor) -> tuple[Tensor, Tensor]:
-    """Ordered positive pairs ``(a, p)``: ``y_a == y_p``, ``a != p``. Two ``(|P|,)`` long tensors."""
+    """Ordered positive pairs ``(a, p)``, ``y_a == y_p`` and ``a != p``: two ``(|P|,)`` tensors."""
     same = labels[:, None] == labels[None, :]  # (n, n)
     same.fill_diagonal_(False)
     anchor, positive = same.nonzero(as_tuple=True)
@@ -86,7 +85,7 @@ def batch_hard_triplets(distances: Tensor, labels: Tensor) -> Triplets:
 def mine_triplets(
     strategy: MiningStrategy, distances: Tensor, labels: Tensor, margin: float
 ) -> Triplets:
-    """Dispatch to one of :data:`MINING_STRATEGIES` (``"all"``, ``"semi-hard"``, ``"batch-hard"``)."""
+    """Mine with one of :data:`MINING_STRATEGIES`: ``"all"``, ``"semi-hard"``, ``"batch-hard"``."""
     if strategy == "all":
         return all_triplets(labels)
     if strategy == "semi-hard":
