@@ -1,9 +1,13 @@
-"""The ``clusterable`` command line.
+"""The ``clusterable`` command line: demo, train, evaluate, embed, cluster, plot.
 
 Examples
 --------
-    clusterable demo --out reports/demo
-    clusterable evaluate emb.npy labels.npy --clustering spectral --json table.json
+    clusterable demo
+    clusterable train --data fashion-mnist --loss msdnn --loss-arg sigma=0.5 --labels coarse \\
+        --model lenet --epochs 10 --out runs/msdnn
+    clusterable evaluate runs/msdnn --json table.json
+    clusterable evaluate emb.npy labels.npy --clustering spectral
+    torchrun --nproc_per_node 2 -m clusterable train --data digits --loss lifted --out runs/ddp
 """
 
 from __future__ import annotations
@@ -12,12 +16,16 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import yaml
 
 CLUSTERINGS = ("kmeans", "spectral", "aas", "ap", "gmm")
 
 
+# ---------------------------------------------------------------------------------------------
+# helpers
 def _load_array(path: Path, what: str) -> np.ndarray:
     if not path.is_file():
         raise ValueError(f"{what} file {path} does not exist; give the path of a .npy file")
@@ -32,6 +40,55 @@ def _load_array(path: Path, what: str) -> np.ndarray:
     return array
 
 
+def _parse_assignments(pairs: list[str], flag: str) -> dict[str, Any]:
+    """``["margin=0.5", "mining=all"]`` -> ``{"margin": 0.5, "mining": "all"}`` (YAML values)."""
+    values = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not name:
+            raise ValueError(f"{flag} takes name=value, got {pair!r}; e.g. {flag} margin=0.5")
+        values[name.replace("-", "_")] = yaml.safe_load(text)
+    return values
+
+
+def _print_table(table: dict[str, float]) -> None:
+    width = max(len(name) for name in table)
+    for name, value in table.items():
+        print(f"{name:<{width}}  {100 * value:6.2f}")
+
+
+def _write_json(table: dict[str, Any], path: str | None) -> None:
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(table, indent=2) + "\n")
+        print(f"wrote {path}")
+
+
+def _embeddings_of(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
+    """Embeddings, labels, fine labels and dataset from ``EMB.npy LABELS.npy`` or a checkpoint."""
+    source = Path(args.source)
+    if source.suffix == ".npy":
+        if args.labels is None:
+            raise ValueError(
+                f"{source} is an array: give its labels too (clusterable VERB EMB LAB)"
+            )
+        embeddings = _load_array(source, "embeddings")
+        labels = _load_array(Path(args.labels), "labels")
+        return embeddings, labels, labels, None
+    from clusterable.data import load_dataset
+    from clusterable.train import embed_dataset
+    from clusterable.train.run import load_trained
+
+    model, _, spec, checkpoint = load_trained(source)
+    data = args.data or spec.data
+    dataset = load_dataset(data, root=args.root or spec.root, split=args.split, labels=spec.labels)
+    print(f"embedding {dataset.name} ({len(dataset)} items) with {checkpoint}")
+    embeddings, labels = embed_dataset(model, dataset)
+    return embeddings, labels, dataset.fine_labels, dataset
+
+
+# ---------------------------------------------------------------------------------------------
+# verbs
 def command_demo(args: argparse.Namespace) -> int:
     from clusterable.demo import run_demo
 
@@ -39,27 +96,144 @@ def command_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_train(args: argparse.Namespace) -> int:
+    from clusterable.train import TrainConfig
+    from clusterable.train.run import RunSpec, train_run
+
+    settings: dict[str, Any] = {}
+    if args.config:
+        settings = yaml.safe_load(Path(args.config).read_text()) or {}
+        if not isinstance(settings, dict):
+            raise ValueError(f"{args.config} must hold a mapping of setting: value")
+    train_settings = dict(settings.pop("train", {}) or {})
+    spec_flags = ("data", "root", "labels", "loss", "model", "embedding_dim", "val_fraction")
+    for name in spec_flags:
+        if getattr(args, name) is not None:
+            settings[name] = getattr(args, name)
+    if args.normalize:
+        settings["normalize"] = True
+    if args.autoencoder:
+        settings["autoencoder"] = True
+    settings["loss_args"] = {
+        **settings.get("loss_args", {}),
+        **_parse_assignments(args.loss_arg, "--loss-arg"),
+    }
+    config_flags = (
+        "epochs",
+        "batch_size",
+        "lr",
+        "sampler",
+        "items_per_class",
+        "chunk_size",
+        "patience",
+        "seed",
+    )
+    for name in config_flags:
+        if getattr(args, name) is not None:
+            train_settings[name] = getattr(args, name)
+    train_settings.update(_parse_assignments(args.set, "--set"))
+    if args.no_progress:
+        train_settings["progress"] = False
+    spec = RunSpec.from_dict(settings)
+    config = TrainConfig.from_dict(train_settings)
+    out = Path(args.out) if args.out else Path("runs") / f"{spec.data}-{spec.loss}"
+    result, metrics = train_run(spec, config, out=out, resume=args.resume)
+    print(f"\ntest split of {spec.data}, best checkpoint {result.checkpoint}:")
+    _print_table(metrics)
+    print(f"run folder: {out}")
+    return 0
+
+
 def command_evaluate(args: argparse.Namespace) -> int:
     from clusterable.evaluate import evaluate_embeddings
 
-    embeddings = _load_array(Path(args.embeddings), "embeddings")
-    labels = _load_array(Path(args.labels), "labels")
-    ks = tuple(int(k) for k in args.ks.split(","))
+    embeddings, labels, _, _ = _embeddings_of(args)
+    keep = labels >= 0
     table = evaluate_embeddings(
-        embeddings,
-        labels,
+        embeddings[keep],
+        labels[keep],
         clustering=args.clustering,
         n_clusters=args.n_clusters,
-        ks=ks,
+        ks=tuple(int(k) for k in args.ks.split(",")),
         seed=args.seed,
     )
-    width = max(len(name) for name in table)
-    for name, value in table.items():
-        print(f"{name:<{width}}  {100 * value:6.2f}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(table, indent=2) + "\n")
-        print(f"wrote {args.json}")
+    _print_table(table)
+    _write_json(table, args.json)
     return 0
+
+
+def command_embed(args: argparse.Namespace) -> int:
+    embeddings, labels, fine_labels, _ = _embeddings_of(args)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    np.save(out / "embeddings.npy", embeddings)
+    np.save(out / "labels.npy", labels)
+    np.save(out / "fine_labels.npy", fine_labels)
+    print(f"wrote {embeddings.shape[0]} x {embeddings.shape[1]} embeddings and labels to {out}")
+    return 0
+
+
+def command_cluster(args: argparse.Namespace) -> int:
+    from clusterable import cluster
+
+    embeddings = _load_array(Path(args.embeddings), "embeddings")
+    k = args.k
+    if args.method != "aas" and k is None:
+        raise ValueError(f"--method {args.method} needs the number of clusters: add --k N")
+    if args.method == "aas":
+        clusters = cluster.aas(embeddings)
+    elif args.method == "ap":
+        clusters = cluster.affinity_propagation(embeddings, k)
+    else:
+        clusters = getattr(cluster, args.method)(embeddings, k, seed=args.seed)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    np.save(out, clusters)
+    found = len(set(clusters.tolist()) - {-1})
+    print(f"{found} clusters, {int((clusters < 0).sum())} noise points; wrote {out}")
+    if args.labels:
+        from clusterable.evaluate import ari, cluster_accuracy, nmi, pairwise_f1
+
+        labels = _load_array(Path(args.labels), "labels")
+        precision, recall, f1 = pairwise_f1(labels, clusters)
+        _print_table(
+            {
+                "nmi": nmi(labels, clusters),
+                "precision": precision,
+                "recall": recall,
+                "f1": f1,
+                "accuracy": cluster_accuracy(labels, clusters),
+                "ari": ari(labels, clusters),
+            }
+        )
+    return 0
+
+
+def command_plot(args: argparse.Namespace) -> int:
+    from clusterable.plots import plot_retrieval_grid, plot_training_curves, plot_tsne
+
+    embeddings, labels, fine_labels, dataset = _embeddings_of(args)
+    out = Path(args.out)
+    written = [plot_tsne(embeddings, labels, out / "tsne.png", subclasses=fine_labels)]
+    log = Path(args.source) / "log.jsonl"
+    if log.is_file():
+        written.append(plot_training_curves(log, out / "curves.png"))
+    if dataset is not None and len(dataset.input_shape) == 3:
+        images = np.stack([dataset[i][0].numpy() for i in range(len(dataset))])
+        written.append(plot_retrieval_grid(images, embeddings, labels, out / "retrieval.png"))
+    for path in written:
+        print(f"wrote {path}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# parser
+def _add_source(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("source", help="a run folder or checkpoint, or an embeddings .npy file")
+    parser.add_argument("labels", nargs="?", help="labels .npy (when source is an .npy file)")
+    parser.add_argument("--data", help="dataset to embed (default: the one the run trained on)")
+    parser.add_argument("--root", help="folder of the dataset's files")
+    parser.add_argument("--split", default="test", help="dataset split (default: %(default)s)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,37 +244,96 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verbs = parser.add_subparsers(dest="command", required=True, metavar="VERB")
 
-    demo = verbs.add_parser(
+    def verb(name: str, help: str, example: str, run: Any) -> argparse.ArgumentParser:
+        sub = verbs.add_parser(name, help=help, description=help, epilog=f"example: {example}")
+        sub.set_defaults(run=run)
+        sub.add_argument("--seed", type=int, default=None if name == "train" else 0)
+        return sub
+
+    demo = verb(
         "demo",
-        help="train every loss on the bundled digits and compare them",
-        description="Train a small MLP on scikit-learn's digits with every loss, evaluate each on "
-        "held-out digits, print one table and write it as Markdown and JSON.",
-        epilog="example: clusterable demo --quick --out /tmp/demo",
+        "train every loss on the bundled digits, evaluate each, print and write one table",
+        "clusterable demo --quick --out /tmp/demo",
+        command_demo,
     )
     demo.add_argument("--out", default="reports/demo", help="report folder (default: %(default)s)")
     demo.add_argument("--quick", action="store_true", help="a few epochs only (seconds)")
-    demo.add_argument("--seed", type=int, default=0)
-    demo.set_defaults(run=command_demo)
 
-    evaluate = verbs.add_parser(
+    train = verb(
+        "train",
+        "train an embedding on a dataset with a loss; checkpoints, logs and test metrics",
+        "clusterable train --data digits --loss lifted --loss-arg margin=1.0 --epochs 20",
+        command_train,
+    )
+    train.add_argument("--config", help="YAML run file: RunSpec keys and a `train:` mapping")
+    train.add_argument("--data", help="dataset name (clusterable.data.available_datasets())")
+    train.add_argument("--root", help="folder of the dataset's files")
+    train.add_argument("--labels", choices=("fine", "coarse"), help="label view (default fine)")
+    train.add_argument("--loss", help="loss name (clusterable.losses.available_losses())")
+    train.add_argument(
+        "--loss-arg", action="append", default=[], metavar="NAME=VALUE", help="loss keyword"
+    )
+    train.add_argument("--model", help="model name (clusterable.models.available_models())")
+    train.add_argument("--embedding-dim", type=int)
+    train.add_argument("--normalize", action="store_true", help="l2-normalise embeddings")
+    train.add_argument("--autoencoder", action="store_true", help="MsDNN-AE: add a decoder")
+    train.add_argument("--val-fraction", type=float, help="held out per class (default 0.1)")
+    train.add_argument("--epochs", type=int)
+    train.add_argument("--batch-size", type=int)
+    train.add_argument("--lr", type=float)
+    train.add_argument("--sampler", choices=("class-balanced", "random", "pairs-hard-negatives"))
+    train.add_argument("--items-per-class", type=int)
+    train.add_argument("--chunk-size", type=int, help="DSCL large-batch trick chunk size")
+    train.add_argument("--patience", type=int, help="early stopping patience (evaluations)")
+    train.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="any TrainConfig field"
+    )
+    train.add_argument("--out", help="run folder (default: runs/DATA-LOSS)")
+    train.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    evaluate = verb(
         "evaluate",
-        help="score saved embeddings: retrieval and clustering metrics",
-        description="Score embeddings saved with numpy.save against their labels: Recall@K, "
-        "MAP@R, R-precision, then a partition scored by NMI, pairwise F1, Hungarian accuracy, "
-        "ARI, V-measure and silhouette. Printed in %%.",
-        epilog="example: clusterable evaluate emb.npy labels.npy --clustering spectral",
+        "score a trained model on a dataset split, or saved embeddings: Recall@K, MAP@R, NMI, F1, "
+        "Hungarian accuracy, ARI, V-measure, silhouette (printed in %%)",
+        "clusterable evaluate emb.npy labels.npy --clustering spectral --json table.json",
+        command_evaluate,
     )
-    evaluate.add_argument("embeddings", help="(n, d) array, .npy")
-    evaluate.add_argument("labels", help="(n,) integer array, .npy")
+    _add_source(evaluate)
     evaluate.add_argument("--clustering", choices=CLUSTERINGS, default="kmeans")
-    evaluate.add_argument(
-        "--n-clusters", type=int, default=None, help="default: number of classes in labels"
-    )
+    evaluate.add_argument("--n-clusters", type=int, help="default: number of classes")
     evaluate.add_argument("--ks", default="1,2,4,8", help="Recall@K list (default: %(default)s)")
     evaluate.add_argument("--json", help="also write the table to this JSON file")
-    evaluate.add_argument("--out", default=".", help="folder for outputs (default: %(default)s)")
-    evaluate.add_argument("--seed", type=int, default=0)
-    evaluate.set_defaults(run=command_evaluate)
+
+    embed = verb(
+        "embed",
+        "write the embeddings of a dataset split under a trained model as .npy files",
+        "clusterable embed runs/digits-lifted --split test --out emb/",
+        command_embed,
+    )
+    _add_source(embed)
+    embed.add_argument("--out", required=True, help="folder for embeddings.npy and labels.npy")
+
+    cluster = verb(
+        "cluster",
+        "partition saved embeddings (k-means, DSCL spectral, AAS, affinity propagation, GMM)",
+        "clusterable cluster emb.npy --method spectral --k 10 --labels labels.npy",
+        command_cluster,
+    )
+    cluster.add_argument("embeddings", help="(n, d) .npy file")
+    cluster.add_argument("--method", choices=CLUSTERINGS, default="kmeans")
+    cluster.add_argument("--k", type=int, help="number of clusters (not for aas)")
+    cluster.add_argument("--labels", help="labels .npy: also score the partition")
+    cluster.add_argument("--out", default="clusters.npy", help="(default: %(default)s)")
+
+    plot = verb(
+        "plot",
+        "PNG figures: t-SNE by class and sub-class, training curves, retrieval grid for images",
+        "clusterable plot runs/digits-lifted --out plots/",
+        command_plot,
+    )
+    _add_source(plot)
+    plot.add_argument("--out", default="plots", help="folder for the PNG files")
     return parser
 
 
@@ -109,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.run(args)
-    except ValueError as error:
+    except (ValueError, FileNotFoundError, ImportError) as error:
         parser.exit(2, f"clusterable {args.command}: error: {error}\n")
 
 

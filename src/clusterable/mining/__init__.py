@@ -1,5 +1,11 @@
-"""Choosing what a loss looks at: in-batch triplet mining (and, later, batch samplers)."""
+"""Choosing what a loss looks at: in-batch triplet mining and batch samplers."""
 
+from clusterable.mining.samplers import (
+    ClassBalancedBatchSampler,
+    DistributedBatchSampler,
+    PairsWithHardNegativesSampler,
+    RandomBatchSampler,
+)
 from clusterable.mining.triplets import (
     all_triplets,
     batch_hard_triplets,
@@ -9,6 +15,10 @@ from clusterable.mining.triplets import (
 )
 
 __all__ = [
+    "ClassBalancedBatchSampler",
+    "DistributedBatchSampler",
+    "PairsWithHardNegativesSampler",
+    "RandomBatchSampler",
     "all_triplets",
     "batch_hard_triplets",
     "mine_triplets",

@@ -1,0 +1,220 @@
+"""The one dataset type every loader returns and the trainer consumes.
+
+A :class:`LabelledDataset` pairs items with two label arrays: ``labels``, which training uses, and
+``fine_labels``, the original classes kept for sub-class evaluation (they differ once a coarse view
+is applied). Items are stored in one of two forms that index alike:
+
+- a float32 array ``(n, *input_shape)`` held in memory (values in [0, 1] for images), or
+- :class:`ImageFiles`, paths of images decoded with PIL on access, resized to a fixed square size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image, UnidentifiedImageError
+from torch.utils.data import Dataset
+
+#: Side of the square that image files are resized to unless a loader is told otherwise. The papers
+#: crop 224-227 pixels for ImageNet backbones; 64 keeps CPU training of the small models practical.
+DEFAULT_IMAGE_SIZE = 64
+
+
+class ImageFiles:
+    """Image files read lazily: each item is a float32 ``(channels, size, size)`` array in [0, 1].
+
+    Indexing with an int decodes one image; indexing with an int array returns another
+    :class:`ImageFiles` over those paths, so it can stand where an in-memory array stands.
+
+    Parameters
+    ----------
+    paths : sequence of str or Path
+        One image file per item.
+    size : int
+        Images are resized (bilinear, aspect ratio not kept, as the lifted-structure reference code
+        does before cropping) to ``size x size``.
+    channels : int
+        3 converts every image to RGB (CUB has a few grayscale images), 1 to grayscale.
+    """
+
+    def __init__(
+        self, paths: Sequence[str | Path], size: int = DEFAULT_IMAGE_SIZE, channels: int = 3
+    ) -> None:
+        if size < 1:
+            raise ValueError(f"image size must be a positive number of pixels, got {size}")
+        if channels not in (1, 3):
+            raise ValueError(f"channels must be 1 (grayscale) or 3 (RGB), got {channels}")
+        self.paths = [Path(p) for p in paths]
+        self.size = size
+        self.channels = channels
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (len(self.paths), self.channels, self.size, self.size)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int | np.ndarray) -> np.ndarray | ImageFiles:
+        if isinstance(index, (int, np.integer)):
+            return self._read(self.paths[index])
+        return ImageFiles([self.paths[i] for i in np.asarray(index)], self.size, self.channels)
+
+    def _read(self, path: Path) -> np.ndarray:
+        try:
+            with Image.open(path) as image:
+                image = image.convert("RGB" if self.channels == 3 else "L")
+                image = image.resize((self.size, self.size), Image.Resampling.BILINEAR)
+                pixels = np.asarray(image, dtype=np.float32) / 255.0
+        except FileNotFoundError:
+            raise FileNotFoundError(
+                f"image file {path} is missing: the dataset's list names it but it is not on disk; "
+                "check that the archive was extracted completely"
+            ) from None
+        except (UnidentifiedImageError, OSError) as error:
+            raise ValueError(
+                f"cannot decode image file {path} ({error}); replace or delete the file"
+            ) from error
+        return pixels[None] if self.channels == 1 else pixels.transpose(2, 0, 1)  # (C, H, W)
+
+
+class LabelledDataset(Dataset):
+    """Items with training labels and original (fine) labels.
+
+    Parameters
+    ----------
+    name : str
+        What the data is, e.g. ``"fashion-mnist/train"``; shown in logs and reports.
+    x : np.ndarray or ImageFiles
+        ``(n, *input_shape)`` float32 array, or lazily read image files.
+    labels : array-like of int
+        ``(n,)`` labels that training uses; -1 marks an unlabelled distractor.
+    fine_labels : array-like of int, optional
+        ``(n,)`` original classes (-1 for distractors); defaults to ``labels``.
+    class_names : list of str, optional
+        ``class_names[c]`` names label ``c``; defaults to the label numbers.
+    fine_class_names : list of str, optional
+        ``fine_class_names[c]`` names fine label ``c``; defaults to ``class_names``.
+
+    Attributes
+    ----------
+    labels, fine_labels : np.ndarray
+        ``(n,)`` int64.
+    input_shape : tuple of int
+        Shape of one item, e.g. ``(1, 28, 28)``, ``(64,)`` or ``(3, 64, 64)``.
+
+    Examples
+    --------
+    >>> ds = LabelledDataset("toy", np.zeros((4, 2), np.float32), [0, 0, 1, -1])
+    >>> ds.num_classes, ds[2][1], ds.subset([0, 2]).labels.tolist()
+    (2, 1, [0, 1])
+    """
+
+    def __init__(
+        self,
+        name: str,
+        x: np.ndarray | ImageFiles,
+        labels: Sequence[int] | np.ndarray,
+        *,
+        fine_labels: Sequence[int] | np.ndarray | None = None,
+        class_names: list[str] | None = None,
+        fine_class_names: list[str] | None = None,
+    ) -> None:
+        if isinstance(x, np.ndarray):
+            x = np.asarray(x, dtype=np.float32)
+        self.name = name
+        self.x = x
+        self.labels = np.asarray(labels, dtype=np.int64).reshape(-1)
+        self.fine_labels = (
+            self.labels.copy()
+            if fine_labels is None
+            else np.asarray(fine_labels, dtype=np.int64).reshape(-1)
+        )
+        if not len(self.x) == len(self.labels) == len(self.fine_labels):
+            raise ValueError(
+                f"dataset {name!r}: {len(self.x)} items but {len(self.labels)} labels and "
+                f"{len(self.fine_labels)} fine labels; give one label of each kind per item"
+            )
+        if class_names is None:
+            class_names = [str(c) for c in range(int(self.labels.max(initial=-1)) + 1)]
+        self.class_names = list(class_names)
+        self.fine_class_names = (
+            self.class_names if fine_class_names is None else list(fine_class_names)
+        )
+        self.input_shape: tuple[int, ...] = tuple(int(s) for s in self.x.shape[1:])
+
+    @property
+    def num_classes(self) -> int:
+        """Number of distinct labels, distractors (-1) not counted."""
+        return len(np.unique(self.labels[self.labels >= 0]))
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        return torch.from_numpy(np.asarray(self.x[index])), int(self.labels[index])
+
+    def subset(self, indices: Sequence[int] | np.ndarray) -> LabelledDataset:
+        """The items at ``indices`` (ints, or a boolean mask of length n), in that order."""
+        indices = np.asarray(indices)
+        if indices.dtype == bool:
+            indices = np.flatnonzero(indices)
+        return self.replace(
+            x=self.x[indices], labels=self.labels[indices], fine_labels=self.fine_labels[indices]
+        )
+
+    def replace(self, **changes: object) -> LabelledDataset:
+        """A copy with the given constructor arguments changed (the label views build on this)."""
+        fields: dict[str, object] = {
+            "name": self.name,
+            "x": self.x,
+            "labels": self.labels,
+            "fine_labels": self.fine_labels,
+            "class_names": self.class_names,
+            "fine_class_names": self.fine_class_names,
+        }
+        fields.update(changes)
+        return LabelledDataset(**fields)  # type: ignore[arg-type]
+
+    def __repr__(self) -> str:
+        return (
+            f"LabelledDataset({self.name!r}, n={len(self)}, num_classes={self.num_classes}, "
+            f"input_shape={self.input_shape})"
+        )
+
+
+def concatenate(first: LabelledDataset, *others: LabelledDataset) -> LabelledDataset:
+    """The items of several datasets, one after the other, under the first one's name and names.
+
+    All must have the same ``input_shape`` and the same storage form (arrays, or image files of the
+    same size and channels), and label numbers must mean the same class in all of them.
+    """
+    parts = (first, *others)
+    for part in others:
+        if part.input_shape != first.input_shape:
+            raise ValueError(
+                f"cannot concatenate {part.name!r} with items of shape {part.input_shape} to "
+                f"{first.name!r} with items of shape {first.input_shape}"
+            )
+    if all(isinstance(part.x, np.ndarray) for part in parts):
+        x: np.ndarray | ImageFiles = np.concatenate([part.x for part in parts])
+    elif all(isinstance(part.x, ImageFiles) for part in parts):
+        x = ImageFiles(
+            [path for part in parts for path in part.x.paths],  # type: ignore[union-attr]
+            first.x.size,  # type: ignore[union-attr]
+            first.x.channels,  # type: ignore[union-attr]
+        )
+    else:
+        raise TypeError(
+            "cannot concatenate in-memory arrays with image files "
+            f"({', '.join(p.name for p in parts)}); load the image files into an array first, "
+            "e.g. np.stack([ds.x[i] for i in range(len(ds))])"
+        )
+    return first.replace(
+        x=x,
+        labels=np.concatenate([part.labels for part in parts]),
+        fine_labels=np.concatenate([part.fine_labels for part in parts]),
+    )

@@ -1,0 +1,140 @@
+"""``load_dataset(name, ...)``: every dataset by name, with its split and label view.
+
+Names: ``digits``, ``mnist``, ``fashion-mnist``, ``usps``, ``cub200``, ``cars196``, ``sop``,
+``image-folder`` (root = the folder; or ``folder:PATH``) and ``table`` (root = the file; or
+``table:PATH``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from clusterable.data.dataset import DEFAULT_IMAGE_SIZE, LabelledDataset
+from clusterable.data.generic import load_image_folder, load_table
+from clusterable.data.retrieval import load_cars196, load_cub200, load_sop
+from clusterable.data.small_images import (
+    DIGIT_CLASSES,
+    FASHION_MNIST_CLASSES,
+    load_digits,
+    load_idx_dataset,
+    load_usps,
+)
+from clusterable.data.views import MSDNN_COARSE, coarse_labels
+
+# Each loader: (root, split, image_size) -> the dataset with its fine labels.
+_Loader = Callable[[Path | None, str, int], LabelledDataset]
+
+
+def _needs_root(
+    name: str, prefix: str, load: Callable[[Path, str, int], LabelledDataset]
+) -> _Loader:
+    def load_from_root(root: Path | None, split: str, image_size: int) -> LabelledDataset:
+        if root is None:
+            raise ValueError(
+                f"dataset {name!r} reads your own files: give root=PATH or the name '{prefix}:PATH'"
+            )
+        return load(root, split, image_size)
+
+    return load_from_root
+
+
+_LOADERS: dict[str, _Loader] = {
+    "digits": lambda root, split, size: load_digits(split),
+    "mnist": lambda root, split, size: load_idx_dataset("mnist", DIGIT_CLASSES, root, split),
+    "fashion-mnist": lambda root, split, size: load_idx_dataset(
+        "fashion-mnist", FASHION_MNIST_CLASSES, root, split
+    ),
+    "usps": lambda root, split, size: load_usps(root, split),
+    "cub200": load_cub200,
+    "cars196": load_cars196,
+    "sop": load_sop,
+    "image-folder": _needs_root("image-folder", "folder", load_image_folder),
+    "table": _needs_root("table", "table", lambda root, split, size: load_table(root, split)),
+}
+
+#: ``PREFIX:PATH`` names and the dataset each prefix means.
+_PATH_PREFIXES = {"folder": "image-folder", "table": "table"}
+
+
+def available_datasets() -> list[str]:
+    """Names :func:`load_dataset` accepts (``folder:PATH`` and ``table:PATH`` besides)."""
+    return sorted(_LOADERS)
+
+
+def load_dataset(
+    name: str,
+    root: str | Path | None = None,
+    split: str = "train",
+    labels: str = "fine",
+    *,
+    image_size: int = DEFAULT_IMAGE_SIZE,
+) -> LabelledDataset:
+    """Load a dataset by name, with one of its splits and a label view.
+
+    Parameters
+    ----------
+    name : str
+        One of :func:`available_datasets`, or ``folder:PATH`` / ``table:PATH``.
+    root : str or Path, optional
+        Where the files are. For the named benchmark sets it is searched first, then
+        ``/usr/share/datasets/<name>`` and ``~/.cache/clusterable/<name>``; ``digits`` needs none
+        (scikit-learn ships it); ``image-folder`` and ``table`` need it (the folder, the file).
+    split : {"train", "test", "all"}
+        The set's official split where it has one: IDX and USPS train/test files; zero-shot class
+        halves for ``cub200`` (classes 1-100 / 101-200) and ``cars196`` (1-98 / 99-196); SOP's
+        ``Ebay_train.txt`` / ``Ebay_test.txt``. Sets without one (``digits``, a folder or table
+        without its own split) get a seeded stratified 70 % / 30 % split.
+    labels : {"fine", "coarse"}
+        ``"coarse"`` trains on MsDNN's merged classes (0-4 -> 0, 5-9 -> 1) of a 10-class set;
+        the original classes stay in ``fine_labels`` for sub-class evaluation.
+    image_size : int
+        Side of the square that image files (CUB, Cars, SOP, folders) are resized to.
+
+    Returns
+    -------
+    LabelledDataset
+
+    Raises
+    ------
+    FileNotFoundError
+        The files are in none of the places searched; the message lists them and how to get
+        the files.
+    ValueError
+        Unknown name, split or label view, or a corrupt file (the message names it).
+
+    Examples
+    --------
+    >>> from clusterable.data import load_dataset
+    >>> train = load_dataset("digits", split="train", labels="coarse")
+    >>> train.input_shape, train.num_classes, len(set(train.fine_labels))
+    ((1, 8, 8), 2, 10)
+    >>> test = load_dataset("fashion-mnist", split="test")  # doctest: +SKIP
+    >>> birds = load_dataset("cub200", root="~/data", image_size=128)  # doctest: +SKIP
+    """
+    key, _, path = name.partition(":")
+    key = key.strip().lower()
+    if path:
+        if key not in _PATH_PREFIXES:
+            raise ValueError(
+                f"unknown dataset {name!r}: only {', '.join(f'{p}:PATH' for p in _PATH_PREFIXES)} "
+                "take a path in the name"
+            )
+        key, root = _PATH_PREFIXES[key], path
+    if key not in _LOADERS:
+        raise ValueError(
+            f"unknown dataset {name!r}; available: {', '.join(available_datasets())}, "
+            "folder:PATH, table:PATH"
+        )
+    if labels not in ("fine", "coarse"):
+        raise ValueError(f"labels must be 'fine' or 'coarse', got {labels!r}")
+    ds = _LOADERS[key](None if root is None else Path(root), split, image_size)
+    if labels == "fine":
+        return ds
+    if len(ds.fine_class_names) != 10:
+        raise ValueError(
+            f"labels='coarse' means MsDNN's 0-4 / 5-9 classes, defined for 10-class sets; "
+            f"{name!r} has {len(ds.fine_class_names)} classes: use "
+            "clusterable.data.coarse_labels(ds, mapping) with your own mapping"
+        )
+    return coarse_labels(ds, MSDNN_COARSE)

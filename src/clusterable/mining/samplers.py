@@ -1,0 +1,438 @@
+"""Batch samplers: which dataset items form each training batch.
+
+Each sampler yields lists of dataset indices and is used as ``DataLoader(dataset,
+batch_sampler=sampler)``. All are seeded: the batches of an epoch are a function of
+``(seed, epoch)`` only, and :meth:`set_epoch` reshuffles, as with ``DistributedSampler``.
+
+Distributed training: every rank builds the same *global* batch and keeps a contiguous
+``1 / num_replicas`` slice of it, rank 0 first, so concatenating the ranks' slices in rank order
+(``all_gather``) gives exactly the batch a single process would draw. ``batch_size`` is always
+the global batch size.
+
+Labels below 0 (``-1``: unlabelled distractors) are never sampled by the label-aware samplers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import Tensor
+from torch.utils.data import Sampler
+
+ArrayLike = np.ndarray | Tensor | Sequence[int]
+
+
+def _as_int_array(values: ArrayLike, what: str) -> np.ndarray:
+    if isinstance(values, Tensor):
+        values = values.detach().cpu().numpy()
+    values = np.asarray(values)
+    if values.ndim != 1 or not np.issubdtype(values.dtype, np.integer):
+        raise ValueError(f"{what} must be a 1-D integer array, got {values.shape} {values.dtype}")
+    return values.astype(np.int64)
+
+
+def _as_labels(labels: ArrayLike) -> np.ndarray:
+    return _as_int_array(labels, "labels")
+
+
+def _as_indices(indices: ArrayLike) -> np.ndarray:
+    indices = _as_int_array(indices, "indices")
+    if (indices < 0).any():
+        raise ValueError("dataset indices must be non-negative")
+    return indices
+
+
+def _classes(labels: np.ndarray) -> dict[int, np.ndarray]:
+    """Indices of each class with label >= 0, classes in increasing order."""
+    return {int(c): np.flatnonzero(labels == c) for c in np.unique(labels[labels >= 0])}
+
+
+def _batches_per_epoch(requested: int | None, n_labelled: int, batch_size: int) -> int:
+    """``requested``, or about one pass over the labelled items."""
+    if requested is None:
+        return max(1, n_labelled // batch_size)
+    if requested < 1:
+        raise ValueError(f"batches_per_epoch must be positive, got {requested}")
+    return requested
+
+
+class DistributedBatchSampler(Sampler[list[int]]):
+    """Base of the samplers: seeding per epoch and the slicing of global batches across ranks.
+
+    Subclasses implement :meth:`global_batches` and :meth:`__len__`.
+
+    Parameters
+    ----------
+    seed : int
+        Non-negative seed; every rank must use the same one.
+    num_replicas : int, optional
+        Number of processes; default the world size if ``torch.distributed`` is initialised,
+        else 1.
+    rank : int, optional
+        This process's rank; default from ``torch.distributed``, else 0.
+    """
+
+    #: Whether the trainer must call ``update_embeddings`` (hard-negative mining).
+    requires_embeddings: bool = False
+
+    def __init__(self, seed: int, num_replicas: int | None, rank: int | None) -> None:
+        distributed = dist.is_available() and dist.is_initialized()
+        if num_replicas is None:
+            num_replicas = dist.get_world_size() if distributed else 1
+        if rank is None:
+            rank = dist.get_rank() if distributed else 0
+        if num_replicas < 1 or not 0 <= rank < num_replicas:
+            raise ValueError(
+                f"need 0 <= rank < num_replicas, got rank={rank}, num_replicas={num_replicas}"
+            )
+        if seed < 0:
+            raise ValueError(f"seed must be non-negative, got {seed}")
+        self.seed = seed
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.epoch = 0
+
+    def _check_divisible(self, batch_size: int) -> None:
+        # all_gather needs equal slices on every rank.
+        if batch_size % self.num_replicas:
+            raise ValueError(
+                f"the global batch size {batch_size} must be divisible by num_replicas="
+                f"{self.num_replicas}, so that every rank gets an equal slice"
+            )
+
+    def set_epoch(self, epoch: int) -> None:
+        """Draw the batches of ``epoch`` (call before each epoch, on every rank)."""
+        self.epoch = epoch
+
+    def _rng(self) -> np.random.Generator:
+        return np.random.default_rng([self.seed, self.epoch])
+
+    def global_batches(self) -> Iterator[list[int]]:
+        """The epoch's batches as one process would see them (all ranks' items)."""
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for batch in self.global_batches():
+            size = len(batch) // self.num_replicas
+            yield batch[self.rank * size : (self.rank + 1) * size]
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+
+class RandomBatchSampler(DistributedBatchSampler):
+    """Plain random batches: a fresh permutation of the items each epoch, cut into batches.
+
+    Parameters
+    ----------
+    n : int or array-like of int
+        Dataset size (items ``range(n)``), or the dataset indices to draw from (for example
+        ``np.flatnonzero(labels >= 0)`` to leave out unlabelled items).
+    batch_size : int
+        Global batch size, divisible by ``num_replicas``.
+    seed : int
+        Seed.
+    drop_last : bool
+        Drop the last, incomplete batch. When it is kept with several replicas, it is padded with
+        the first indices of the epoch's permutation up to a multiple of ``num_replicas`` (as
+        ``DistributedSampler`` pads), so every rank gets an equal slice.
+    num_replicas, rank : int, optional
+        See :class:`DistributedBatchSampler`.
+
+    Examples
+    --------
+    >>> sampler = RandomBatchSampler(10, batch_size=4, seed=0)
+    >>> [len(b) for b in sampler]
+    [4, 4, 2]
+    """
+
+    def __init__(
+        self,
+        n: int | ArrayLike,
+        batch_size: int,
+        seed: int = 0,
+        drop_last: bool = False,
+        *,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+    ) -> None:
+        super().__init__(seed, num_replicas, rank)
+        self.indices = np.arange(int(n)) if np.ndim(n) == 0 else _as_indices(n)
+        if len(self.indices) == 0 or batch_size < 1:
+            raise ValueError(
+                f"need at least one item and a positive batch_size, got {len(self.indices)} items "
+                f"and batch_size={batch_size}"
+            )
+        self._check_divisible(batch_size)
+        self.batch_size = batch_size
+        self.drop_last = drop_last
+
+    def global_batches(self) -> Iterator[list[int]]:
+        order = self._rng().permutation(self.indices).tolist()
+        for i in range(len(self)):
+            batch = order[i * self.batch_size : (i + 1) * self.batch_size]
+            shortfall = -len(batch) % self.num_replicas
+            yield batch + order[:shortfall]
+
+    def __len__(self) -> int:
+        if self.drop_last:
+            return len(self.indices) // self.batch_size
+        return -(-len(self.indices) // self.batch_size)
+
+
+class ClassBalancedBatchSampler(DistributedBatchSampler):
+    """``p`` classes x ``m`` items per batch, the batches of DSCL (Law et al., ICML 2017, Sec. 4.1)
+    and of most deep metric learning protocols.
+
+    Each batch draws ``classes_per_batch`` distinct classes uniformly at random, then
+    ``items_per_class`` items of each. Within a class, items are taken from a shuffled queue that
+    is refilled when fewer than ``m`` remain, so every item is seen about equally often and no
+    item repeats within a batch. A class with fewer than ``m`` items gives all of them once and
+    fills up with items drawn from it uniformly *with replacement* (so those repeat).
+
+    The batch is laid out class by class, so a rank's slice holds whole classes when
+    ``classes_per_batch`` is divisible by ``num_replicas``.
+
+    Parameters
+    ----------
+    labels : array-like of int
+        ``(n,)`` labels; items labelled below 0 are never sampled.
+    classes_per_batch : int
+        ``p``, at most the number of classes.
+    items_per_class : int
+        ``m``.
+    seed : int
+        Seed.
+    batches_per_epoch : int, optional
+        Default ``max(1, n_labelled // (p * m))``: about one pass over the labelled items.
+    num_replicas, rank : int, optional
+        See :class:`DistributedBatchSampler`; ``p * m`` must be divisible by ``num_replicas``.
+    """
+
+    def __init__(
+        self,
+        labels: ArrayLike,
+        classes_per_batch: int,
+        items_per_class: int,
+        seed: int = 0,
+        *,
+        batches_per_epoch: int | None = None,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+    ) -> None:
+        super().__init__(seed, num_replicas, rank)
+        self.labels = _as_labels(labels)
+        self.members = _classes(self.labels)
+        if classes_per_batch < 1 or items_per_class < 1:
+            raise ValueError("classes_per_batch and items_per_class must be positive")
+        if classes_per_batch > len(self.members):
+            raise ValueError(
+                f"classes_per_batch={classes_per_batch} but the labels have only "
+                f"{len(self.members)} classes (labels >= 0)"
+            )
+        self.classes_per_batch = classes_per_batch
+        self.items_per_class = items_per_class
+        self.batch_size = classes_per_batch * items_per_class
+        self._check_divisible(self.batch_size)
+        n_labelled = sum(len(m) for m in self.members.values())
+        self.batches_per_epoch = _batches_per_epoch(batches_per_epoch, n_labelled, self.batch_size)
+
+    def _take(
+        self, label: int, queues: dict[int, np.ndarray], rng: np.random.Generator
+    ) -> np.ndarray:
+        """``m`` items of class ``label``."""
+        members, m = self.members[label], self.items_per_class
+        if len(members) < m:
+            extra = rng.choice(members, size=m - len(members), replace=True)
+            return np.concatenate([rng.permutation(members), extra])
+        queue = queues.get(label)
+        if queue is None or len(queue) < m:
+            queue = rng.permutation(members)
+        queues[label] = queue[m:]
+        return queue[:m]
+
+    def global_batches(self) -> Iterator[list[int]]:
+        rng = self._rng()
+        classes = np.fromiter(self.members, dtype=np.int64)
+        queues: dict[int, np.ndarray] = {}
+        for _ in range(self.batches_per_epoch):
+            chosen = rng.choice(classes, size=self.classes_per_batch, replace=False)
+            yield np.concatenate([self._take(int(c), queues, rng) for c in chosen]).tolist()
+
+    def __len__(self) -> int:
+        return self.batches_per_epoch
+
+
+class PairsWithHardNegativesSampler(DistributedBatchSampler):
+    """Random positive pairs and their hard negatives (Oh Song et al., CVPR 2016, Sec. 4).
+
+    A batch of size ``b`` holds ``b / 4`` random positive pairs (half the batch) and, for each of
+    the ``b / 2`` pair members, one hard negative: "for each image in a positive pair we find its
+    close (hard) negative images" (Sec. 4, Fig. 3), mined for the left and the right image alike.
+    The exact rule:
+
+    1. Pairs. Anchors are taken in the order of a per-epoch permutation of the labelled items
+       whose class has at least two items (skipping those already in the batch); each anchor's
+       positive is drawn uniformly from its class's items not yet in the batch.
+    2. Pool. A candidate pool of ``pool_size`` labelled items is drawn without replacement for
+       the batch (``pool_size=None``: every labelled item).
+    3. Negatives, for each pair member ``x`` in batch order (anchor, then positive, pair by
+       pair): among the pool's items of another class that are not yet in the batch, the one
+       nearest to ``x`` in Euclidean distance between the embeddings last given to
+       :meth:`update_embeddings` (ties: the lowest index). Before any update the choice
+       is uniformly random. If the pool has no such item, all labelled items are searched; if
+       even they are exhausted, a negative already in the batch may repeat.
+
+    Indices are therefore distinct except in that last case. The batch is laid out in groups
+    ``[anchor, positive, negative of anchor, negative of positive]``, so a rank's slice holds whole
+    groups when ``batch_size / num_replicas`` is divisible by 4.
+
+    Embeddings go stale as the network trains; the trainer refreshes them (typically once per
+    epoch, on the whole training set, in dataset order). Under DDP every rank must pass the same
+    (all-gathered) embeddings so that the ranks agree on the global batch.
+
+    Parameters
+    ----------
+    labels : array-like of int
+        ``(n,)`` labels; items labelled below 0 are never sampled.
+    batch_size : int
+        Global batch size, a multiple of 4 (128 in the paper), divisible by ``num_replicas``.
+    seed : int
+        Seed.
+    pool_size : int or None
+        Candidates searched for each batch's negatives; larger is harder and slower.
+    batches_per_epoch : int, optional
+        Default ``max(1, n_labelled // batch_size)``.
+    num_replicas, rank : int, optional
+        See :class:`DistributedBatchSampler`.
+    """
+
+    requires_embeddings = True
+
+    def __init__(
+        self,
+        labels: ArrayLike,
+        batch_size: int = 128,
+        seed: int = 0,
+        *,
+        pool_size: int | None = 1024,
+        batches_per_epoch: int | None = None,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+    ) -> None:
+        super().__init__(seed, num_replicas, rank)
+        self.labels = _as_labels(labels)
+        members = _classes(self.labels)
+        if batch_size < 4 or batch_size % 4:
+            raise ValueError(
+                f"batch_size must be a positive multiple of 4 (pairs plus a negative for each "
+                f"member), got {batch_size}"
+            )
+        self._check_divisible(batch_size)
+        n_pairs = batch_size // 4
+        # Pairs are drawn before any negative, so at most floor(size / 2) come from one class.
+        max_pairs = sum(len(m) // 2 for m in members.values())
+        if len(members) < 2 or max_pairs < n_pairs:
+            raise ValueError(
+                f"a batch of {batch_size} needs {n_pairs} disjoint positive pairs and a second "
+                f"class for negatives; the labels give {max_pairs} pairs in {len(members)} classes"
+            )
+        if pool_size is not None and pool_size < 1:
+            raise ValueError(f"pool_size must be positive or None, got {pool_size}")
+        self.batch_size = batch_size
+        self.pool_size = pool_size
+        self.members = members
+        self.labelled = np.flatnonzero(self.labels >= 0)
+        self.anchors = np.concatenate([m for m in members.values() if len(m) >= 2])
+        self.batches_per_epoch = _batches_per_epoch(
+            batches_per_epoch, len(self.labelled), batch_size
+        )
+        self.embeddings: np.ndarray | None = None
+
+    def update_embeddings(self, embeddings: np.ndarray | Tensor) -> None:
+        """Set the ``(n, d)`` embeddings of all dataset items, row ``i`` for index ``i``."""
+        if isinstance(embeddings, Tensor):
+            embeddings = embeddings.detach().to("cpu", torch.float64).numpy()
+        embeddings = np.array(
+            embeddings, dtype=np.float64
+        )  # a copy: the caller may reuse its buffer
+        if embeddings.ndim != 2 or len(embeddings) != len(self.labels):
+            raise ValueError(
+                f"embeddings must be shaped (n, d) with n={len(self.labels)} (one row per dataset "
+                f"item), got {embeddings.shape}"
+            )
+        if not np.isfinite(embeddings).all():
+            raise ValueError("embeddings contain NaN or infinity")
+        self.embeddings = embeddings
+
+    def _pairs(
+        self, anchors: Iterator[int], in_batch: np.ndarray, rng: np.random.Generator
+    ) -> list[int]:
+        """``b / 2`` items: disjoint positive pairs, anchor then positive; marks them in_batch."""
+        items: list[int] = []
+        while len(items) < self.batch_size // 2:
+            anchor = next(anchors)
+            if in_batch[anchor]:
+                continue
+            in_batch[anchor] = True
+            mates = self.members[int(self.labels[anchor])]
+            mates = mates[~in_batch[mates]]
+            if len(mates) == 0:
+                # Its class is used up in this batch; the anchor stays free for later batches.
+                in_batch[anchor] = False
+                continue
+            positive = int(rng.choice(mates))
+            in_batch[positive] = True
+            items += [anchor, positive]
+        return items
+
+    def _anchor_stream(self, rng: np.random.Generator) -> Iterator[int]:
+        """Eligible anchors in random order, reshuffled whenever exhausted."""
+        while True:
+            yield from rng.permutation(self.anchors).tolist()
+
+    def _negative(self, x: int, candidates: np.ndarray, rng: np.random.Generator) -> int:
+        """The nearest candidate to ``x`` (random before any embeddings)."""
+        if self.embeddings is None:
+            return int(rng.choice(candidates))
+        diff = self.embeddings[candidates] - self.embeddings[x]  # (c, d)
+        return int(candidates[np.argmin(np.einsum("cd,cd->c", diff, diff))])
+
+    def _candidates(self, x: int, pool: np.ndarray, in_batch: np.ndarray) -> np.ndarray:
+        """Negatives of ``x`` to search, by the fallback order of the class docstring."""
+        label = self.labels[x]
+        candidates = pool[(self.labels[pool] != label) & ~in_batch[pool]]
+        if len(candidates) == 0:
+            negatives = self.labelled[self.labels[self.labelled] != label]
+            candidates = negatives[~in_batch[negatives]]
+            if len(candidates) == 0:
+                candidates = negatives
+        return candidates
+
+    def _batch(self, anchors: Iterator[int], rng: np.random.Generator) -> list[int]:
+        in_batch = np.zeros(len(self.labels), dtype=bool)
+        members = self._pairs(anchors, in_batch, rng)
+        if self.pool_size is None or self.pool_size >= len(self.labelled):
+            pool = self.labelled
+        else:
+            # Sorted, so that ties in distance go to the lowest index.
+            pool = np.sort(rng.choice(self.labelled, size=self.pool_size, replace=False))
+        negatives = []
+        for x in members:
+            negative = self._negative(x, self._candidates(x, pool, in_batch), rng)
+            in_batch[negative] = True
+            negatives.append(negative)
+        groups = [members[0::2], members[1::2], negatives[0::2], negatives[1::2]]
+        return np.stack(groups, axis=1).ravel().tolist()  # (b / 4, 4) -> (b,)
+
+    def global_batches(self) -> Iterator[list[int]]:
+        rng = self._rng()
+        anchors = self._anchor_stream(rng)
+        for _ in range(self.batches_per_epoch):
+            yield self._batch(anchors, rng)
+
+    def __len__(self) -> int:
+        return self.batches_per_epoch

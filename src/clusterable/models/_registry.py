@@ -1,0 +1,194 @@
+"""Name -> architecture registry behind :func:`build_model`, :func:`build_decoder` and
+:func:`available_models`."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from torch import nn
+
+from clusterable.models.embedding_net import EmbeddingNet
+
+#: ``builder(input_shape, **kwargs) -> (backbone, feature_dim)``.
+BackboneBuilder = Callable[..., tuple[nn.Module, int]]
+#: ``decoder(input_shape, embedding_dim, **kwargs) -> nn.Module`` mapping embeddings to inputs.
+DecoderBuilder = Callable[..., nn.Module]
+
+#: Prefixes of pretrained backbones from the optional ``vision`` extra: ``timm:resnet18``.
+PRETRAINED_PREFIXES: tuple[str, ...] = ("timm", "torchvision")
+
+
+@dataclass(frozen=True)
+class _Architecture:
+    backbone: BackboneBuilder
+    decoder: DecoderBuilder
+
+
+_MODELS: dict[str, _Architecture] = {}
+
+
+def register_model(
+    name: str, *, decoder: DecoderBuilder
+) -> Callable[[BackboneBuilder], BackboneBuilder]:
+    """Function decorator: make a backbone builder available as ``build_model(name)``.
+
+    Parameters
+    ----------
+    name : str
+        The registry name.
+    decoder : callable
+        Builds the mirrored decoder for an autoencoder term (MsDNN-AE); it takes the same
+        architecture keywords as the backbone builder, plus ``sigmoid``.
+    """
+
+    def add(builder: BackboneBuilder) -> BackboneBuilder:
+        if name in _MODELS:
+            raise RuntimeError(f"model name {name!r} is registered twice")
+        _MODELS[name] = _Architecture(builder, decoder)
+        return builder
+
+    return add
+
+
+def available_models() -> list[str]:
+    """Built-in model names, sorted. ``timm:NAME`` and ``torchvision:NAME`` are accepted too."""
+    return sorted(_MODELS)
+
+
+def _choices() -> str:
+    return (
+        ", ".join(available_models())
+        + ", or "
+        + " / ".join(f"{p}:NAME" for p in PRETRAINED_PREFIXES)
+    )
+
+
+def _check_kwargs(
+    what: str, name: str, fn: Callable[..., object], kwargs: dict[str, object]
+) -> None:
+    """Reject keywords ``fn`` does not take, naming the ones it does."""
+    accepted = [
+        p for p in inspect.signature(fn).parameters if p not in ("input_shape", "embedding_dim")
+    ]
+    unknown = sorted(set(kwargs) - set(accepted))
+    if unknown:
+        raise ValueError(
+            f"{what} {name!r} takes no argument {', '.join(unknown)}; "
+            f"its arguments are: {', '.join(accepted) or 'none'}"
+        )
+
+
+def _split_pretrained(name: str) -> tuple[str, str] | None:
+    """``"timm:resnet18" -> ("timm", "resnet18")``; ``None`` for a built-in name."""
+    source, sep, arch = name.partition(":")
+    if not sep:
+        return None
+    if source not in PRETRAINED_PREFIXES or not arch:
+        raise ValueError(f"unknown model {name!r}; choose one of: {_choices()}")
+    return source, arch
+
+
+def build_model(
+    name: str,
+    input_shape: tuple[int, ...],
+    embedding_dim: int,
+    *,
+    normalize: bool = False,
+    **kwargs: object,
+) -> EmbeddingNet:
+    """Build an embedding network by name.
+
+    Parameters
+    ----------
+    name : str
+        One of :func:`available_models` (``"mlp"``, ``"corel-cnn"``, ``"lenet"``,
+        ``"msdnn-cnn"``), or ``"timm:NAME"`` / ``"torchvision:NAME"`` for a pretrained image
+        backbone (needs ``pip install 'clusterable[vision]'``; weights come from a local file given
+        as ``weights=PATH``, never downloaded).
+    input_shape : tuple of int
+        Shape of one input item: ``(C, H, W)`` for images (``H, W >= 8`` for the built-in CNNs),
+        any shape for ``mlp`` (it flattens).
+    embedding_dim : int
+        Width of the embedding.
+    normalize : bool
+        l2-normalise the embeddings.
+    **kwargs
+        The architecture's keywords (``hidden_dims=(256,)``, ``channels=(16, 32)``, ...); an
+        unknown keyword raises a ``ValueError`` listing the accepted ones.
+
+    Returns
+    -------
+    EmbeddingNet
+        Its ``head`` is the final ``nn.Linear``; ``model(x)`` has shape ``(n, embedding_dim)``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> model = build_model("lenet", (1, 28, 28), 64, normalize=True)
+    >>> model(torch.zeros(5, 1, 28, 28)).shape
+    torch.Size([5, 64])
+    """
+    input_shape = tuple(int(s) for s in input_shape)
+    pretrained = _split_pretrained(name)
+    if pretrained is not None:
+        # Imported here so that the optional extras are only looked for when asked for.
+        from clusterable.models.pretrained import pretrained_backbone
+
+        backbone, feature_dim = pretrained_backbone(*pretrained, input_shape, **kwargs)
+    else:
+        if name not in _MODELS:
+            raise ValueError(f"unknown model {name!r}; choose one of: {_choices()}")
+        builder = _MODELS[name].backbone
+        _check_kwargs("model", name, builder, kwargs)
+        backbone, feature_dim = builder(input_shape, **kwargs)
+    model = EmbeddingNet(backbone, feature_dim, embedding_dim, normalize=normalize)
+    model.config = {
+        "name": name,
+        "input_shape": list(input_shape),
+        "embedding_dim": embedding_dim,
+        "normalize": normalize,
+        # Paths as strings, so that the config can be written as JSON.
+        **{k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in kwargs.items()},
+    }
+    return model
+
+
+def build_decoder(
+    name: str, input_shape: tuple[int, ...], embedding_dim: int, **kwargs: object
+) -> nn.Module:
+    """Build the decoder that mirrors model ``name``, for MsDNN-AE's reconstruction term.
+
+    Chauhan, Davoudi, Komeili. Multi-scale Deep Nearest Neighbors, Sec. III-C and IV-D: the image
+    decoder is one fully connected layer followed by six deconvolutions (``msdnn-cnn``); for
+    feature vectors it mirrors the encoder's layers (``mlp``).
+
+    Parameters
+    ----------
+    name : str
+        A built-in model name (pretrained backbones have no decoder).
+    input_shape : tuple of int
+        The encoder's input shape; the decoder's output has this shape.
+    embedding_dim : int
+        The encoder's embedding width.
+    **kwargs
+        The same architecture keywords the encoder was built with, so that the layers mirror.
+
+    Returns
+    -------
+    nn.Module
+        Maps ``(n, embedding_dim)`` to ``(n, *input_shape)``, through a sigmoid by default
+        (inputs scaled to [0, 1]); pass ``sigmoid=False`` for unbounded features.
+    """
+    input_shape = tuple(int(s) for s in input_shape)
+    if _split_pretrained(name) is not None:
+        raise ValueError(
+            f"model {name!r} has no decoder; decoders exist for: {', '.join(available_models())}"
+        )
+    if name not in _MODELS:
+        raise ValueError(f"unknown model {name!r}; choose one of: {_choices()}")
+    decoder = _MODELS[name].decoder
+    _check_kwargs("decoder", name, decoder, kwargs)
+    return decoder(input_shape, embedding_dim, **kwargs)

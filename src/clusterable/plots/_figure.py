@@ -1,0 +1,24 @@
+"""Headless matplotlib: figures are written to PNG files, never shown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot is imported: no display here
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+
+def save_figure(figure: Figure, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(figure)
+    return path
+
+
+def new_figure(columns: int = 1, rows: int = 1, size: float = 4.5) -> tuple[Figure, list]:
+    figure, axes = plt.subplots(rows, columns, figsize=(size * columns, size * rows), squeeze=False)
+    return figure, list(axes.flat)

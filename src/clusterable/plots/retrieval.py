@@ -1,0 +1,46 @@
+"""Retrieval grid: a few queries and their nearest neighbours, framed green (same class) or red."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from clusterable.evaluate import nearest_neighbors
+from clusterable.plots._figure import new_figure, save_figure
+
+
+def _as_image(item: np.ndarray) -> np.ndarray:
+    item = np.asarray(item, dtype=np.float32)
+    if item.ndim == 3 and item.shape[0] in (1, 3):  # CHW -> HWC
+        item = item.transpose(1, 2, 0)
+    return item.squeeze()
+
+
+def plot_retrieval_grid(
+    images: np.ndarray,
+    embeddings: np.ndarray,
+    labels: np.ndarray,
+    path: str | Path,
+    n_queries: int = 6,
+    k: int = 5,
+    seed: int = 0,
+) -> Path:
+    """Write a grid: each row a random query then its ``k`` nearest neighbours (query excluded)."""
+    rng = np.random.default_rng(seed)
+    queries = rng.choice(len(images), size=min(n_queries, len(images)), replace=False)
+    neighbours = nearest_neighbors(embeddings, k=k, queries=queries)  # (q, k)
+    figure, axes = new_figure(columns=k + 1, rows=len(queries), size=1.3)
+    for row, (query, found) in enumerate(zip(queries, neighbours, strict=True)):
+        for column, index in enumerate([query, *found]):
+            ax = axes[row * (k + 1) + column]
+            ax.imshow(_as_image(images[index]), cmap="gray")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if column:
+                colour = "green" if labels[index] == labels[query] else "red"
+                for spine in ax.spines.values():
+                    spine.set(color=colour, linewidth=3)
+            else:
+                ax.set_title("query", fontsize=8)
+    return save_figure(figure, path)

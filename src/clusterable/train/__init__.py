@@ -1,0 +1,20 @@
+"""Training: the :class:`Trainer`, its settings, checkpoints and torchrun support."""
+
+from clusterable.train.checkpoint import load_meta, load_weights, resolve_checkpoint
+from clusterable.train.config import TrainConfig
+from clusterable.train.distributed import Distributed, gather_with_grad, setup_distributed
+from clusterable.train.embed import embed_dataset
+from clusterable.train.trainer import Trainer, TrainResult
+
+__all__ = [
+    "Distributed",
+    "TrainConfig",
+    "TrainResult",
+    "Trainer",
+    "embed_dataset",
+    "gather_with_grad",
+    "load_meta",
+    "load_weights",
+    "resolve_checkpoint",
+    "setup_distributed",
+]

@@ -1,0 +1,108 @@
+"""Checkpoints that survive a crash: each is a folder written aside and renamed into place.
+
+A checkpoint folder holds ``weights.safetensors`` (model and loss tensors, prefixed ``model.`` and
+``loss.``), ``state.pt`` (optimiser state, RNG states, progress: what resuming needs) and
+``meta.json`` (config, epoch, metrics). ``latest`` and ``best`` are small pointer files replaced
+atomically, so a run killed at any moment leaves the previous checkpoint readable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+WEIGHTS, STATE, META = "weights.safetensors", "state.pt", "meta.json"
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    descriptor, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(descriptor, "w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def module_tensors(model: nn.Module, loss: nn.Module) -> dict[str, torch.Tensor]:
+    """Model and loss state as one flat dict of contiguous CPU tensors."""
+    tensors = {f"model.{k}": v for k, v in model.state_dict().items()}
+    tensors.update({f"loss.{k}": v for k, v in loss.state_dict().items()})
+    return {k: v.detach().cpu().contiguous() for k, v in tensors.items()}
+
+
+def save_checkpoint(
+    run_dir: Path,
+    name: str,
+    model: nn.Module,
+    loss: nn.Module,
+    state: dict[str, Any],
+    meta: dict[str, Any],
+    pointers: tuple[str, ...] = ("latest",),
+) -> Path:
+    """Write checkpoint ``run_dir/checkpoints/name`` and point ``pointers`` at it."""
+    root = run_dir / "checkpoints"
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{name}."))
+    save_file(module_tensors(model, loss), str(tmp / WEIGHTS))
+    torch.save(state, tmp / STATE)
+    (tmp / META).write_text(json.dumps(meta, indent=2, default=str))
+    final = root / name
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    for pointer in pointers:
+        _write_atomically(root / pointer, name)
+    return final
+
+
+def resolve_checkpoint(path: Path, pointer: str = "latest") -> Path:
+    """A checkpoint folder from itself, a run folder or a ``checkpoints`` folder.
+
+    In a run folder, the checkpoint that ``pointer`` (``"latest"`` or ``"best"``) names is taken;
+    ``latest`` stands in for a ``best`` that a run without validation never wrote.
+    """
+    for candidate in (path, path / "checkpoints"):
+        if (candidate / WEIGHTS).is_file():
+            return candidate
+        for name in (pointer, "latest"):
+            if (candidate / name).is_file():
+                return candidate / (candidate / name).read_text().strip()
+    raise FileNotFoundError(
+        f"no checkpoint at {path}: expected a checkpoint folder (with {WEIGHTS}) or a run folder "
+        f"written by `clusterable train --out DIR`"
+    )
+
+
+def load_weights(checkpoint: Path, model: nn.Module, loss: nn.Module | None = None) -> None:
+    """Load ``weights.safetensors`` into the model (and the loss, when given)."""
+    tensors = load_file(str(checkpoint / WEIGHTS))
+    model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+    if loss is not None:
+        loss.load_state_dict({k[5:]: v for k, v in tensors.items() if k.startswith("loss.")})
+
+
+def load_meta(checkpoint: Path) -> dict[str, Any]:
+    return json.loads((checkpoint / META).read_text())
+
+
+def load_state(checkpoint: Path) -> dict[str, Any]:
+    # Our own file, written by save_checkpoint: it holds optimiser and RNG state, not only tensors.
+    return torch.load(checkpoint / STATE, weights_only=False)
+
+
+def prune_checkpoints(run_dir: Path, keep: int) -> None:
+    """Delete all but the ``keep`` newest epoch checkpoints, never one a pointer names."""
+    root = run_dir / "checkpoints"
+    pinned = {(root / p).read_text().strip() for p in ("latest", "best") if (root / p).is_file()}
+    epochs = sorted(p for p in root.glob("epoch-*") if p.is_dir())
+    for old in epochs[: max(len(epochs) - keep, 0)]:
+        if old.name not in pinned:
+            shutil.rmtree(old)

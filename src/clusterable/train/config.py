@@ -1,0 +1,81 @@
+"""Training settings: plain values with a comment on each, readable from YAML."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SAMPLERS = ("class-balanced", "random", "pairs-hard-negatives")
+OPTIMIZERS = ("adam", "sgd")
+
+
+@dataclass
+class TrainConfig:
+    """Everything a training run needs besides the model, the loss and the data.
+
+    Defaults follow the COREL protocol (Adam, batch 128) where the papers agree; ``clusterable
+    reproduce`` sets each paper's own values.
+    """
+
+    epochs: int = 30  # passes over the training set
+    batch_size: int = 128  # global batch: split across processes under torchrun
+    sampler: str = "class-balanced"  # one of SAMPLERS
+    items_per_class: int = 4  # class-balanced batches: batch_size / items_per_class classes
+    optimizer: str = "adam"  # one of OPTIMIZERS
+    lr: float = 1e-3  # learning rate of the backbone (and of the loss's own parameters)
+    head_lr_multiplier: float = 1.0  # lifted paper: 10x on the new embedding layer
+    momentum: float = 0.9  # SGD only
+    weight_decay: float = 0.0
+    grad_clip: float | None = None  # max global gradient norm; None = no clipping
+    chunk_size: int | None = None  # DSCL large-batch trick: embed in chunks of this many items
+    reconstruction_weight: float = 0.0  # MsDNN-AE lambda, used when a decoder is given
+    eval_every: int = 1  # epochs between validation runs (0 = never)
+    eval_metric: str = "recall@1"  # key of evaluate_embeddings, or "classification_accuracy"
+    patience: int | None = None  # stop after this many evaluations without improvement
+    checkpoint_every: int = 1  # epochs between checkpoints (0 = only at the end)
+    keep_checkpoints: int = 2  # most recent checkpoints kept besides the best one
+    num_workers: int = 0  # DataLoader worker processes
+    amp: bool = True  # mixed precision, used only on CUDA
+    tensorboard: bool = False  # also log to TensorBoard (needs the tensorboard package)
+    progress: bool = True  # tqdm progress bar
+    seed: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)  # free-form notes kept in the run record
+
+    def __post_init__(self) -> None:
+        if self.sampler not in SAMPLERS:
+            raise ValueError(
+                f"sampler {self.sampler!r} unknown; choose one of {', '.join(SAMPLERS)}"
+            )
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(
+                f"optimizer {self.optimizer!r} unknown; choose one of {', '.join(OPTIMIZERS)}"
+            )
+        for name in ("epochs", "batch_size", "items_per_class"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.chunk_size is not None and self.chunk_size < 1:
+            raise ValueError(f"chunk_size must be at least 1 or None, got {self.chunk_size}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(
+                f"unknown training setting(s) {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(known))}"
+            )
+        return cls(**values)
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> TrainConfig:
+        values = yaml.safe_load(Path(path).read_text()) or {}
+        if not isinstance(values, dict):
+            raise ValueError(f"{path} must hold a mapping of setting: value")
+        return cls.from_dict(values)

@@ -1,0 +1,132 @@
+"""A training run from a plain description: data, model, loss; what ``clusterable train`` runs.
+
+:class:`RunSpec` names the pieces, :func:`train_run` builds them, trains with a
+:class:`~clusterable.train.Trainer`, evaluates the best checkpoint on the test split and writes
+``run.json`` and ``test_metrics.json`` into the run folder; :func:`load_trained` rebuilds a trained
+model from its checkpoint for ``evaluate``, ``embed`` and ``plot``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from clusterable.data import LabelledDataset, load_dataset, stratified_split
+from clusterable.evaluate import evaluate_embeddings, knn_accuracy
+from clusterable.losses import build_loss
+from clusterable.models import build_decoder, build_model
+from clusterable.train.checkpoint import load_meta, load_weights, resolve_checkpoint
+from clusterable.train.config import TrainConfig
+from clusterable.train.embed import embed_dataset
+from clusterable.train.trainer import Trainer, TrainResult
+
+
+@dataclass
+class RunSpec:
+    """What to train: the data, the model and the loss (training settings are a TrainConfig)."""
+
+    data: str = "digits"  # a name of clusterable.data.available_datasets()
+    root: str | None = None  # folder holding the dataset's files, when it is not bundled
+    labels: str = "fine"  # "fine", or "coarse" (MsDNN: classes 0-4 -> 0, 5-9 -> 1)
+    loss: str = "lifted"  # a name of clusterable.losses.available_losses()
+    loss_args: dict[str, Any] = field(default_factory=dict)  # the loss's constructor keywords
+    model: str = "mlp"  # a name of clusterable.models.available_models()
+    embedding_dim: int = 128
+    normalize: bool = False  # l2-normalise the embeddings the model outputs
+    val_fraction: float = 0.1  # share of each training class held out for validation
+    autoencoder: bool = (
+        False  # MsDNN-AE: train a mirrored decoder (TrainConfig.reconstruction_weight)
+    )
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> RunSpec:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown run setting(s) {', '.join(unknown)}; known: {sorted(known)}")
+        return cls(**values)
+
+
+def split_validation(
+    train: LabelledDataset, fraction: float, seed: int
+) -> tuple[LabelledDataset, LabelledDataset | None]:
+    """Hold out ``fraction`` of each class of ``train`` (stratified, seeded) for validation."""
+    if fraction <= 0:
+        return train, None
+    kept, held_out = stratified_split(train.labels, train_fraction=1.0 - fraction, seed=seed)
+    return train.subset(kept), train.subset(held_out)
+
+
+def build_pieces(
+    spec: RunSpec, input_shape: tuple[int, ...], num_classes: int
+) -> tuple[nn.Module, nn.Module, nn.Module | None]:
+    """The model, the loss and (MsDNN-AE) the decoder a spec describes, freshly initialised."""
+    model = build_model(spec.model, input_shape, spec.embedding_dim, normalize=spec.normalize)
+    loss = build_loss(
+        spec.loss, num_classes=num_classes, embedding_dim=spec.embedding_dim, **spec.loss_args
+    )
+    decoder = (
+        build_decoder(spec.model, input_shape, spec.embedding_dim) if spec.autoencoder else None
+    )
+    return model, loss, decoder
+
+
+def evaluate_on_test(
+    model: nn.Module, train: LabelledDataset, test: LabelledDataset, seed: int
+) -> dict[str, float]:
+    """The evaluation table on the test split, k-NN accuracy (k = 1, 3, 5, 7) from training items,
+    and, when labels are coarse, clustering scores against the fine classes (sub-class NMI)."""
+    test_emb, test_y = embed_dataset(model, test)
+    train_emb, train_y = embed_dataset(model, train)
+    keep = test_y >= 0
+    metrics = evaluate_embeddings(test_emb[keep], test_y[keep], seed=seed)
+    for k in (1, 3, 5, 7):
+        metrics[f"knn@{k}"] = knn_accuracy(train_emb, train_y, test_emb[keep], test_y[keep], k=k)
+    fine = test.fine_labels[keep]
+    if len(set(fine.tolist())) > len(set(test_y[keep].tolist())):
+        fine_table = evaluate_embeddings(test_emb[keep], fine, ks=(1,), seed=seed)
+        for name in ("nmi", "accuracy", "f1"):
+            metrics[f"subclass_{name}"] = fine_table[name]
+    return metrics
+
+
+def train_run(
+    spec: RunSpec, config: TrainConfig, out: Path | str | None = None, resume: bool = False
+) -> tuple[TrainResult, dict[str, float]]:
+    """Train as ``spec`` and ``config`` say; returns the training result and the test metrics."""
+    full_train = load_dataset(spec.data, root=spec.root, split="train", labels=spec.labels)
+    test = load_dataset(spec.data, root=spec.root, split="test", labels=spec.labels)
+    train, val = split_validation(full_train, spec.val_fraction, config.seed)
+    torch.manual_seed(config.seed)
+    model, loss, decoder = build_pieces(spec, train.input_shape, full_train.num_classes)
+    shape = {"num_classes": full_train.num_classes, "input_shape": list(train.input_shape)}
+    config.extra = {**config.extra, "run": asdict(spec), **shape}
+    if out is not None:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "run.json").write_text(
+            json.dumps({"spec": asdict(spec), "config": config.to_dict()}, indent=2)
+        )
+    trainer = Trainer(model, loss, train, val, config=config, out=out, decoder=decoder)
+    result = trainer.fit(resume=resume)
+    if result.checkpoint is not None:
+        load_weights(result.checkpoint, model, loss)
+    metrics = evaluate_on_test(model, train, test, config.seed)
+    if out is not None and trainer.env.is_main:
+        (out / "test_metrics.json").write_text(json.dumps(metrics, indent=2))
+    return result, metrics
+
+
+def load_trained(path: Path | str) -> tuple[nn.Module, nn.Module, RunSpec, Path]:
+    """Rebuild the model and loss of a checkpoint (or run folder) and load their weights."""
+    checkpoint = resolve_checkpoint(Path(path), pointer="best")
+    extra = load_meta(checkpoint)["config"]["extra"]
+    spec = RunSpec.from_dict(extra["run"])
+    model, loss, _ = build_pieces(spec, tuple(extra["input_shape"]), extra["num_classes"])
+    load_weights(checkpoint, model, loss)
+    return model.eval(), loss, spec, checkpoint

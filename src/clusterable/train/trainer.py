@@ -1,0 +1,434 @@
+"""The training loop: one read from top to bottom.
+
+``Trainer(model, loss, train_set, val_set, config, out).fit()`` runs epochs of batches from a
+sampler, evaluates on the held-out set, checkpoints atomically, logs every step as JSON lines, and
+resumes a killed run to the result the uninterrupted run gives. Under ``torchrun`` it runs
+DistributedDataParallel and batch-level losses see the all-gathered global batch
+(:mod:`clusterable.train.distributed`).
+
+Example
+-------
+>>> from clusterable.data import load_dataset
+>>> from clusterable.losses import get_loss
+>>> from clusterable.models import build_model
+>>> train = load_dataset("digits", split="train")
+>>> model = build_model("mlp", train.input_shape, embedding_dim=32)
+>>> result = Trainer(model, get_loss("lifted"), train, config=TrainConfig(epochs=2)).fit()
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader
+from tqdm import tqdm
+
+from clusterable.data import LabelledDataset
+from clusterable.evaluate import evaluate_embeddings
+from clusterable.mining import (
+    ClassBalancedBatchSampler,
+    PairsWithHardNegativesSampler,
+    RandomBatchSampler,
+)
+from clusterable.train.checkpoint import (
+    load_state,
+    load_weights,
+    prune_checkpoints,
+    resolve_checkpoint,
+    save_checkpoint,
+)
+from clusterable.train.config import TrainConfig
+from clusterable.train.distributed import (
+    Distributed,
+    all_reduce_mean,
+    gather_with_grad,
+    setup_distributed,
+)
+from clusterable.train.embed import embed_dataset
+
+
+def _full_precision(t: Tensor) -> Tensor:
+    """Half-precision autocast outputs in float32; float32 and float64 as they are."""
+    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
+
+
+@dataclass
+class TrainResult:
+    """What :meth:`Trainer.fit` returns."""
+
+    epochs_run: int
+    best_epoch: int | None
+    best_metric: float | None
+    history: list[dict[str, Any]] = field(default_factory=list)
+    checkpoint: Path | None = None
+
+
+class Trainer:
+    """Train an embedding model with any loss of :mod:`clusterable.losses`.
+
+    Parameters
+    ----------
+    model : nn.Module
+        Maps a batch of inputs to ``(n, d)`` embeddings. A ``head`` attribute, when present, gets
+        ``config.head_lr_multiplier`` times the learning rate (lifted paper, Sec. 5).
+    loss : nn.Module
+        Called as ``loss(embeddings, labels)``; its own parameters (class weights, OPML's R and L)
+        are trained with the model.
+    train_set, val_set : LabelledDataset
+        Items with label -1 (distractors) are never sampled for training.
+    config : TrainConfig
+    out : Path, optional
+        Run folder for checkpoints, ``log.jsonl`` and ``result.json``; without it nothing is
+        written.
+    decoder : nn.Module, optional
+        MsDNN-AE: adds ``config.reconstruction_weight * MSE(decoder(embedding), input)``.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        loss: nn.Module,
+        train_set: LabelledDataset,
+        val_set: LabelledDataset | None = None,
+        config: TrainConfig | None = None,
+        out: Path | str | None = None,
+        decoder: nn.Module | None = None,
+        env: Distributed | None = None,
+    ) -> None:
+        self.config = config or TrainConfig()
+        self.env = env or setup_distributed()
+        self.model = model.to(self.env.device)
+        self.loss = loss.to(self.env.device)
+        self.decoder = decoder.to(self.env.device) if decoder is not None else None
+        self.train_set, self.val_set = train_set, val_set
+        self.out = Path(out) if out is not None else None
+        if self.config.batch_size % self.env.world_size:
+            raise ValueError(
+                f"batch_size {self.config.batch_size} is not divisible by the "
+                f"{self.env.world_size} processes; choose a multiple of {self.env.world_size}"
+            )
+        self.network = self._distribute(self.model)
+        self.decoder_network = self._distribute(self.decoder) if self.decoder else None
+        self.sampler = self._build_sampler()
+        self.optimizer = self._build_optimizer()
+        use_amp = self.config.amp and self.env.device.type == "cuda"
+        self.autocast_dtype = torch.float16 if use_amp else None
+        self.scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
+        self.history: list[dict[str, Any]] = []
+        self.epoch = 0  # epochs completed
+        self.step = 0
+        self.best_metric: float | None = None
+        self.best_epoch: int | None = None
+        self.evals_without_improvement = 0
+        self._tensorboard = None
+
+    # ----------------------------------------------------------------------------------------
+    # set-up
+    def _distribute(self, module: nn.Module) -> nn.Module:
+        if not self.env.enabled:
+            return module
+        device_ids = [self.env.device.index] if self.env.device.type == "cuda" else None
+        return DistributedDataParallel(module, device_ids=device_ids)
+
+    def _build_sampler(self) -> Any:
+        config, labels = self.config, self.train_set.labels
+        labelled = np.flatnonzero(labels >= 0)
+        shared = {"seed": config.seed, "num_replicas": self.env.world_size, "rank": self.env.rank}
+        if config.sampler == "class-balanced":
+            # p classes x m items; with fewer classes than batch_size / m, m grows to fill the batch
+            num_classes = len(np.unique(labels[labelled]))
+            classes = max(min(config.batch_size // config.items_per_class, num_classes), 1)
+            items = max(config.batch_size // classes, 1)
+            return ClassBalancedBatchSampler(
+                labels, classes_per_batch=classes, items_per_class=items, **shared
+            )
+        if config.sampler == "pairs-hard-negatives":
+            return PairsWithHardNegativesSampler(labels, batch_size=config.batch_size, **shared)
+        return RandomBatchSampler(labelled, batch_size=config.batch_size, **shared)
+
+    def _build_optimizer(self) -> torch.optim.Optimizer:
+        config = self.config
+        head = getattr(self.model, "head", None)
+        head_ids = {id(p) for p in head.parameters()} if isinstance(head, nn.Module) else set()
+        backbone = [p for p in self.model.parameters() if id(p) not in head_ids]
+        groups = [{"params": backbone, "lr": config.lr}]
+        if head_ids:
+            head_params = list(head.parameters())
+            groups.append({"params": head_params, "lr": config.lr * config.head_lr_multiplier})
+        others = list(self.loss.parameters())
+        if self.decoder is not None:
+            others += list(self.decoder.parameters())
+        if others:
+            groups.append({"params": others, "lr": config.lr})
+        if config.optimizer == "sgd":
+            return torch.optim.SGD(
+                groups, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
+            )
+        return torch.optim.Adam(groups, lr=config.lr, weight_decay=config.weight_decay)
+
+    # ----------------------------------------------------------------------------------------
+    # one step
+    def _autocast(self) -> Any:
+        if self.autocast_dtype is None:
+            return nullcontext()
+        return torch.autocast(device_type=self.env.device.type, dtype=self.autocast_dtype)
+
+    def _train_step(self, x: Tensor, y: Tensor) -> float:
+        x, y = x.to(self.env.device), y.to(self.env.device)
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.config.chunk_size:
+            value = self._chunked_backward(x, y)
+        else:
+            with self._autocast():
+                embeddings = self.network(x)  # (n_local, d)
+            value = self.loss(gather_with_grad(embeddings, self.env), gather_with_grad(y, self.env))
+            total = value * self.env.world_size + self._reconstruction(embeddings, x)
+            self.scaler.scale(total).backward()
+        self._average_loss_gradients()
+        if self.config.grad_clip is not None:
+            self.scaler.unscale_(self.optimizer)
+            params = [p for g in self.optimizer.param_groups for p in g["params"]]
+            torch.nn.utils.clip_grad_norm_(params, self.config.grad_clip)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        after_step = getattr(self.loss, "after_optimizer_step", None)
+        if callable(after_step):
+            after_step()
+        return float(value.detach())
+
+    def _chunked_backward(self, x: Tensor, y: Tensor) -> Tensor:
+        """DSCL Sec. 4.1: embed in chunks without gradient, take the loss's gradient on the whole
+        batch, then re-embed each chunk with gradient and back-propagate that gradient into it."""
+        chunks = x.split(self.config.chunk_size)
+        with torch.no_grad(), self._autocast():
+            local = _full_precision(torch.cat([self.network(c) for c in chunks]))  # (n_local, d)
+        whole = gather_with_grad(local, self.env).requires_grad_()  # (n_global, d) leaf
+        value = self.loss(whole, gather_with_grad(y, self.env))
+        self.scaler.scale(value * self.env.world_size).backward()
+        start = self.env.rank * len(local)
+        local_grad = whole.grad[start : start + len(local)].split(self.config.chunk_size)
+        for i, (chunk, grad) in enumerate(zip(chunks, local_grad, strict=True)):
+            last = i == len(chunks) - 1
+            sync = nullcontext() if last or not self.env.enabled else self.network.no_sync()
+            with sync:
+                with self._autocast():
+                    embeddings = self.network(chunk)
+                surrogate = (_full_precision(embeddings) * grad).sum()  # d/d(emb) = grad
+                surrogate = surrogate + self.scaler.scale(self._reconstruction(embeddings, chunk))
+                surrogate.backward()
+        return value
+
+    def _reconstruction(self, embeddings: Tensor, x: Tensor) -> Tensor:
+        if self.decoder_network is None or self.config.reconstruction_weight == 0:
+            return embeddings.new_zeros(())
+        with self._autocast():
+            reconstruction = self.decoder_network(embeddings)
+        error = torch.nn.functional.mse_loss(_full_precision(reconstruction), _full_precision(x))
+        return self.config.reconstruction_weight * error
+
+    def _average_loss_gradients(self) -> None:
+        # Every process computed the same global loss, so the loss's own parameters hold
+        # world_size times their gradient (the loss was scaled for the model's sake).
+        if not self.env.enabled:
+            return
+        for p in self.loss.parameters():
+            if p.grad is not None:
+                p.grad /= self.env.world_size
+
+    # ----------------------------------------------------------------------------------------
+    # epochs
+    def _batches(self) -> Iterator[tuple[Tensor, Tensor]]:
+        self.sampler.set_epoch(self.epoch)
+        loader = DataLoader(
+            self.train_set, batch_sampler=self.sampler, num_workers=self.config.num_workers
+        )
+        yield from loader
+
+    def _refresh_hard_negatives(self) -> None:
+        update = getattr(self.sampler, "update_embeddings", None)
+        if callable(update):
+            embeddings, _ = embed_dataset(self.model, self.train_set, device=self.env.device)
+            update(embeddings)
+
+    def _run_epoch(self) -> float:
+        self.model.train()
+        self._refresh_hard_negatives()
+        bar = tqdm(
+            total=len(self.sampler),
+            desc=f"epoch {self.epoch + 1}/{self.config.epochs}",
+            disable=not (self.config.progress and self.env.is_main),
+            leave=False,
+        )
+        losses, start = [], time.perf_counter()
+        for x, y in self._batches():
+            value = self._train_step(x, y)
+            self.step += 1
+            losses.append(value)
+            rate = len(x) * self.env.world_size * bar.n / max(time.perf_counter() - start, 1e-9)
+            bar.update()
+            bar.set_postfix(loss=f"{value:.4f}", items_per_s=f"{rate:.0f}")
+            self._log({"event": "step", "epoch": self.epoch + 1, "step": self.step, "loss": value})
+        bar.close()
+        return all_reduce_mean(float(np.mean(losses)) if losses else float("nan"), self.env)
+
+    def evaluate(self) -> dict[str, float]:
+        """Metrics of the current model on the validation set (empty without one)."""
+        if self.val_set is None:
+            return {}
+        embeddings, labels = embed_dataset(self.model, self.val_set, device=self.env.device)
+        keep = labels >= 0
+        metrics = evaluate_embeddings(embeddings[keep], labels[keep], seed=self.config.seed)
+        predict = getattr(self.loss, "predict", None)
+        if callable(predict):
+            with torch.no_grad():
+                predicted = predict(torch.from_numpy(embeddings[keep]).to(self.env.device))
+            correct = predicted.cpu().numpy() == labels[keep]
+            metrics["classification_accuracy"] = float(correct.mean())
+        return metrics
+
+    def fit(self, resume: bool = False) -> TrainResult:
+        """Train for ``config.epochs`` epochs; ``resume`` continues from the latest checkpoint."""
+        if resume:
+            self._resume()
+        else:
+            torch.manual_seed(self.config.seed)
+            random.seed(self.config.seed)
+            np.random.seed(self.config.seed)  # noqa: NPY002 -- seeds user code that uses it
+        while self.epoch < self.config.epochs:
+            mean_loss = self._run_epoch()
+            self.epoch += 1
+            record: dict[str, Any] = {"epoch": self.epoch, "loss": mean_loss}
+            if self.config.eval_every and self.epoch % self.config.eval_every == 0:
+                record.update(self.evaluate())
+            self.history.append(record)
+            self._log({"event": "epoch", **record})
+            improved = self._track_best(record)
+            stop = self._should_stop(improved)
+            last = self.epoch == self.config.epochs or stop
+            every = self.config.checkpoint_every
+            if self.out is not None and (last or (every and self.epoch % every == 0) or improved):
+                self._save(improved)
+            if stop:
+                break
+        return self._finish()
+
+    def _track_best(self, record: dict[str, Any]) -> bool:
+        metric = record.get(self.config.eval_metric)
+        if metric is None:
+            return False
+        if self.best_metric is None or metric > self.best_metric:
+            self.best_metric, self.best_epoch = float(metric), self.epoch
+            self.evals_without_improvement = 0
+            return True
+        self.evals_without_improvement += 1
+        return False
+
+    def _should_stop(self, improved: bool) -> bool:
+        patience = self.config.patience
+        return patience is not None and not improved and self.evals_without_improvement >= patience
+
+    # ----------------------------------------------------------------------------------------
+    # checkpoints and logs
+    def _state(self) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "step": self.step,
+            "optimizer": self.optimizer.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "best_metric": self.best_metric,
+            "best_epoch": self.best_epoch,
+            "evals_without_improvement": self.evals_without_improvement,
+            "history": self.history,
+            "rng": {
+                "torch": torch.get_rng_state(),
+                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
+                "numpy": np.random.get_state(),  # noqa: NPY002 -- restored exactly on resume
+                "python": random.getstate(),
+            },
+        }
+
+    def _save(self, improved: bool) -> None:
+        if not self.env.is_main:
+            return
+        meta = {
+            "epoch": self.epoch,
+            "config": self.config.to_dict(),
+            "metrics": self.history[-1] if self.history else {},
+            "dataset": self.train_set.name,
+            "world_size": self.env.world_size,
+        }
+        pointers = ("latest", "best") if improved else ("latest",)
+        model = self.model
+        name = f"epoch-{self.epoch:04d}"
+        save_checkpoint(self.out, name, model, self.loss, self._state(), meta, pointers)
+        prune_checkpoints(self.out, self.config.keep_checkpoints)
+
+    def _resume(self) -> None:
+        if self.out is None:
+            raise ValueError("resume needs the run folder (out=...) that holds the checkpoints")
+        checkpoint = resolve_checkpoint(self.out)
+        load_weights(checkpoint, self.model, self.loss)
+        state = load_state(checkpoint)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scaler.load_state_dict(state["scaler"])
+        self.epoch, self.step = state["epoch"], state["step"]
+        self.best_metric, self.best_epoch = state["best_metric"], state["best_epoch"]
+        self.evals_without_improvement = state["evals_without_improvement"]
+        self.history = state["history"]
+        torch.set_rng_state(state["rng"]["torch"])
+        if state["rng"]["cuda"] is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+        np.random.set_state(state["rng"]["numpy"])  # noqa: NPY002
+        random.setstate(state["rng"]["python"])
+        self._log({"event": "resume", "epoch": self.epoch, "checkpoint": checkpoint.name})
+
+    def _log(self, record: dict[str, Any]) -> None:
+        if self.out is None or not self.env.is_main:
+            return
+        self.out.mkdir(parents=True, exist_ok=True)
+        with (self.out / "log.jsonl").open("a") as handle:
+            handle.write(json.dumps({"time": time.time(), **record}) + "\n")
+        if self.config.tensorboard:
+            self._write_tensorboard(record)
+
+    def _write_tensorboard(self, record: dict[str, Any]) -> None:
+        if self._tensorboard is None:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError as error:
+                raise ImportError(
+                    "tensorboard=True needs the tensorboard package: pip install tensorboard"
+                ) from error
+            self._tensorboard = SummaryWriter(str(self.out / "tensorboard"))
+        step = record.get("step", self.step)
+        for key, value in record.items():
+            if key not in ("event", "epoch", "step") and isinstance(value, (int, float)):
+                self._tensorboard.add_scalar(f"{record['event']}/{key}", value, step)
+
+    def _finish(self) -> TrainResult:
+        checkpoint = None
+        if self.out is not None:
+            checkpoint = resolve_checkpoint(self.out, "best" if self.best_epoch else "latest")
+            if self.env.is_main:
+                summary = {
+                    "epochs_run": self.epoch,
+                    "best_epoch": self.best_epoch,
+                    "best_metric": self.best_metric,
+                    "eval_metric": self.config.eval_metric,
+                    "history": self.history,
+                }
+                (self.out / "result.json").write_text(json.dumps(summary, indent=2))
+        if self._tensorboard is not None:
+            self._tensorboard.close()
+        return TrainResult(self.epoch, self.best_epoch, self.best_metric, self.history, checkpoint)

@@ -1,0 +1,33 @@
+"""Affinity propagation with preference bisection: exactly k clusters, warnings, odd inputs."""
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_blobs
+from sklearn.metrics import normalized_mutual_info_score
+
+from clusterable.cluster import ClusterCountWarning, affinity_propagation
+
+
+@pytest.mark.parametrize("k", [2, 4, 7, 12])
+def test_exactly_k_clusters_on_easy_data(k):
+    x, y = make_blobs(240, 6, centers=k, cluster_std=0.5, random_state=k)
+    labels = affinity_propagation(x, k)
+    assert len(np.unique(labels)) == k
+    assert normalized_mutual_info_score(y, labels) >= 0.99
+
+
+def test_unreachable_count_warns_and_returns_the_closest():
+    x, _ = make_blobs(60, 2, centers=3, cluster_std=0.3, random_state=0)
+    with pytest.warns(ClusterCountWarning, match="not 5"):
+        labels = affinity_propagation(x, 5, max_steps=1)
+    assert len(np.unique(labels)) != 5
+
+
+def test_trivial_counts_and_equal_points():
+    x = np.random.default_rng(0).normal(size=(6, 2))
+    assert np.array_equal(affinity_propagation(x, 1), np.zeros(6))
+    assert sorted(affinity_propagation(x, 6)) == list(range(6))
+    with pytest.raises(ValueError, match="all points are equal"):
+        affinity_propagation(np.ones((5, 2)), 2)
+    with pytest.raises(ValueError, match="cannot make"):
+        affinity_propagation(x, 7)

@@ -1,0 +1,60 @@
+"""DSCL Algorithm 2: recovery, equality with a direct transcription, odd inputs."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.datasets import make_blobs
+from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+
+from clusterable.cluster import kmeans, spectral
+
+
+def algorithm_2(f: np.ndarray, k: int, seed: int) -> np.ndarray:
+    """Law et al. (2017), Algorithm 2, line by line."""
+    m = f - f.mean(axis=0)  # 1: mean centring
+    r = np.linalg.matrix_rank(m)  # 2: r = rank(M_t)
+    u = np.linalg.svd(m, full_matrices=False)[0][:, :r]  # 3: M_t M_t^+ = U_t U_t^T
+    t = u / np.linalg.norm(u, axis=1, keepdims=True)  # 4: l2-normalised rows
+    return kmeans(t, k, seed=seed)  # 5
+
+
+def test_recovers_separated_gaussians():
+    x, y = make_blobs(500, 10, centers=5, cluster_std=0.5, random_state=0)
+    assert normalized_mutual_info_score(y, spectral(x, 5, seed=0)) >= 0.99
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_equals_direct_transcription_of_algorithm_2(seed):
+    x, _ = make_blobs(300, 12, centers=8, cluster_std=2.5, random_state=seed)
+    assert adjusted_rand_score(algorithm_2(x, 8, seed), spectral(x, 8, seed=seed)) == 1.0
+
+
+def test_rank_option_truncates_to_k_leading_vectors():
+    x, y = make_blobs(300, 20, centers=4, cluster_std=0.5, random_state=0)
+    assert normalized_mutual_info_score(y, spectral(x, 4, rank=4)) >= 0.99
+
+
+def test_deterministic():
+    x, _ = make_blobs(300, 8, centers=6, cluster_std=3.0, random_state=0)
+    assert np.array_equal(spectral(x, 6, seed=5), spectral(x, 6, seed=5))
+
+
+def test_constant_data_needs_k_equal_one():
+    assert np.array_equal(spectral(np.ones((4, 3)), 1), np.zeros(4))
+    with pytest.raises(ValueError, match="all points are equal"):
+        spectral(np.ones((4, 3)), 2)
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 10), d=st.integers(1, 3), k=st.integers(1, 10), dup=st.booleans())
+def test_odd_inputs_give_labels_or_value_error(n, d, k, dup):
+    x = np.random.default_rng(n + 10 * d).normal(size=(n, d))
+    if dup:
+        x[n // 2 :] = x[0]
+    try:
+        labels = spectral(x, k)
+    except ValueError as error:
+        assert "cluster" in str(error) or "equal" in str(error)
+        return
+    assert labels.shape == (n,) and labels.min() >= 0 and labels.max() < k

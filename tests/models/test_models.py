@@ -1,0 +1,212 @@
+"""Every registered model: shapes on the papers' image sizes, the head, normalisation, gradients,
+deterministic initialisation, the MsDNN-AE decoders, and the optional pretrained backbones.
+
+Parametrised over ``available_models()``: a model is tested here the moment it is registered.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+import torch
+from torch import nn
+
+from clusterable.models import EmbeddingNet, available_models, build_decoder, build_model
+
+# digits (scikit-learn), USPS, MNIST / Fashion-MNIST, and an odd non-square colour image.
+SHAPES = [(1, 8, 8), (1, 16, 16), (1, 28, 28), (3, 9, 13)]
+DIM = 12
+MODELS = available_models()
+
+
+def test_the_papers_models_are_registered() -> None:
+    assert {"mlp", "corel-cnn", "lenet", "msdnn-cnn"} <= set(MODELS)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("name", MODELS)
+def test_output_and_decoder_shapes(name: str, shape: tuple[int, ...]) -> None:
+    model = build_model(name, shape, DIM)
+    x = torch.rand(5, *shape)
+    embeddings = model(x)
+    assert isinstance(model, EmbeddingNet)
+    assert embeddings.shape == (5, DIM)
+    assert isinstance(model.head, nn.Linear) and model.head.out_features == DIM
+    reconstruction = build_decoder(name, shape, DIM)(embeddings)
+    assert reconstruction.shape == x.shape
+    assert reconstruction.min() >= 0 and reconstruction.max() <= 1  # sigmoid for [0, 1] images
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_normalize_gives_unit_rows(name: str) -> None:
+    model = build_model(name, (1, 16, 16), DIM, normalize=True)
+    norms = model(torch.randn(4, 1, 16, 16)).norm(dim=1)
+    torch.testing.assert_close(norms, torch.ones(4))
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_backward_reaches_every_parameter(name: str) -> None:
+    model = build_model(name, (1, 8, 8), DIM)
+    decoder = build_decoder(name, (1, 8, 8), DIM)
+    x = torch.rand(6, 1, 8, 8)
+    embeddings = model(x)
+    loss = embeddings.pow(2).mean() + (decoder(embeddings) - x).pow(2).mean()
+    loss.backward()
+    for module in (model, decoder):
+        for key, parameter in module.named_parameters():
+            assert parameter.grad is not None and torch.isfinite(parameter.grad).all(), key
+            assert parameter.grad.abs().sum() > 0, key
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_initialisation_is_seeded(name: str) -> None:
+    torch.manual_seed(3)
+    first = build_model(name, (1, 28, 28), DIM).state_dict()
+    torch.manual_seed(3)
+    second = build_model(name, (1, 28, 28), DIM).state_dict()
+    torch.manual_seed(4)
+    other = build_model(name, (1, 28, 28), DIM).state_dict()
+    assert all(torch.equal(first[k], second[k]) for k in first)
+    assert not all(torch.equal(first[k], other[k]) for k in first)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_config_rebuilds_the_architecture(name: str) -> None:
+    model = build_model(name, (1, 16, 16), DIM, normalize=True)
+    twin = build_model(**model.config)
+    twin.load_state_dict(model.state_dict())
+    x = torch.rand(3, 1, 16, 16)
+    torch.testing.assert_close(twin(x), model(x))
+
+
+def test_mlp_flattens_feature_vectors_and_takes_widths() -> None:
+    model = build_model("mlp", (20,), 4, hidden_dims=(32, 16))
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    assert [(m.in_features, m.out_features) for m in linears] == [(20, 32), (32, 16), (16, 4)]
+    assert model(torch.randn(7, 20)).shape == (7, 4)
+    assert build_decoder("mlp", (20,), 4, hidden_dims=(32, 16), sigmoid=False)(
+        torch.randn(7, 4)
+    ).shape == (7, 20)
+
+
+def test_corel_cnn_has_the_papers_filters() -> None:
+    model = build_model("corel-cnn", (1, 28, 28), DIM)
+    convs = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
+    assert [c.out_channels for c in convs] == [15, 30, 60]
+    assert any(isinstance(m, nn.LeakyReLU) for m in model.modules())
+    # Two fully connected layers: one in the backbone, then the head.
+    assert sum(isinstance(m, nn.Linear) for m in model.modules()) == 2
+
+
+def test_msdnn_cnn_has_six_convolutions_and_its_decoder_six_deconvolutions() -> None:
+    model = build_model("msdnn-cnn", (1, 28, 28), 128)
+    decoder = build_decoder("msdnn-cnn", (1, 28, 28), 128)
+    assert sum(isinstance(m, nn.Conv2d) for m in model.modules()) == 6
+    assert sum(isinstance(m, nn.Linear) for m in model.modules()) == 1
+    assert sum(isinstance(m, nn.ConvTranspose2d) for m in decoder.modules()) == 6
+    assert sum(isinstance(m, nn.Linear) for m in decoder.modules()) == 1
+
+
+def test_unknown_model_lists_the_choices() -> None:
+    with pytest.raises(ValueError, match="unknown model 'resnet'") as error:
+        build_model("resnet", (1, 28, 28), DIM)
+    for name in MODELS:
+        assert name in str(error.value)
+    assert "timm:NAME" in str(error.value)
+    with pytest.raises(ValueError, match="choose one of"):
+        build_model("keras:resnet", (3, 32, 32), DIM)
+    with pytest.raises(ValueError, match="choose one of"):
+        build_decoder("resnet", (1, 28, 28), DIM)
+
+
+def test_unknown_keyword_lists_the_accepted_ones() -> None:
+    with pytest.raises(ValueError, match="hidden_dims"):
+        build_model("mlp", (20,), DIM, widths=(3,))
+
+
+@pytest.mark.parametrize("name", ["corel-cnn", "lenet", "msdnn-cnn"])
+def test_cnns_reject_tiny_or_flat_inputs(name: str) -> None:
+    for shape in [(1, 4, 4), (64,)]:
+        with pytest.raises(ValueError, match="H, W >= 8"):
+            build_model(name, shape, DIM)
+
+
+@pytest.mark.parametrize("source", ["timm", "torchvision"])
+def test_missing_vision_extra_says_how_to_install(
+    source: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A None entry in sys.modules makes the import fail whether or not the package is installed.
+    monkeypatch.setitem(sys.modules, source, None)
+    monkeypatch.setitem(sys.modules, f"{source}.models", None)
+    with pytest.raises(ImportError, match=r"pip install 'clusterable\[vision\]'"):
+        build_model(f"{source}:resnet18", (3, 32, 32), DIM)
+
+
+def test_pretrained_has_no_decoder() -> None:
+    with pytest.raises(ValueError, match="has no decoder"):
+        build_decoder("timm:resnet18", (3, 32, 32), DIM)
+
+
+class _TinyClassifier(nn.Module):
+    """Stands in for a torchvision classifier: features, then a final linear ``fc``."""
+
+    def __init__(self, num_classes: int = 10) -> None:
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.fc = nn.Linear(4, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.features(x))
+
+
+def test_torchvision_backbone_loads_local_weights_and_drops_the_classifier(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    calls = {}
+
+    def get_model(arch: str, weights: object = None, **kwargs: object) -> nn.Module:
+        calls.update(arch=arch, weights=weights, **kwargs)
+        return _TinyClassifier()
+
+    package = types.ModuleType("torchvision")
+    package.models = types.SimpleNamespace(get_model=get_model)
+    monkeypatch.setitem(sys.modules, "torchvision", package)
+    monkeypatch.setitem(sys.modules, "torchvision.models", package.models)
+    torch.manual_seed(0)
+    source = _TinyClassifier()
+    path = tmp_path / "weights.pth"
+    torch.save(source.state_dict(), path)
+
+    model = build_model("torchvision:tiny", (1, 16, 16), DIM, weights=path)
+    assert calls["weights"] is None  # never asks torchvision to download
+    assert model.feature_dim == 4 and model(torch.rand(2, 1, 16, 16)).shape == (2, DIM)
+    loaded = model.backbone.model.features[0].weight
+    torch.testing.assert_close(loaded, source.features[0].weight)
+    with pytest.raises(FileNotFoundError, match=r"missing\.pth"):
+        build_model("torchvision:tiny", (3, 16, 16), DIM, weights=tmp_path / "missing.pth")
+
+
+def test_timm_backbone_passes_the_local_file_to_timm(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    calls = {}
+
+    def create_model(arch: str, **kwargs: object) -> nn.Module:
+        calls.update(arch=arch, **kwargs)
+        backbone = nn.Sequential(nn.Conv2d(kwargs["in_chans"], 5, 3), nn.AdaptiveAvgPool2d(1))
+        backbone.append(nn.Flatten())
+        backbone.num_features = 5
+        return backbone
+
+    monkeypatch.setitem(sys.modules, "timm", types.SimpleNamespace(create_model=create_model))
+    model = build_model("timm:tiny", (1, 16, 16), DIM)
+    assert calls["pretrained"] is False and calls["num_classes"] == 0 and calls["in_chans"] == 1
+    assert model(torch.rand(2, 1, 16, 16)).shape == (2, DIM)
+
+    path = tmp_path / "tiny.safetensors"
+    path.write_bytes(b"")
+    build_model("timm:tiny", (3, 16, 16), DIM, weights=path)
+    assert calls["pretrained"] is True
+    assert calls["pretrained_cfg_overlay"] == {"file": str(path)}

@@ -1,0 +1,69 @@
+"""Two gloo processes on one global batch take exactly the single-process step."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from clusterable.data import load_dataset
+from clusterable.losses import build_loss
+from clusterable.models import build_model
+from clusterable.train import TrainConfig, Trainer, setup_distributed
+
+GLOBAL_BATCH = 48
+
+
+def one_step(loss_name: str, chunk_size: int | None, env=None, rank: int = 0, world: int = 1):
+    """Parameters (model then loss) after one SGD step on this process's slice of the batch."""
+    dataset = load_dataset("digits", split="train")
+    torch.manual_seed(0)
+    model = build_model("mlp", dataset.input_shape, 8).double()
+    loss = build_loss(loss_name, num_classes=10, embedding_dim=8).double()
+    config = TrainConfig(
+        epochs=1, optimizer="sgd", momentum=0.0, lr=0.1, chunk_size=chunk_size, progress=False
+    )
+    trainer = Trainer(model, loss, dataset, config=config, env=env)
+    x = torch.from_numpy(np.asarray(dataset.x[:GLOBAL_BATCH])).double()
+    y = torch.from_numpy(dataset.labels[:GLOBAL_BATCH])
+    local = slice(rank * GLOBAL_BATCH // world, (rank + 1) * GLOBAL_BATCH // world)
+    value = trainer._train_step(x[local], y[local])
+    return value, [p.detach().clone() for p in [*model.parameters(), *loss.parameters()]]
+
+
+def _worker(rank: int, world: int, port: int, loss_name: str, chunk_size, out: str) -> None:
+    os.environ.update(
+        RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
+    )
+    env = setup_distributed()
+    try:
+        value, params = one_step(loss_name, chunk_size, env=env, rank=rank, world=world)
+        torch.save({"value": value, "params": params}, f"{out}.{rank}")
+    finally:
+        dist.destroy_process_group()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("loss_name", "chunk_size"),
+    [("lifted", None), ("spectral", 5), ("cross-entropy", None)],
+)
+def test_two_process_step_equals_single_process_step(tmp_path, loss_name, chunk_size):
+    expected_value, expected = one_step(loss_name, chunk_size)
+    out = str(tmp_path / "result")
+    mp.spawn(_worker, args=(2, free_port(), loss_name, chunk_size, out), nprocs=2, join=True)
+    for rank in range(2):
+        result = torch.load(f"{out}.{rank}", weights_only=False)
+        assert result["value"] == pytest.approx(expected_value, rel=1e-12)
+        for got, want in zip(result["params"], expected, strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)

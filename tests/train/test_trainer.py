@@ -1,0 +1,155 @@
+"""The trainer: it learns, it resumes to the same result, it writes checkpoints atomically, and the
+large-batch trick gives the same step as the plain backward."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from clusterable.data import load_dataset
+from clusterable.evaluate import recall_at_k
+from clusterable.losses import build_loss
+from clusterable.models import build_model
+from clusterable.train import TrainConfig, Trainer, embed_dataset, resolve_checkpoint
+from clusterable.train.checkpoint import load_state
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_dataset("digits", split="train"), load_dataset("digits", split="test")
+
+
+def make_model(dataset, dim=8, seed=0):
+    torch.manual_seed(seed)
+    return build_model("mlp", dataset.input_shape, dim)
+
+
+def quiet(**kwargs) -> TrainConfig:
+    return TrainConfig(progress=False, **kwargs)
+
+
+def test_training_beats_the_untrained_model(digits):
+    train, test = digits
+    model = make_model(train)
+    before = recall_at_k(*embed_dataset(model, test), ks=(1,))[1]
+    config = quiet(epochs=4, batch_size=64, eval_every=0)
+    Trainer(
+        model, build_loss("lifted", num_classes=10, embedding_dim=8), train, config=config
+    ).fit()
+    after = recall_at_k(*embed_dataset(model, test), ks=(1,))[1]
+    assert after > before + 0.1, (before, after)
+    assert after > 0.85
+
+
+class Killed(RuntimeError):
+    pass
+
+
+class KilledAfter(Trainer):
+    """A trainer whose process dies at the start of epoch ``self.kill_at + 1``."""
+
+    kill_at = 2
+
+    def _run_epoch(self) -> float:
+        if self.epoch == self.kill_at:
+            raise Killed
+        return super()._run_epoch()
+
+
+@pytest.mark.parametrize("loss_name", ["cross-entropy", "triplet"])
+def test_resume_continues_to_the_uninterrupted_result(digits, tmp_path, loss_name):
+    train, test = digits
+    train, val = train.subset(np.arange(0, 600)), test.subset(np.arange(0, 200))
+
+    def run(trainer_class, out, resume=False):
+        model = make_model(train)
+        loss = build_loss(loss_name, num_classes=10, embedding_dim=8)
+        config = quiet(epochs=4, batch_size=32, eval_every=1)
+        trainer = trainer_class(model, loss, train, val, config=config, out=out)
+        return trainer.fit(resume=resume), model, loss
+
+    whole, model_a, loss_a = run(Trainer, tmp_path / "a")
+    with pytest.raises(Killed):
+        run(KilledAfter, tmp_path / "b")
+    assert load_state(resolve_checkpoint(tmp_path / "b"))["epoch"] == 2
+    resumed, model_b, loss_b = run(Trainer, tmp_path / "b", resume=True)
+    for a, b in zip(model_a.state_dict().values(), model_b.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    for a, b in zip(loss_a.state_dict().values(), loss_b.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert [r["loss"] for r in whole.history] == [r["loss"] for r in resumed.history]
+    assert resumed.best_epoch == whole.best_epoch
+    events = [json.loads(line)["event"] for line in (tmp_path / "b" / "log.jsonl").open()]
+    assert "resume" in events
+
+
+def test_checkpoints_are_complete_and_pruned(digits, tmp_path):
+    train, test = digits
+    config = quiet(epochs=4, batch_size=64, keep_checkpoints=1, eval_every=1, patience=None)
+    trainer = Trainer(
+        make_model(train),
+        build_loss("contrastive", num_classes=10, embedding_dim=8),
+        train,
+        test.subset(np.arange(100)),
+        config=config,
+        out=tmp_path,
+    )
+    result = trainer.fit()
+    root = tmp_path / "checkpoints"
+    latest = resolve_checkpoint(tmp_path)
+    assert latest.name == "epoch-0004"
+    assert {p.name for p in latest.iterdir()} == {"weights.safetensors", "state.pt", "meta.json"}
+    best = (root / "best").read_text().strip()
+    kept = {p.name for p in root.iterdir() if p.is_dir()}
+    assert kept == {"epoch-0004", best}, "old checkpoints must be pruned, best and latest kept"
+    assert not [p for p in root.iterdir() if p.name.startswith(".")], "no temporary leftovers"
+    assert result.checkpoint == root / best
+    summary = json.loads((tmp_path / "result.json").read_text())
+    assert summary["epochs_run"] == 4 and len(summary["history"]) == 4
+
+
+def test_early_stopping_stops_after_patience(digits):
+    train, test = digits
+    trainer = Trainer(
+        make_model(train),
+        build_loss("contrastive", num_classes=10, embedding_dim=8),
+        train.subset(np.arange(200)),
+        test.subset(np.arange(100)),
+        config=quiet(epochs=50, batch_size=32, lr=0.0, patience=2),
+    )
+    result = trainer.fit()
+    assert result.epochs_run == 3, "lr 0 never improves after the first evaluation"
+    assert result.best_epoch == 1
+
+
+def one_step_parameters(dataset, loss_name, chunk_size):
+    model = make_model(dataset)
+    loss = build_loss(loss_name, num_classes=10, embedding_dim=8).double()
+    model = model.double()
+    config = quiet(epochs=1, optimizer="sgd", momentum=0.0, lr=0.1, chunk_size=chunk_size)
+    trainer = Trainer(model, loss, dataset, config=config)
+    x = torch.from_numpy(np.asarray(dataset.x[:48])).double()
+    y = torch.from_numpy(dataset.labels[:48])
+    trainer._train_step(x, y)
+    return [p.detach().clone() for p in [*model.parameters(), *loss.parameters()]]
+
+
+@pytest.mark.parametrize("loss_name", ["spectral", "lifted", "cross-entropy"])
+def test_large_batch_trick_gives_the_plain_step(digits, loss_name):
+    train, _ = digits
+    plain = one_step_parameters(train, loss_name, chunk_size=None)
+    chunked = one_step_parameters(train, loss_name, chunk_size=7)
+    for a, b in zip(plain, chunked, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_config_rejects_unknown_settings(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("epochs: 3\nlearning_rate: 0.1\n")
+    with pytest.raises(ValueError, match=r"unknown training setting.*learning_rate"):
+        TrainConfig.from_yaml(path)
+    path.write_text("epochs: 3\nlr: 0.1\n")
+    assert TrainConfig.from_yaml(path).lr == 0.1
