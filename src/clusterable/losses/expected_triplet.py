@@ -1,5 +1,66 @@
-"""Placeholder until its issue-2 helper writes it."""
+"""Expected triplet loss: a triplet loss whose positive and negative are kernel expectations.
+
+Chauhan, Davoudi, Komeili. "Multi-scale Deep Nearest Neighbors". IJCNN 2021, Sec. III (end): hard
+nearest hit/miss triplets (sigma -> 0) did not converge, so the paper "modified the triplet loss
+accordingly", replacing the positive and the negative by their expected values under the MsDNN
+nearest-hit and nearest-miss probabilities, and reports about 99% accuracy on MNIST for a wide range
+of sigma. The paper gives no formula; we take FaceNet's triplet loss (squared distances, hinge)::
+
+    loss_i = max(0, ||f_i - E_H[f]||^2 - ||f_i - E_M[f]||^2 + margin) = max(0, margin - r_i)
+
+where ``r_i`` is the MsDNN expected margin, so the two losses differ only in hinge vs logistic.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor
+
+from clusterable.losses._base import EmbeddingLoss
+from clusterable.losses._registry import register_loss
+from clusterable.losses.msdnn import expected_margin
 
 
-class ExpectedTripletLoss:
-    pass
+@register_loss("expected-triplet")
+class ExpectedTripletLoss(EmbeddingLoss):
+    """Triplet hinge on the expected nearest hit and miss (MsDNN paper, Sec. III), batch mean.
+
+    ``loss = (1 / n) sum_i max(0, margin - r_i)``; items with no hit or no miss contribute 0 and
+    count in n, as in :class:`~clusterable.losses.MsDNNLoss`.
+
+    Parameters
+    ----------
+    sigma : float
+        Kernel scale of ``exp(-D / sigma)``, > 0.
+    margin : float
+        Triplet margin, >= 0. The paper gives none; 1.0, the margin of the lifted-structure paper's
+        triplet baseline, suits unnormalised embeddings.
+    squared : bool
+        Squared distances in the kernel (as :class:`~clusterable.losses.MsDNNLoss`).
+    detach_weights : bool
+        Default True: the expectation weights are constants in the gradient, as in MsDNN's
+        Algorithm 1.
+    """
+
+    def __init__(
+        self,
+        sigma: float = 1.0,
+        margin: float = 1.0,
+        squared: bool = False,
+        detach_weights: bool = True,
+    ) -> None:
+        super().__init__()
+        if not float(sigma) > 0.0:
+            raise ValueError(f"sigma is the kernel scale and must be positive, got {sigma}")
+        if not float(margin) >= 0.0:
+            raise ValueError(f"margin must be >= 0, got {margin}")
+        self.sigma = float(sigma)
+        self.margin = float(margin)
+        self.squared = bool(squared)
+        self.detach_weights = bool(detach_weights)
+
+    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+        margin, valid = expected_margin(
+            embeddings, labels, self.sigma, self.squared, self.detach_weights
+        )  # (n,), (n,)
+        terms = (self.margin - margin).clamp_min(0.0).masked_fill(~valid, 0.0)  # (n,)
+        return terms.sum() / len(labels)

@@ -1,5 +1,211 @@
-"""Placeholder until its issue-2 helper writes it."""
+"""OPML: orthogonality-based probabilistic triplet loss with a learned metric L and weights R.
+
+Dutta, Harandi, Sekhar. "Unsupervised Deep Metric Learning via Orthogonality based Probabilistic
+Loss". IEEE Transactions on Artificial Intelligence, 2020 (arXiv:2008.09880), Sec. III-A, Eq. 3-5.
+
+Per semi-hard triplet (a, p, n) with ``m = (a + p) / 2``::
+
+    z     = ||L^T (a - p)||^2 - 4 tan^2(alpha) ||L^T (n - m)||^2      angular constraint (Eq. 3)
+    m_i   = softplus(z)
+    w     = (sigmoid(a^T R R^T p) + 1 - sigmoid(m^T R R^T n)) / 2
+    -log p_i = -log sigmoid(-w m_i) = softplus(w m_i)                   (Eq. 4, 5)
+
+The loss is never below ln 2. It reaches ln 2 when the constraints hold (m_i -> 0, the goal) or
+when ``R`` switches the weights off (w -> 0, degenerate): :attr:`OPMLLoss.last_mean_margin_term`
+and :attr:`OPMLLoss.last_mean_weight` tell the two apart.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from clusterable.losses._base import EmbeddingLoss
+from clusterable.losses._pairs import squared_distances
+from clusterable.losses._registry import register_loss
+from clusterable.mining import semi_hard_triplets
 
 
-class OPMLLoss:
-    pass
+def _orthonormal_basis(matrix: Tensor) -> Tensor:
+    """Orthonormal basis ``Q`` (d x l) of the column span of ``matrix``, by reduced QR."""
+    basis, _ = torch.linalg.qr(matrix, mode="reduced")
+    return basis
+
+
+@register_loss("opml")
+class OPMLLoss(EmbeddingLoss):
+    """OPML loss (Eq. 5) on semi-hard triplets of the (pseudo-)labels, mean over the triplets.
+
+    The paper sums over the triplets; we divide by their number (the library's convention). A
+    batch with no semi-hard triplet gives 0, connected to the embeddings, ``R`` and ``L``.
+
+    Triplets are mined with FaceNet's semi-hard rule (the paper cites FaceNet [13]) on squared
+    metric distances ``||L^T (x_i - x_j)||^2``, the distance the loss itself uses:
+    ``D_ap < D_an < D_ap + margin``, without gradient.
+
+    ``orthogonal=True`` evaluates the loss on the orthonormal basis ``Q`` of ``span(L)`` (reduced
+    QR, differentiable), so the loss depends only on the subspace, a point of the Grassmann manifold
+    (Sec. III-A); gradient descent on ``L`` then moves along the Grassmann tangent space, and
+    :meth:`orthonormalize_` writes ``Q`` back into ``L`` (call it after optimiser steps to keep
+    ``L`` well conditioned; Riemannian optimisers that keep ``L^T L = I`` need nothing else).
+    ``orthogonal=False`` uses ``L`` as it is (the paper's ablation without orthogonality).
+
+    ``L`` starts orthonormal (QR of a seeded Gaussian). ``R`` starts equal to ``L``, so the weights
+    begin as the bilinear similarities of the initial metric that the paper motivates them with
+    ("a separate parametric matrix R ... to represent L"); ``w`` stays differentiable in ``R``
+    (a public precursor detaches it, which freezes ``R``).
+
+    Parameters
+    ----------
+    embedding_dim : int
+        Dimension d of the embeddings.
+    metric_dim : int
+        Dimension l of the metric, ``l <= d`` (the paper uses 128).
+    alpha_deg : float
+        Angle alpha of the constraint, in degrees, in (0, 90) (the paper uses 45).
+    orthogonal : bool
+        Constrain ``L`` to orthonormal columns (see above).
+    weighted : bool
+        Use the weight ``w``; False sets ``w = 1`` (the paper's ablation, Fig. 6).
+    margin : float
+        Semi-hard mining window on squared metric distances; 0.2, FaceNet's value for unit-norm
+        embeddings (the paper's features are l2-normalised). Scale it with your embeddings.
+    seed : int
+        Seed of the initialisation of ``L`` and ``R``.
+
+    Attributes
+    ----------
+    L : nn.Parameter
+        ``(d, l)`` metric.
+    R : nn.Parameter
+        ``(d, l)`` weight matrix.
+    last_mean_margin_term : float or None
+        Mean of ``m_i`` over the last forward's triplets (None before any, or with no triplet).
+    last_mean_weight : float or None
+        Mean of ``w`` over the last forward's triplets (1.0 when ``weighted=False``).
+    last_num_triplets : int
+        Number of triplets mined in the last forward.
+    """
+
+    def __init__(
+        self,
+        embedding_dim: int,
+        metric_dim: int = 128,
+        alpha_deg: float = 45.0,
+        orthogonal: bool = True,
+        weighted: bool = True,
+        margin: float = 0.2,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        if int(embedding_dim) < 1 or int(metric_dim) < 1:
+            raise ValueError(
+                f"embedding_dim and metric_dim must be positive, got {embedding_dim}, {metric_dim}"
+            )
+        if int(metric_dim) > int(embedding_dim):
+            raise ValueError(
+                f"metric_dim={metric_dim} exceeds embedding_dim={embedding_dim}: L (d x l) cannot "
+                "have more orthonormal columns than rows; pass metric_dim <= embedding_dim"
+            )
+        if not 0.0 < float(alpha_deg) < 90.0:
+            raise ValueError(f"alpha_deg must lie strictly between 0 and 90, got {alpha_deg}")
+        if not float(margin) > 0.0:
+            raise ValueError(f"margin (semi-hard mining window) must be positive, got {margin}")
+        self.embedding_dim = int(embedding_dim)
+        self.metric_dim = int(metric_dim)
+        self.alpha_deg = float(alpha_deg)
+        self.orthogonal = bool(orthogonal)
+        self.weighted = bool(weighted)
+        self.margin = float(margin)
+        # 4 tan^2(alpha) of Eq. 3
+        self.angle_factor = 4.0 * math.tan(math.radians(self.alpha_deg)) ** 2
+        generator = torch.Generator().manual_seed(int(seed))
+        gaussian = torch.randn(self.embedding_dim, self.metric_dim, generator=generator)
+        start = _orthonormal_basis(gaussian)  # (d, l)
+        self.L = nn.Parameter(start.clone())
+        self.R = nn.Parameter(start.clone())
+        self.last_mean_margin_term: float | None = None
+        self.last_mean_weight: float | None = None
+        self.last_num_triplets = 0
+
+    def metric(self) -> Tensor:
+        """The ``(d, l)`` matrix the distances use: ``Q`` of ``span(L)`` or ``L`` itself."""
+        return _orthonormal_basis(self.L) if self.orthogonal else self.L
+
+    @torch.no_grad()
+    def orthonormalize_(self) -> OPMLLoss:
+        """Replace ``L`` in place by an orthonormal basis of its span (QR retraction)."""
+        self.L.copy_(_orthonormal_basis(self.L))
+        return self
+
+    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+        if embeddings.shape[1] != self.embedding_dim:
+            raise ValueError(
+                f"embeddings have dimension {embeddings.shape[1]} but this loss was built with "
+                f"embedding_dim={self.embedding_dim}; pass the model's output dimension"
+            )
+        metric = self.metric().to(embeddings.dtype)  # (d, l)
+        weight_matrix = self.R.to(embeddings.dtype)  # (d, l)
+        distances = squared_distances(embeddings.detach() @ metric.detach())  # (n, n), mining only
+        anchor, positive, negative = semi_hard_triplets(distances, labels, self.margin)
+        self.last_num_triplets = int(anchor.numel())
+        if anchor.numel() == 0:
+            self.last_mean_margin_term = None
+            self.last_mean_weight = None
+            # 0 with a graph through every input, so backward() and optimisers still run.
+            return embeddings.new_zeros(()) + 0.0 * (
+                (embeddings @ metric).sum() + weight_matrix.sum()
+            )
+
+        margin_term, weight = self.triplet_terms(
+            embeddings, (anchor, positive, negative), metric, weight_matrix
+        )
+        self.last_mean_margin_term = float(margin_term.detach().mean())
+        self.last_mean_weight = float(weight.detach().mean())
+        return F.softplus(weight * margin_term).mean()
+
+    def triplet_terms(
+        self,
+        embeddings: Tensor,
+        triplets: tuple[Tensor, Tensor, Tensor],
+        metric: Tensor,
+        weight_matrix: Tensor,
+    ) -> tuple[Tensor, Tensor]:
+        """``m_i`` (smoothed Eq. 3) and ``w_i`` of given triplets under a given ``L`` and ``R``.
+
+        The loss of Eq. 5 is ``softplus(w * m)``. Taking ``L`` and ``R`` as arguments lets a
+        Riemannian optimiser (``clusterable.unsupervised``) evaluate the objective at its own
+        iterates on a fixed triplet set.
+
+        Parameters
+        ----------
+        embeddings : Tensor
+            ``(n, d)`` points.
+        triplets : tuple of Tensor
+            ``(anchor, positive, negative)`` index tensors, each ``(t,)``.
+        metric : Tensor
+            ``(d, l)`` metric ``L`` (used as given: pass ``metric()`` for the orthogonal basis).
+        weight_matrix : Tensor
+            ``(d, l)`` weight matrix ``R``.
+
+        Returns
+        -------
+        margin_term, weight : Tensor
+            ``(t,)`` each; ``weight`` is all ones when ``weighted=False``.
+        """
+        anchor, positive, negative = triplets
+        projected = embeddings @ metric  # (n, l)
+        a, p, n = projected[anchor], projected[positive], projected[negative]  # (t, l) each
+        middle = (a + p) / 2  # (t, l)
+        z = (a - p).square().sum(1) - self.angle_factor * (n - middle).square().sum(1)  # (t,)
+        margin_term = F.softplus(z)  # (t,), m_i
+        if not self.weighted:
+            return margin_term, torch.ones_like(margin_term)
+        weighted_view = embeddings @ weight_matrix  # (n, l), R^T x
+        wa, wp, wn = weighted_view[anchor], weighted_view[positive], weighted_view[negative]
+        weight_positive = torch.sigmoid((wa * wp).sum(1))  # (t,), w+
+        weight_negative = torch.sigmoid(-((wa + wp) / 2 * wn).sum(1))  # (t,), w- = 1 - sig(.)
+        return margin_term, (weight_positive + weight_negative) / 2  # (t,) each

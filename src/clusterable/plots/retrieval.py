@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from clusterable.evaluate import nearest_neighbors
+from clusterable.evaluate import knn_search
 from clusterable.plots._figure import new_figure, save_figure
 
 
@@ -29,7 +29,7 @@ def plot_retrieval_grid(
     """Write a grid: each row a random query then its ``k`` nearest neighbours (query excluded)."""
     rng = np.random.default_rng(seed)
     queries = rng.choice(len(images), size=min(n_queries, len(images)), replace=False)
-    neighbours = nearest_neighbors(embeddings, k=k, queries=queries)  # (q, k)
+    neighbours = knn_search(embeddings, k)[1][queries]  # (q, k), each query itself excluded
     figure, axes = new_figure(columns=k + 1, rows=len(queries), size=1.3)
     for row, (query, found) in enumerate(zip(queries, neighbours, strict=True)):
         for column, index in enumerate([query, *found]):

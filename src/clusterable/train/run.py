@@ -42,6 +42,8 @@ class RunSpec:
     autoencoder: bool = (
         False  # MsDNN-AE: train a mirrored decoder (TrainConfig.reconstruction_weight)
     )
+    unsupervised: bool = False  # OPML: train on pseudo-labels (t-SNE + AAS of the raw inputs)
+    pseudo_label_every: int = 0  # unsupervised: recompute pseudo-labels every E epochs (0: once)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> RunSpec:
@@ -67,9 +69,14 @@ def build_pieces(
 ) -> tuple[nn.Module, nn.Module, nn.Module | None]:
     """The model, the loss and (MsDNN-AE) the decoder a spec describes, freshly initialised."""
     model = build_model(spec.model, input_shape, spec.embedding_dim, normalize=spec.normalize)
-    loss = build_loss(
-        spec.loss, num_classes=num_classes, embedding_dim=spec.embedding_dim, **spec.loss_args
-    )
+    if spec.unsupervised and spec.loss == "opml":
+        from clusterable.unsupervised import RiemannianOPMLLoss  # Algorithm 1: RCGD on (R, L)
+
+        loss = RiemannianOPMLLoss(embedding_dim=spec.embedding_dim, **spec.loss_args)
+    else:
+        loss = build_loss(
+            spec.loss, num_classes=num_classes, embedding_dim=spec.embedding_dim, **spec.loss_args
+        )
     decoder = (
         build_decoder(spec.model, input_shape, spec.embedding_dim) if spec.autoencoder else None
     )
@@ -101,7 +108,13 @@ def train_run(
     """Train as ``spec`` and ``config`` say; returns the training result and the test metrics."""
     full_train = load_dataset(spec.data, root=spec.root, split="train", labels=spec.labels)
     test = load_dataset(spec.data, root=spec.root, split="test", labels=spec.labels)
-    train, val = split_validation(full_train, spec.val_fraction, config.seed)
+    if spec.unsupervised:
+        from clusterable.unsupervised import UnsupervisedTrainer, with_pseudo_labels
+
+        # Labels only evaluate: no validation split (it would pick checkpoints by true labels).
+        train, val = with_pseudo_labels(full_train, seed=config.seed), None
+    else:
+        train, val = split_validation(full_train, spec.val_fraction, config.seed)
     torch.manual_seed(config.seed)
     model, loss, decoder = build_pieces(spec, train.input_shape, full_train.num_classes)
     shape = {"num_classes": full_train.num_classes, "input_shape": list(train.input_shape)}
@@ -112,11 +125,23 @@ def train_run(
         (out / "run.json").write_text(
             json.dumps({"spec": asdict(spec), "config": config.to_dict()}, indent=2)
         )
-    trainer = Trainer(model, loss, train, val, config=config, out=out, decoder=decoder)
+    if spec.unsupervised:
+        trainer = UnsupervisedTrainer(
+            model,
+            loss,
+            train,
+            val,
+            config=config,
+            out=out,
+            decoder=decoder,
+            pseudo_label_every=spec.pseudo_label_every,
+        )
+    else:
+        trainer = Trainer(model, loss, train, val, config=config, out=out, decoder=decoder)
     result = trainer.fit(resume=resume)
     if result.checkpoint is not None:
         load_weights(result.checkpoint, model, loss)
-    metrics = evaluate_on_test(model, train, test, config.seed)
+    metrics = evaluate_on_test(model, full_train if spec.unsupervised else train, test, config.seed)
     if out is not None and trainer.env.is_main:
         (out / "test_metrics.json").write_text(json.dumps(metrics, indent=2))
     return result, metrics
