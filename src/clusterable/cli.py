@@ -114,6 +114,8 @@ def command_train(args: argparse.Namespace) -> int:
         settings["normalize"] = True
     if args.autoencoder:
         settings["autoencoder"] = True
+    if args.unsupervised:
+        settings["unsupervised"] = True
     settings["loss_args"] = {
         **settings.get("loss_args", {}),
         **_parse_assignments(args.loss_arg, "--loss-arg"),
@@ -226,6 +228,26 @@ def command_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_reproduce(args: argparse.Namespace) -> int:
+    from clusterable.reproduce import EXPERIMENTS, Budget, run_all, run_experiment
+
+    mode = "quick" if args.quick else "full" if args.full else "default"
+    out = Path(args.out)
+    if args.experiment == "all":
+        reports = run_all(mode, args.seeds, out)
+        print(f"wrote {out.with_suffix('.md')} and {len(reports)} experiment folders in {out}")
+        return 0
+    if args.experiment not in EXPERIMENTS:
+        raise ValueError(
+            f"unknown experiment {args.experiment!r}; choose one of: all, {', '.join(EXPERIMENTS)}"
+        )
+    folder = out / args.experiment
+    report = run_experiment(args.experiment, Budget(mode=mode, seeds=args.seeds, folder=folder))
+    print(report.markdown())
+    print(f"wrote {folder / 'results.md'} and {folder / 'results.json'}")
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------
 # parser
 def _add_source(parser: argparse.ArgumentParser) -> None:
@@ -277,6 +299,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--embedding-dim", type=int)
     train.add_argument("--normalize", action="store_true", help="l2-normalise embeddings")
     train.add_argument("--autoencoder", action="store_true", help="MsDNN-AE: add a decoder")
+    train.add_argument(
+        "--unsupervised",
+        action="store_true",
+        help="OPML: train on t-SNE + AAS pseudo-labels; labels only evaluate",
+    )
     train.add_argument("--val-fraction", type=float, help="held out per class (default 0.1)")
     train.add_argument("--epochs", type=int)
     train.add_argument("--batch-size", type=int)
@@ -334,6 +361,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_source(plot)
     plot.add_argument("--out", default="plots", help="folder for the PNG files")
+
+    reproduce = verb(
+        "reproduce",
+        "run a paper's experiment (or all) and print our numbers beside the paper's",
+        "clusterable reproduce aas-synthetic --quick",
+        command_reproduce,
+    )
+    reproduce.add_argument("experiment", help="experiment name, or all (see the README)")
+    budget = reproduce.add_mutually_exclusive_group()
+    budget.add_argument("--quick", action="store_true", help="about a minute (for tests)")
+    budget.add_argument("--full", action="store_true", help="the paper's own budget")
+    reproduce.add_argument("--seeds", type=int, help="number of seeds (default: per experiment)")
+    reproduce.add_argument("--out", default="docs/results", help="(default: %(default)s)")
     return parser
 
 

@@ -135,3 +135,8 @@ def test_unknown_loss_names_the_choices():
 def test_unknown_argument_names_the_accepted_ones():
     with pytest.raises(ValueError, match="takes no argument marginn; its arguments are: margin"):
         get_loss("lifted", marginn=1.0)
+
+
+def test_a_loss_without_arguments_rejects_any():
+    with pytest.raises(ValueError, match="its arguments are: none"):
+        get_loss("spectral", margin=1.0)

@@ -25,6 +25,14 @@ def register_loss(name: str) -> Callable[[LossClass], LossClass]:
     return add
 
 
+def _constructor_parameters(cls: type[nn.Module]) -> list[str]:
+    """Keyword names a loss class accepts (none when it keeps ``nn.Module.__init__``)."""
+    if cls.__init__ is nn.Module.__init__:
+        return []
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    return [p.name for p in parameters if p.name != "self" and p.kind is not p.VAR_KEYWORD]
+
+
 def available_losses() -> list[str]:
     """Names accepted by :func:`get_loss`, sorted."""
     return sorted(_LOSSES)
@@ -49,10 +57,10 @@ def get_loss(name: str, **kwargs: object) -> nn.Module:
     if name not in _LOSSES:
         raise ValueError(f"unknown loss {name!r}; choose one of: {', '.join(available_losses())}")
     cls = _LOSSES[name]
-    accepted = inspect.signature(cls.__init__).parameters
-    unknown = sorted(set(kwargs) - set(accepted) - {"self"})
-    if unknown and not any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
-        allowed = [p for p in accepted if p != "self"]
+    accepted = _constructor_parameters(cls)
+    unknown = sorted(set(kwargs) - set(accepted))
+    if unknown:
+        allowed = list(accepted)
         raise ValueError(
             f"loss {name!r} takes no argument {', '.join(unknown)}; "
             f"its arguments are: {', '.join(allowed) or 'none'}"
@@ -66,7 +74,7 @@ def build_loss(name: str, *, num_classes: int, embedding_dim: int, **kwargs: obj
     Trainers and the command line call this so that every loss is built the same way, whether or
     not it owns class weights (``cross-entropy``, ``center``, ``*-corel``) or a metric (``opml``).
     """
-    accepted = inspect.signature(_LOSSES[name].__init__).parameters if name in _LOSSES else {}
+    accepted = _constructor_parameters(_LOSSES[name]) if name in _LOSSES else []
     task = {"num_classes": num_classes, "embedding_dim": embedding_dim}
     kwargs = {**{k: v for k, v in task.items() if k in accepted}, **kwargs}
     return get_loss(name, **kwargs)

@@ -1,5 +1,70 @@
-"""Placeholder until its issue-2 helper writes it."""
+"""Contrastive loss over every pair of the batch.
+
+Hadsell, Chopra, LeCun. Dimensionality Reduction by Learning an Invariant Mapping. CVPR 2006;
+in the form of Oh Song et al., Deep Metric Learning via Lifted Structured Feature Embedding,
+CVPR 2016, Eq. (1).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from clusterable.losses._base import EmbeddingLoss
+from clusterable.losses._pairs import DISTANCE_EPS, squared_distances
+from clusterable.losses._registry import register_loss
 
 
-class ContrastiveLoss:
-    pass
+@register_loss("contrastive")
+class ContrastiveLoss(EmbeddingLoss):
+    r"""Contrastive loss (lifted-structure paper, Eq. 1), on all pairs ``i < j`` of the batch.
+
+    .. math:: \frac{1}{|\{i<j\}|} \sum_{i<j} y_{ij} D_{ij}^2 + (1 - y_{ij}) [a - D_{ij}]_+^2,
+
+    with ``D`` the Euclidean distance, ``y_ij = 1`` for same-label pairs and ``a`` the margin.
+
+    Value convention: the mean over the ``n (n - 1) / 2`` unordered pairs. Eq. (1) draws ``m / 2``
+    disjoint pairs from ``m`` images and divides by ``m``, i.e. half the mean over its pairs; the
+    factor 2 is a learning-rate constant, and every pair of the batch is used here because the
+    distances are computed for all of them anyway.
+
+    Parameters
+    ----------
+    margin : float
+        ``a``: negative pairs closer than this are pushed apart; the lifted-structure paper
+        uses 1.0.
+    normalize : bool
+        l2-normalise the embeddings first (pytorch-metric-learning's default distance does);
+        the paper uses raw embeddings.
+
+    Notes
+    -----
+    A batch of one item gives 0, which back-propagates. Identical points give a finite gradient
+    (epsilon under the square root of the hinge term; positives use the exact squared distance).
+
+    Examples
+    --------
+    >>> import torch
+    >>> loss = ContrastiveLoss(margin=1.0)
+    >>> value = loss(torch.randn(8, 4), torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]))
+    """
+
+    def __init__(self, margin: float = 1.0, normalize: bool = False) -> None:
+        super().__init__()
+        self.margin = margin
+        self.normalize = normalize
+
+    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+        if self.normalize:
+            embeddings = F.normalize(embeddings, dim=1)
+        squared = squared_distances(embeddings)  # (n, n)
+        # euclidean_distances(embeddings), without computing the Gram matrix a second time.
+        distances = (squared + DISTANCE_EPS).sqrt()  # (n, n)
+        hinge = (self.margin - distances).clamp_min(0).square()  # (n, n)
+        same = labels[:, None] == labels[None, :]  # (n, n)
+        # The diagonal is a same-label term with D^2 = 0 exactly, and every pair i < j appears
+        # twice in the full matrix: its sum is twice the sum over pairs.
+        pair_terms = torch.where(same, squared, hinge)  # (n, n)
+        n = labels.shape[0]
+        return pair_terms.sum() / max(n * (n - 1), 1)

@@ -1,5 +1,71 @@
-"""Placeholder until its issue-2 helper writes it."""
+"""Triplet margin loss on in-batch mined triplets (FaceNet defaults).
+
+Schroff, Kalenichenko, Philbin. FaceNet. CVPR 2015; in the form of Oh Song et al., Deep Metric
+Learning via Lifted Structured Feature Embedding, CVPR 2016, Eq. (2).
+"""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor
+
+from clusterable.losses._base import EmbeddingLoss
+from clusterable.losses._pairs import squared_distances
+from clusterable.losses._registry import register_loss
+from clusterable.mining.triplets import MINING_STRATEGIES, MiningStrategy, mine_triplets
 
 
-class TripletMarginLoss:
-    pass
+@register_loss("triplet")
+class TripletMarginLoss(EmbeddingLoss):
+    r"""Triplet loss (lifted-structure paper, Eq. 2) on triplets mined in the batch.
+
+    .. math:: \frac{1}{|T|} \sum_{(a, p, n) \in T} [D_{ap}^2 - D_{an}^2 + \alpha]_+,
+
+    with squared Euclidean distances, as in FaceNet, and ``T`` the mined triplets.
+
+    Value convention: the mean over mined triplets (zero-loss triplets included, which only
+    ``mining="all"`` and ``"batch-hard"`` produce: semi-hard triplets all violate the margin).
+    Eq. (2) divides by ``2m/3`` for ``m/3`` triplets, half this mean: a learning-rate constant.
+    A batch where nothing is mined gives 0, which back-propagates.
+
+    Parameters
+    ----------
+    margin : float
+        ``alpha``; FaceNet uses 0.2 on unit-norm embeddings.
+    mining : {"semi-hard", "batch-hard", "all"}
+        ``"semi-hard"`` (FaceNet): every valid triplet with ``D_ap^2 < D_an^2 < D_ap^2 + alpha``.
+        ``"batch-hard"`` (Hermans et al. 2017): per anchor, farthest positive and nearest negative.
+        ``"all"``: every valid triplet. See :mod:`clusterable.mining.triplets`.
+    normalize : bool
+        l2-normalise the embeddings first (FaceNet's unit hypersphere), default True.
+
+    Examples
+    --------
+    >>> import torch
+    >>> loss = TripletMarginLoss(margin=0.2, mining="semi-hard")
+    >>> value = loss(torch.randn(8, 4), torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]))
+    """
+
+    def __init__(
+        self, margin: float = 0.2, mining: MiningStrategy = "semi-hard", normalize: bool = True
+    ) -> None:
+        super().__init__()
+        if mining not in MINING_STRATEGIES:
+            raise ValueError(
+                f"unknown mining strategy {mining!r} for the triplet loss; "
+                f"choose one of: {', '.join(MINING_STRATEGIES)}"
+            )
+        self.margin = margin
+        self.mining = mining
+        self.normalize = normalize
+
+    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+        if self.normalize:
+            embeddings = F.normalize(embeddings, dim=1)
+        distances = squared_distances(embeddings)  # (n, n)
+        anchor, positive, negative = mine_triplets(
+            self.mining, distances, labels, self.margin
+        )  # (t,) each
+        violation = distances[anchor, positive] - distances[anchor, negative]  # (t,)
+        hinge = (violation + self.margin).clamp_min(0)  # (t,)
+        return hinge.sum() / max(hinge.numel(), 1)

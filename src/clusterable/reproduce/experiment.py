@@ -1,0 +1,80 @@
+"""The registry of experiments and the budget each runs with."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from clusterable.reproduce.report import (
+    ExperimentReport,
+    command_line,
+    library_versions,
+    write_report,
+)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much an experiment may spend: ``quick`` (about a minute, for tests), the default (the
+    paper's protocol scaled to two CPU cores; each experiment says what it scaled), or ``full``
+    (the paper's own budget)."""
+
+    mode: str = "default"  # "quick" | "default" | "full"
+    seeds: int | None = None  # None: the experiment's own default for the mode
+    folder: Path = Path("reports/reproduce")  # where this experiment writes its files
+
+    @property
+    def quick(self) -> bool:
+        return self.mode == "quick"
+
+    @property
+    def full(self) -> bool:
+        return self.mode == "full"
+
+    def pick(self, quick, default, full=None):
+        """The value for this mode (``full`` falls back to ``default``)."""
+        if self.quick:
+            return quick
+        if self.full and full is not None:
+            return full
+        return default
+
+    def seed_list(self, quick: int, default: int, full: int | None = None) -> list[int]:
+        return list(range(self.seeds if self.seeds else self.pick(quick, default, full)))
+
+
+Experiment = Callable[[Budget], ExperimentReport]
+EXPERIMENTS: dict[str, Experiment] = {}
+
+
+def experiment(name: str) -> Callable[[Experiment], Experiment]:
+    """Decorator: register a reproduction under ``name``."""
+
+    def add(function: Experiment) -> Experiment:
+        EXPERIMENTS[name] = function
+        return function
+
+    return add
+
+
+def run_experiment(name: str, budget: Budget) -> ExperimentReport:
+    """Run one experiment, record how, and write its report into ``budget.folder``."""
+    if name not in EXPERIMENTS:
+        raise ValueError(f"unknown experiment {name!r}; choose one of: {', '.join(EXPERIMENTS)}")
+    budget.folder.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    torch.manual_seed(0)
+    report = EXPERIMENTS[name](budget)
+    report.record = {
+        "command": command_line(),
+        "mode": budget.mode,
+        "seeds": report.record.get("seeds", budget.seeds),  # the experiment says which it used
+        "wall_time_s": round(time.perf_counter() - start, 1),
+        "versions": library_versions(),
+    }
+    write_report(report, budget.folder)
+    return report

@@ -1,0 +1,120 @@
+"""What every reproduction returns and writes: our numbers beside the paper's, claims checked.
+
+An experiment returns an :class:`ExperimentReport`; :func:`write_report` writes it as
+``results.md`` and ``results.json`` in the experiment's folder, with the command, seeds, library
+versions and wall time that produced it. Values are fractions in [0, 1]; tables print percentages.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+from dataclasses import asdict, dataclass, field
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Row:
+    """One method's results: our mean (and std over seeds), and the paper's number if it has one."""
+
+    method: str
+    ours: dict[str, float]
+    std: dict[str, float] = field(default_factory=dict)
+    paper: dict[str, float] = field(default_factory=dict)
+    note: str = ""
+
+    @classmethod
+    def from_runs(
+        cls,
+        method: str,
+        runs: list[dict[str, float]],
+        paper: dict[str, float] | None = None,
+        note: str = "",
+    ) -> Row:
+        """Mean and standard deviation over seeds of each metric the runs share."""
+        keys = [k for k in runs[0] if all(k in r for r in runs)]
+        ours = {k: float(np.mean([r[k] for r in runs])) for k in keys}
+        std = {k: float(np.std([r[k] for r in runs])) for k in keys} if len(runs) > 1 else {}
+        return cls(method, ours, std, paper or {}, note)
+
+
+@dataclass
+class Claim:
+    """A claim of the paper and whether it held here (None: could not be checked)."""
+
+    text: str
+    holds: bool | None
+    evidence: str
+
+
+@dataclass
+class ExperimentReport:
+    """The result of one experiment of ``clusterable reproduce``."""
+
+    name: str
+    title: str
+    paper: str
+    setup: str  # data, model, budget; what was scaled down from the paper and why
+    metrics: list[str]  # columns of the table, keys of Row.ours
+    rows: list[Row] = field(default_factory=list)
+    claims: list[Claim] = field(default_factory=list)
+    plots: list[str] = field(default_factory=list)  # file names in the experiment folder
+    notes: list[str] = field(default_factory=list)
+    record: dict[str, Any] = field(default_factory=dict)  # command, seeds, versions, wall time
+
+    def markdown(self, plot_prefix: str = "") -> str:
+        lines = [f"## {self.title} (`{self.name}`)", "", f"*{self.paper}*", "", self.setup, ""]
+        header = ["method"] + [f"{m} (ours)" for m in self.metrics]
+        with_paper = [m for m in self.metrics if any(m in r.paper for r in self.rows)]
+        header += [f"{m} (paper)" for m in with_paper]
+        lines += ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+        for row in self.rows:
+            cells = [row.method + (f" ({row.note})" if row.note else "")]
+            for m in self.metrics:
+                value = row.ours.get(m)
+                text = "—" if value is None else f"{100 * value:.2f}"
+                if m in row.std:
+                    text += f" ± {100 * row.std[m]:.2f}"
+                cells.append(text)
+            cells += [f"{100 * row.paper[m]:.2f}" if m in row.paper else "—" for m in with_paper]
+            lines.append("| " + " | ".join(cells) + " |")
+        if self.claims:
+            lines += ["", "| paper's claim | holds here? | evidence |", "|---|---|---|"]
+            verdict = {True: "yes", False: "**no**", None: "not checked"}
+            lines += [f"| {c.text} | {verdict[c.holds]} | {c.evidence} |" for c in self.claims]
+        lines += [""] + [f"- {note}" for note in self.notes]
+        lines += [f"![{p}]({plot_prefix}{p})" for p in self.plots]
+        record = self.record
+        if record:
+            lines += [
+                "",
+                f"<sub>`{record.get('command', '')}` — seeds {record.get('seeds')}, "
+                f"{record.get('wall_time_s', 0):.0f} s, {record.get('versions', {})}</sub>",
+            ]
+        return "\n".join(lines) + "\n"
+
+
+def library_versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for package in ("clusterable", "torch", "numpy", "scikit-learn", "faiss-cpu", "openTSNE"):
+        try:
+            found[package] = version(package)
+        except PackageNotFoundError:
+            found[package] = "not installed"
+    return found
+
+
+def write_report(report: ExperimentReport, folder: Path) -> None:
+    """Write ``results.md`` and ``results.json`` of one experiment into ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "results.md").write_text(report.markdown())
+    (folder / "results.json").write_text(json.dumps(asdict(report), indent=2))
+
+
+def command_line() -> str:
+    return "clusterable " + " ".join(sys.argv[1:]) if sys.argv[1:] else "clusterable reproduce"

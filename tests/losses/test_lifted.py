@@ -1,0 +1,162 @@
+"""Smooth lifted structured loss (Oh Song et al., CVPR 2016, Eq. 4) against independent references.
+
+References: Eq. (4) transcribed loop by loop over unordered positive pairs;
+pytorch-metric-learning's ``LiftedStructureLoss`` (same definition once embeddings are
+normalised, see below); gradcheck; sklearn 1-NN.
+
+pytorch-metric-learning vs Eq. (4): it l2-normalises embeddings (``LpDistance`` default), sums
+``relu(J_ij)^2 / 2`` over *ordered* positive pairs and averages over them (``MeanReducer``), which
+equals ``1 / (2|P|) sum_{unordered} relu(J_ij)^2``; its ``pos_margin`` shifts ``D_ij`` (0 here) and
+``neg_margin`` is ``a``; its distances have no epsilon under the square root. So it agrees with
+``LiftedStructureLoss(margin=a, normalize=True)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from pytorch_metric_learning import losses as pml_losses
+from sklearn.neighbors import KNeighborsClassifier
+
+from clusterable.data import two_class_subclusters
+from clusterable.losses import LiftedStructureLoss, get_loss
+
+SEEDS = [0, 1, 2, 3]
+
+
+def reference_loss(points: np.ndarray, labels: np.ndarray, margin: float) -> float:
+    """Eq. (4): 1/(2|P|) sum over unordered positive pairs of max(0, J_ij)^2."""
+    n = len(points)
+
+    def distance(i: int, j: int) -> float:
+        return math.sqrt(sum((points[i][t] - points[j][t]) ** 2 for t in range(points.shape[1])))
+
+    total, num_pairs = 0.0, 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            if labels[i] != labels[j]:
+                continue
+            num_pairs += 1
+            inner = 0.0
+            for k in range(n):
+                if labels[k] != labels[i]:
+                    inner += math.exp(margin - distance(i, k))
+            for el in range(n):
+                if labels[el] != labels[j]:
+                    inner += math.exp(margin - distance(j, el))
+            if inner == 0.0:  # no negative: log 0 = -inf, the hinge is 0
+                continue
+            lifted = math.log(inner) + distance(i, j)
+            total += max(0.0, lifted) ** 2
+    return total / (2 * num_pairs) if num_pairs else 0.0
+
+
+def random_batch(seed: int, n: int = 13, d: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
+    """Float64 embeddings at distances around the margin; repeated labels and two singletons."""
+    generator = torch.Generator().manual_seed(seed)
+    embeddings = 0.6 * torch.randn(n, d, generator=generator, dtype=torch.float64)
+    repeated = torch.randint(0, 3, (n - 2,), generator=generator)
+    return embeddings, torch.cat([repeated, torch.tensor([5, 6])])
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("margin", [1.0, 0.5, 3.0])
+def test_matches_paper_formula(seed, margin):
+    embeddings, labels = random_batch(seed)
+    value = LiftedStructureLoss(margin=margin)(embeddings, labels)
+    expected = reference_loss(embeddings.numpy(), labels.numpy(), margin)
+    assert expected > 0
+    assert value.item() == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_normalize_matches_paper_formula_on_unit_vectors(seed):
+    embeddings, labels = random_batch(seed)
+    unit = torch.nn.functional.normalize(embeddings, dim=1)
+    value = LiftedStructureLoss(normalize=True)(embeddings, labels)
+    assert value.item() == pytest.approx(
+        reference_loss(unit.numpy(), labels.numpy(), 1.0), rel=1e-9
+    )
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("margin", [1.0, 0.3])
+def test_matches_pytorch_metric_learning_when_normalised(seed, margin):
+    embeddings, labels = random_batch(seed, n=24, d=6)
+    ours = LiftedStructureLoss(margin=margin, normalize=True)(embeddings, labels)
+    theirs = pml_losses.LiftedStructureLoss(neg_margin=margin, pos_margin=0)(embeddings, labels)
+    assert float(ours) == pytest.approx(float(theirs), rel=1e-9)
+
+
+def test_gradcheck():
+    embeddings, labels = random_batch(7, n=9, d=3)
+    embeddings.requires_grad_(True)
+    loss = LiftedStructureLoss(margin=1.0)
+    assert torch.autograd.gradcheck(lambda x: loss(x, labels), (embeddings,))
+    loss = LiftedStructureLoss(margin=1.0, normalize=True)
+    assert torch.autograd.gradcheck(lambda x: loss(x, labels), (embeddings,))
+
+
+def test_far_apart_points_need_the_max_subtracted_logsumexp():
+    """At scale 200, exp(a - D) underflows in float32: the loss must match float64, stay finite."""
+    embeddings, labels = random_batch(1)
+    embeddings = 200 * embeddings
+    expected = reference_loss(embeddings.numpy(), labels.numpy(), 1.0)
+    points = embeddings.float().requires_grad_(True)
+    value = LiftedStructureLoss()(points, labels)
+    value.backward()
+    assert value.item() == pytest.approx(expected, rel=1e-4)
+    assert torch.isfinite(points.grad).all() and points.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize(
+    "labels", [[4] * 6, [0, 1, 2, 3, 4, 5], [0]], ids=["one-class", "distinct", "single-item"]
+)
+def test_no_positive_or_no_negative_gives_zero_that_backpropagates(labels):
+    embeddings = torch.randn(len(labels), 3, dtype=torch.float64, requires_grad=True)
+    value = LiftedStructureLoss()(embeddings, torch.tensor(labels))
+    assert value.item() == 0.0
+    value.backward()
+    assert torch.equal(embeddings.grad, torch.zeros_like(embeddings))
+
+
+def test_identical_points_give_no_nan():
+    points = torch.ones(6, 3, dtype=torch.float64, requires_grad=True)
+    value = LiftedStructureLoss()(points, torch.tensor([0, 0, 1, 1, 2, 2]))
+    value.backward()
+    # All D = 0: J = log(2 * 4 * e^a) for every positive pair.
+    assert value.item() == pytest.approx((1.0 + math.log(8)) ** 2 / 2, rel=1e-9)
+    assert torch.isfinite(points.grad).all()
+
+
+def test_registered_with_paper_defaults():
+    loss = get_loss("lifted")
+    assert isinstance(loss, LiftedStructureLoss)
+    assert loss.margin == 1.0 and loss.normalize is False
+
+
+def one_nn_loo_accuracy(points: np.ndarray, labels: np.ndarray) -> float:
+    """Leave-one-out 1-NN accuracy with sklearn: the nearest other point votes."""
+    neighbours = KNeighborsClassifier(n_neighbors=2).fit(points, labels)
+    index = neighbours.kneighbors(points, return_distance=False)[:, 1]
+    return float((labels[index] == labels).mean())
+
+
+def test_gradient_descent_on_free_points_separates_classes():
+    data = two_class_subclusters(n=120, std=6.0, seed=0)
+    points = torch.tensor(data.x / data.x.std(), requires_grad=True)  # (120, 2)
+    labels = torch.as_tensor(data.labels)
+    assert one_nn_loo_accuracy(data.x, data.labels) < 0.9
+    loss = LiftedStructureLoss()
+    first = loss(points, labels).item()
+    for _ in range(60):
+        value = loss(points, labels)
+        points.grad = None
+        value.backward()
+        with torch.no_grad():
+            points -= 2.0 * points.grad
+    assert loss(points, labels).item() < 0.1 * first
+    assert one_nn_loo_accuracy(points.detach().numpy(), data.labels) >= 0.95
