@@ -7,7 +7,9 @@ STAMP := $(VENV)/.installed
 TORCH := torch==2.13.0
 PYTEST_ARGS ?= -m "not slow"
 
-.PHONY: setup demo test lint format bench clean
+FASHION_MNIST := /usr/share/datasets/fashion-mnist
+
+.PHONY: setup demo test test-all lint format bench fashion-mnist clean
 
 setup: $(STAMP)
 
@@ -21,10 +23,23 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/clusterable demo
 
-test: $(STAMP)
+test: $(STAMP) fashion-mnist
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
+
+# The slow end-to-end tests too (every reproduction in --quick mode).
+test-all:
+	$(MAKE) test PYTEST_ARGS=
+
+# Real data for the Fashion-MNIST tests: Debian's package, where apt-get runs as root; elsewhere
+# those tests skip and say why.
+fashion-mnist:
+	@if [ ! -d $(FASHION_MNIST) ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1 || \
+		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1; } || \
+		echo "could not install dataset-fashion-mnist: its tests will skip"; \
+	fi
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -74,3 +74,108 @@ def test_demo_quick_writes_its_report(tmp_path, capsys):
         assert all(0.0 <= row[c] <= 1.0 for c in ("recall@1", "map@r", "nmi", "f1"))
     assert "| lifted |" in (tmp_path / "results.md").read_text()
     assert "wrote" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run")
+    code = main(
+        [
+            "train",
+            "--data",
+            "digits",
+            "--loss",
+            "lifted",
+            "--loss-arg",
+            "margin=0.5",
+            "--embedding-dim",
+            "16",
+            "--epochs",
+            "2",
+            "--batch-size",
+            "60",
+            "--no-progress",
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 0
+    return out
+
+
+def test_train_writes_a_complete_run_folder(trained_run):
+    names = {p.name for p in trained_run.iterdir()}
+    assert {"run.json", "log.jsonl", "result.json", "test_metrics.json", "checkpoints"} <= names
+    spec = json.loads((trained_run / "run.json").read_text())["spec"]
+    assert spec["loss_args"] == {"margin": 0.5} and spec["embedding_dim"] == 16
+    metrics = json.loads((trained_run / "test_metrics.json").read_text())
+    assert 0.5 < metrics["recall@1"] <= 1.0 and "knn@5" in metrics
+
+
+def test_evaluate_embed_cluster_plot_a_trained_run(trained_run, tmp_path, capsys):
+    table = tmp_path / "table.json"
+    assert main(["evaluate", str(trained_run), "--json", str(table)]) == 0
+    expected = json.loads((trained_run / "test_metrics.json").read_text())
+    assert json.loads(table.read_text())["recall@1"] == pytest.approx(expected["recall@1"])
+
+    assert main(["embed", str(trained_run), "--out", str(tmp_path / "emb")]) == 0
+    embeddings = np.load(tmp_path / "emb" / "embeddings.npy")
+    labels = np.load(tmp_path / "emb" / "labels.npy")
+    assert embeddings.shape == (len(labels), 16)
+
+    clusters = tmp_path / "clusters.npy"
+    args = ["cluster", str(tmp_path / "emb" / "embeddings.npy"), "--method", "spectral"]
+    assert (
+        main(
+            [
+                *args,
+                "--k",
+                "10",
+                "--labels",
+                str(tmp_path / "emb" / "labels.npy"),
+                "--out",
+                str(clusters),
+            ]
+        )
+        == 0
+    )
+    assert np.load(clusters).shape == labels.shape
+    assert "nmi" in capsys.readouterr().out
+
+    assert main(["plot", str(trained_run), "--out", str(tmp_path / "plots")]) == 0
+    from PIL import Image
+
+    for name in ("tsne.png", "curves.png"):
+        with Image.open(tmp_path / "plots" / name) as image:
+            assert image.format == "PNG" and image.width > 100
+
+
+def test_cluster_without_k_is_a_one_line_error(saved_embeddings, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["cluster", str(saved_embeddings / "emb.npy"), "--method", "kmeans"])
+    assert exit_info.value.code == 2
+    assert "--k N" in capsys.readouterr().err
+
+
+def test_train_unknown_loss_argument_is_a_one_line_error(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(
+            [
+                "train",
+                "--data",
+                "digits",
+                "--loss",
+                "lifted",
+                "--loss-arg",
+                "marg=1",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+    assert "takes no argument marg" in capsys.readouterr().err
+
+
+def test_reproduce_unknown_experiment_names_the_choices(capsys):
+    with pytest.raises(SystemExit):
+        main(["reproduce", "no-such-experiment"])
+    assert "choose one of: all" in capsys.readouterr().err

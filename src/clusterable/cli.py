@@ -74,6 +74,11 @@ def _embeddings_of(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, np
             )
         embeddings = _load_array(source, "embeddings")
         labels = _load_array(Path(args.labels), "labels")
+        if labels.ndim != 1 or len(labels) != len(embeddings):
+            raise ValueError(
+                f"labels has shape {labels.shape} but embeddings has {len(embeddings)} rows; "
+                "give one label per embedding row"
+            )
         return embeddings, labels, labels, None
     from clusterable.data import load_dataset
     from clusterable.train import embed_dataset
