@@ -1,0 +1,35 @@
+"""Unsupervised metric learning (OPML): pseudo-labels from t-SNE + AAS, a metric learned on them.
+
+Dutta, Harandi, Sekhar, "Unsupervised Deep Metric Learning via Orthogonality based Probabilistic
+Loss", IEEE TAI 2020.
+
+- :func:`pseudo_labels`: t-SNE map then AAS (or k-means), -1 for noise.
+- :class:`OPML`: the standalone linear metric ``L`` on fixed features (RCGD on Euclidean x
+  Grassmann); ``OPML().fit(x, pseudo_labels).transform(x)``.
+- :class:`RiemannianOPMLLoss` and :class:`UnsupervisedTrainer`: deep sOPML (Algorithm 1) in the
+  ordinary trainer; ``clusterable train --loss opml --unsupervised`` runs it.
+- :mod:`clusterable.unsupervised.protocol`: the paper's Fashion-MNIST experiment.
+"""
+
+from clusterable.unsupervised.deep import (
+    RiemannianOPMLLoss,
+    UnsupervisedTrainer,
+    flat_features,
+    pseudo_label_triplets,
+    with_pseudo_labels,
+)
+from clusterable.unsupervised.opml import OPML, riemannian_steps, sample_semi_hard_triplets
+from clusterable.unsupervised.pseudo_labels import pseudo_labels, tsne_map
+
+__all__ = [
+    "OPML",
+    "RiemannianOPMLLoss",
+    "UnsupervisedTrainer",
+    "flat_features",
+    "pseudo_label_triplets",
+    "pseudo_labels",
+    "riemannian_steps",
+    "sample_semi_hard_triplets",
+    "tsne_map",
+    "with_pseudo_labels",
+]

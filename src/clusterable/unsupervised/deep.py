@@ -1,0 +1,235 @@
+"""Deep stochastic OPML (sOPML, Algorithm 1): a backbone trained on pseudo-labels.
+
+Dutta, Harandi, Sekhar, "Unsupervised Deep Metric Learning via Orthogonality based Probabilistic
+Loss", IEEE TAI 2020, Sec. IV-B, Algorithm 1. For every mini-batch: embed it (line 7), mine
+semi-hard triplets from the pseudo-labels (line 8), run ``maxiter`` RCGD steps on ``(R, L)`` from
+the previous batch's values with the embeddings fixed (lines 9-10), then back-propagate the loss
+to the backbone (lines 11-12).
+
+This fits the ordinary :class:`~clusterable.train.Trainer`: :class:`RiemannianOPMLLoss` does lines
+8-11 inside its forward and returns the loss with ``R`` and ``L`` frozen, so the trainer's own
+optimiser step is line 12. :class:`UnsupervisedTrainer` adds the optional recomputation of the
+pseudo-labels every E epochs and logs the loss's diagnostics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch.nn.functional as F
+from torch import Tensor
+
+from clusterable.data import LabelledDataset
+from clusterable.losses import OPMLLoss
+from clusterable.losses._pairs import squared_distances
+from clusterable.mining import semi_hard_triplets
+from clusterable.train.embed import embed_dataset
+from clusterable.train.trainer import Trainer
+from clusterable.unsupervised.opml import Triplets, riemannian_steps
+from clusterable.unsupervised.pseudo_labels import PseudoLabelMethod, pseudo_labels
+
+
+def pseudo_label_triplets(distances: Tensor, labels: Tensor, margin: float) -> Triplets:
+    """Semi-hard triplets of a batch (FaceNet), with noise items (label < 0) left out entirely.
+
+    Parameters
+    ----------
+    distances : Tensor
+        ``(n, n)`` squared metric distances of the batch.
+    labels : Tensor
+        ``(n,)`` pseudo-labels; -1 is AAS noise.
+    margin : float
+        Semi-hard window.
+
+    Returns
+    -------
+    tuple of Tensor
+        ``(anchor, positive, negative)`` indices into the batch, each ``(t,)``.
+    """
+    clean = (labels >= 0).nonzero(as_tuple=True)[0]  # (n',)
+    anchor, positive, negative = semi_hard_triplets(
+        distances[clean][:, clean], labels[clean], margin
+    )
+    return clean[anchor], clean[positive], clean[negative]
+
+
+class RiemannianOPMLLoss(OPMLLoss):
+    """OPML loss of Algorithm 1: RCGD on ``(R, L)`` inside the forward, then Eq. 5 with them frozen.
+
+    ``R`` and ``L`` do not require gradient: the Riemannian steps move them (Euclidean x
+    Grassmann, :func:`~clusterable.unsupervised.opml.riemannian_steps`, warm-started from the
+    previous batch), and the returned loss back-propagates into the embeddings only. The state
+    dict is :class:`~clusterable.losses.OPMLLoss`'s, so a checkpoint loads into either.
+
+    Parameters
+    ----------
+    embedding_dim, metric_dim, alpha_deg, orthogonal, weighted, margin, seed
+        As :class:`~clusterable.losses.OPMLLoss`.
+    maxiter : int
+        RCGD iterations per mini-batch (the paper: 10).
+
+    Attributes
+    ----------
+    last_rcgd_cost : tuple of float or None
+        Mean objective of the last batch before and after its RCGD steps.
+    last_mean_margin_term, last_mean_weight : float or None
+        Mean ``m_i`` and ``w_i`` of the last batch's triplets after its RCGD steps.
+    """
+
+    def __init__(
+        self,
+        embedding_dim: int,
+        metric_dim: int = 128,
+        alpha_deg: float = 45.0,
+        orthogonal: bool = True,
+        weighted: bool = True,
+        margin: float = 0.2,
+        seed: int = 0,
+        maxiter: int = 10,
+    ) -> None:
+        super().__init__(embedding_dim, metric_dim, alpha_deg, orthogonal, weighted, margin, seed)
+        if int(maxiter) < 1:
+            raise ValueError(f"maxiter (RCGD steps per batch) must be >= 1, got {maxiter}")
+        self.maxiter = int(maxiter)
+        self.R.requires_grad_(False)
+        self.L.requires_grad_(False)
+        self.last_rcgd_cost: tuple[float, float] | None = None
+
+    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+        metric = self.metric().to(embeddings.dtype)  # (d, l)
+        distances = squared_distances(embeddings.detach() @ metric)  # (n, n), mining only
+        triplets = pseudo_label_triplets(distances, labels, self.margin)  # Algorithm 1, line 8
+        self.last_num_triplets = int(triplets[0].numel())
+        if self.last_num_triplets == 0:
+            self.last_rcgd_cost = None
+            self.last_mean_margin_term = None
+            self.last_mean_weight = None
+            return 0.0 * embeddings.sum()  # finite, and backward() still reaches the model
+        # Lines 9-10: RCGD on (R, L) with the embeddings held fixed; warm start = current values.
+        self.last_rcgd_cost = riemannian_steps(self, embeddings, triplets, self.maxiter)
+        # Line 11: the loss at the new (R, L), which stay frozen for the backbone's step.
+        margin_term, weight = self.triplet_terms(
+            embeddings,
+            triplets,
+            self.metric().to(embeddings.dtype),
+            self.R.to(embeddings.dtype),
+        )
+        self.last_mean_margin_term = float(margin_term.detach().mean())
+        self.last_mean_weight = float(weight.detach().mean())
+        return F.softplus(weight * margin_term).mean()
+
+
+def flat_features(ds: LabelledDataset) -> np.ndarray:
+    """``(n, prod(input_shape))`` float32 items of ``ds``, each row l2-normalised.
+
+    The paper's representation for Fashion-MNIST: raw pixels, concatenated, l2-normalised.
+    """
+    x = (
+        np.asarray(ds.x)
+        if isinstance(ds.x, np.ndarray)
+        else np.stack([ds.x[i] for i in range(len(ds))])
+    )
+    x = x.reshape(len(ds), -1).astype(np.float32)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.maximum(norms, np.finfo(np.float32).tiny)
+
+
+def with_pseudo_labels(
+    ds: LabelledDataset,
+    features: np.ndarray | None = None,
+    method: PseudoLabelMethod = "aas",
+    seed: int = 0,
+    **kwargs: Any,
+) -> LabelledDataset:
+    """A copy of ``ds`` whose training ``labels`` are pseudo-labels (Algorithm 1, line 2).
+
+    ``fine_labels`` keep the original classes, for evaluation only. Noise items get -1, which
+    every sampler of :mod:`clusterable.mining` skips.
+
+    Parameters
+    ----------
+    ds : LabelledDataset
+        The training items; their labels are not read.
+    features : np.ndarray, optional
+        ``(n, d)`` features to cluster; by default :func:`flat_features` (raw inputs).
+    method, seed, **kwargs
+        As :func:`~clusterable.unsupervised.pseudo_labels`.
+    """
+    features = flat_features(ds) if features is None else features
+    labels = pseudo_labels(features, method, seed=seed, **kwargs)
+    names = [f"cluster {c}" for c in range(int(labels.max(initial=-1)) + 1)]
+    return ds.replace(labels=labels, class_names=names, fine_labels=ds.fine_labels)
+
+
+class UnsupervisedTrainer(Trainer):
+    """:class:`~clusterable.train.Trainer` on pseudo-labels: Algorithm 1's outer loop.
+
+    The train set must already carry pseudo-labels (:func:`with_pseudo_labels`). Every step logs
+    ``mean_margin_term`` and ``mean_weight`` when the loss reports them (``event: "opml"`` in
+    ``log.jsonl``): the loss alone cannot tell satisfied constraints (m_i -> 0) from switched-off
+    weights (w -> 0).
+
+    Parameters
+    ----------
+    *args, **kwargs
+        As :class:`~clusterable.train.Trainer`.
+    pseudo_label_every : int
+        Recompute the pseudo-labels from the model's embeddings of the train set every this many
+        epochs (0: never; the paper computes them once). On ``resume`` the labels restart from the
+        train set given, until the next recomputation.
+    pseudo_label_method : {"aas", "kmeans"}
+        Clustering of the recomputation; ``"kmeans"`` keeps the current number of clusters.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        pseudo_label_every: int = 0,
+        pseudo_label_method: PseudoLabelMethod = "aas",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        if pseudo_label_every < 0:
+            raise ValueError(f"pseudo_label_every must be >= 0, got {pseudo_label_every}")
+        self.pseudo_label_every = pseudo_label_every
+        self.pseudo_label_method = pseudo_label_method
+
+    def _run_epoch(self) -> float:
+        every = self.pseudo_label_every
+        if every and self.epoch > 0 and self.epoch % every == 0:
+            self._refresh_pseudo_labels()
+        return super()._run_epoch()
+
+    def _refresh_pseudo_labels(self) -> None:
+        embeddings, _ = embed_dataset(self.model, self.train_set, device=self.env.device)
+        current = self.train_set.labels
+        n_clusters = len(np.unique(current[current >= 0]))
+        options = {"n_clusters": n_clusters} if self.pseudo_label_method == "kmeans" else {}
+        self.train_set = with_pseudo_labels(
+            self.train_set, embeddings, self.pseudo_label_method, self.config.seed, **options
+        )
+        self.sampler = self._build_sampler()
+        labels = self.train_set.labels
+        self._log(
+            {
+                "event": "pseudo_labels",
+                "epoch": self.epoch,
+                "clusters": len(np.unique(labels[labels >= 0])),
+                "noise": int((labels < 0).sum()),
+            }
+        )
+
+    def _train_step(self, x: Tensor, y: Tensor) -> float:
+        value = super()._train_step(x, y)
+        margin_term = getattr(self.loss, "last_mean_margin_term", None)
+        if margin_term is not None:
+            self._log(
+                {
+                    "event": "opml",
+                    "step": self.step + 1,
+                    "mean_margin_term": margin_term,
+                    "mean_weight": self.loss.last_mean_weight,
+                }
+            )
+        return value

@@ -1,0 +1,193 @@
+"""Pseudo-labels, noise exclusion, deep sOPML (Algorithm 1) in the trainer, and the CLI flag."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from clusterable.cli import main
+from clusterable.data import load_dataset
+from clusterable.losses import OPMLLoss
+from clusterable.losses._pairs import squared_distances
+from clusterable.mining import all_triplets
+from clusterable.models import build_model
+from clusterable.train import TrainConfig
+from clusterable.unsupervised import (
+    RiemannianOPMLLoss,
+    UnsupervisedTrainer,
+    pseudo_label_triplets,
+    pseudo_labels,
+    with_pseudo_labels,
+)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
+
+
+def blobs_with_uniform_noise(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Three tight 2-D blobs of 150 points and 60 uniform noise points (label -1)."""
+    rng = np.random.default_rng(seed)
+    centres = np.array([[0.0, 0.0], [6.0, 0.0], [3.0, 5.0]])
+    blobs = np.concatenate([c + 0.5 * rng.normal(size=(150, 2)) for c in centres])
+    noise = rng.uniform(-4.0, 10.0, size=(60, 2))
+    return np.concatenate([blobs, noise]), np.r_[np.repeat([0, 1, 2], 150), np.full(60, -1)]
+
+
+def test_aas_pseudo_labels_mark_noise_and_are_deterministic():
+    x, truth = blobs_with_uniform_noise()
+    settings = {"tsne": False, "k_graph": 30, "eps": 0.9, "theta_min": 5.0}  # paper's noise setup
+    labels = pseudo_labels(x, "aas", **settings)
+    assert (labels == -1).any()
+    assert (labels[truth == -1] == -1).mean() > 0.5  # most uniform noise is flagged
+    for cluster in np.unique(labels[labels >= 0]):  # a cluster never mixes two blobs
+        members = truth[(labels == cluster) & (truth >= 0)]
+        assert len(np.unique(members)) <= 1
+    np.testing.assert_array_equal(labels, pseudo_labels(x, "aas", **settings))
+
+
+def test_tsne_pseudo_labels_are_seeded():
+    x, _ = blobs_with_uniform_noise()
+    first = pseudo_labels(x, "kmeans", n_clusters=3, seed=3)
+    np.testing.assert_array_equal(first, pseudo_labels(x, "kmeans", n_clusters=3, seed=3))
+    assert set(first.tolist()) == {0, 1, 2}
+
+
+def test_kmeans_needs_the_number_of_clusters():
+    with pytest.raises(ValueError, match="n_clusters"):
+        pseudo_labels(np.zeros((10, 2)), "kmeans")
+    with pytest.raises(ValueError, match="'aas' or 'kmeans'"):
+        pseudo_labels(np.zeros((10, 2)), "dbscan")  # type: ignore[arg-type]
+
+
+def test_noise_items_never_appear_in_mined_triplets():
+    generator = torch.Generator().manual_seed(0)
+    embeddings = torch.randn(48, 4, generator=generator)
+    labels = torch.arange(48) % 3
+    labels[::4] = -1
+    triplets = pseudo_label_triplets(squared_distances(embeddings), labels, margin=10.0)
+    used = torch.cat(triplets)
+    assert used.numel() > 0
+    assert (labels[used] >= 0).all()
+    # and the loss built on them neither reads the noise items nor sends them gradient
+    loss = RiemannianOPMLLoss(4, metric_dim=2, maxiter=2)
+    embeddings.requires_grad_()
+    loss(embeddings, labels).backward()
+    assert (embeddings.grad[labels < 0] == 0).all()
+    assert embeddings.grad[labels >= 0].abs().sum() > 0
+
+
+def test_riemannian_loss_moves_R_and_L_without_gradient_and_keeps_L_orthonormal():
+    generator = torch.Generator().manual_seed(0)
+    embeddings = torch.nn.functional.normalize(torch.randn(32, 6, generator=generator), dim=1)
+    labels = torch.arange(32) % 4
+    loss = RiemannianOPMLLoss(6, metric_dim=3, maxiter=10)
+    start_r, start_l = loss.R.clone(), loss.L.clone()
+    value = loss(embeddings.requires_grad_(), labels)
+    before, after = loss.last_rcgd_cost
+    assert after < before
+    assert value.item() == pytest.approx(after, rel=1e-4)  # line 11: the loss at the new (R, L)
+    assert not torch.allclose(loss.R, start_r) and not torch.allclose(loss.L, start_l)
+    assert torch.linalg.norm(loss.L.T @ loss.L - torch.eye(3)) < 1e-6
+    value.backward()
+    assert loss.R.grad is None and loss.L.grad is None
+    assert set(OPMLLoss(6, metric_dim=3).state_dict()) == set(loss.state_dict())
+
+
+def mean_margin_term_on_probe(loss: OPMLLoss, embeddings: torch.Tensor, labels) -> float:
+    """Mean m_i over every triplet of a fixed probe set (not only the mined ones)."""
+    triplets = all_triplets(torch.as_tensor(labels))
+    with torch.no_grad():
+        margin_term, _ = loss.triplet_terms(embeddings, triplets, loss.metric(), loss.R)
+    return float(margin_term.mean())
+
+
+def test_deep_sopml_on_digits_lowers_the_loss_and_the_margin_term(tmp_path):
+    digits = load_dataset("digits", split="train")
+    train = with_pseudo_labels(digits, seed=0)
+    assert len(np.unique(train.labels[train.labels >= 0])) >= 5
+    torch.manual_seed(0)
+    model = build_model("corel-cnn", digits.input_shape, 32, normalize=True)
+    loss = RiemannianOPMLLoss(32, metric_dim=16, maxiter=10, seed=0)
+    probe = train.subset(np.flatnonzero(train.labels >= 0)[:120])
+    probe_x = torch.from_numpy(np.asarray(probe.x))
+
+    def probe_margin() -> float:
+        model.eval()
+        with torch.no_grad():
+            value = mean_margin_term_on_probe(loss, model(probe_x), probe.labels)
+        model.train()
+        return value
+
+    start_margin = probe_margin()
+    config = TrainConfig(epochs=4, batch_size=64, lr=3e-3, eval_every=0, progress=False)
+    result = UnsupervisedTrainer(model, loss, train, None, config=config, out=tmp_path).fit()
+    losses = [record["loss"] for record in result.history]
+    assert losses[-1] < losses[0]
+    assert probe_margin() < 0.8 * start_margin
+    logged = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    opml = [r for r in logged if r["event"] == "opml"]
+    assert opml and all({"mean_margin_term", "mean_weight"} <= set(r) for r in opml)
+    assert np.mean([r["mean_weight"] for r in opml[-5:]]) > 0.2  # w did not collapse to 0
+
+
+def test_pseudo_labels_are_recomputed_every_E_epochs(tmp_path):
+    digits = load_dataset("digits", split="train").subset(np.arange(300))
+    train = with_pseudo_labels(digits, method="kmeans", n_clusters=6, seed=0)
+    model = build_model("mlp", digits.input_shape, 8, normalize=True)
+    loss = RiemannianOPMLLoss(8, metric_dim=4, maxiter=2)
+    config = TrainConfig(epochs=2, batch_size=60, eval_every=0, progress=False)
+    trainer = UnsupervisedTrainer(
+        model,
+        loss,
+        train,
+        config=config,
+        out=tmp_path,
+        pseudo_label_every=1,
+        pseudo_label_method="kmeans",
+    )
+    trainer.fit()
+    events = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    refreshes = [r for r in events if r["event"] == "pseudo_labels"]
+    assert [r["epoch"] for r in refreshes] == [1]
+    assert refreshes[0]["clusters"] == 6
+    np.testing.assert_array_equal(trainer.train_set.fine_labels, digits.labels)
+
+
+def test_cli_train_unsupervised_runs_end_to_end(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(
+        [
+            "train",
+            "--data",
+            "digits",
+            "--loss",
+            "opml",
+            "--unsupervised",
+            "--loss-arg",
+            "metric_dim=16",
+            "--embedding-dim",
+            "32",
+            "--normalize",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "128",
+            "--no-progress",
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 0
+    metrics = json.loads((out / "test_metrics.json").read_text())
+    assert 0.0 <= metrics["nmi"] <= 1.0 and metrics["recall@1"] > 0.5
+    run = json.loads((out / "run.json").read_text())
+    assert run["spec"]["unsupervised"] is True
+    assert "recall@1" in capsys.readouterr().out
