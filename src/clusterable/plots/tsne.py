@@ -5,28 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from openTSNE import TSNE
 
 from clusterable.plots._figure import new_figure, save_figure
-
-#: Below this many points Barnes-Hut on one thread is fastest (539 digits: 1.8 s, against 13.7 s
-#: for the FFT method and 9.3 s for two threads, measured here); above it, FFT on two threads.
-BARNES_HUT_LIMIT = 10_000
-
-
-def tsne_map(embeddings: np.ndarray, seed: int = 0) -> np.ndarray:
-    """2-D openTSNE map ``(n, 2)`` of ``(n, d)`` embeddings, seeded."""
-    embeddings = np.ascontiguousarray(embeddings, dtype=np.float64)
-    perplexity = min(30.0, max((len(embeddings) - 1) / 3.0, 1.0))
-    small = len(embeddings) < BARNES_HUT_LIMIT
-    tsne = TSNE(
-        perplexity=perplexity,
-        negative_gradient_method="bh" if small else "fft",
-        n_jobs=1 if small else 2,
-        random_state=seed,
-        verbose=False,
-    )
-    return np.asarray(tsne.fit(embeddings))
+from clusterable.tsne import tsne_map
 
 
 def _scatter(ax, points: np.ndarray, labels: np.ndarray, title: str) -> None:

@@ -7,6 +7,7 @@ and returns an :class:`~clusterable.reproduce.report.ExperimentReport`.
 
 from pathlib import Path
 
+from clusterable.reproduce import opml_fashion  # noqa: F401 -- registers the experiment
 from clusterable.reproduce.experiment import EXPERIMENTS, Budget, experiment, run_experiment
 from clusterable.reproduce.report import Claim, ExperimentReport, Row
 

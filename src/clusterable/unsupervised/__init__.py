@@ -11,6 +11,7 @@ Loss", IEEE TAI 2020.
 - :mod:`clusterable.unsupervised.protocol`: the paper's Fashion-MNIST experiment.
 """
 
+from clusterable.tsne import tsne_map
 from clusterable.unsupervised.deep import (
     RiemannianOPMLLoss,
     UnsupervisedTrainer,
@@ -19,7 +20,7 @@ from clusterable.unsupervised.deep import (
     with_pseudo_labels,
 )
 from clusterable.unsupervised.opml import OPML, riemannian_steps, sample_semi_hard_triplets
-from clusterable.unsupervised.pseudo_labels import pseudo_labels, tsne_map
+from clusterable.unsupervised.pseudo_labels import pseudo_labels
 
 __all__ = [
     "OPML",

@@ -11,28 +11,12 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from openTSNE import TSNE
 
 from clusterable.cluster import aas, kmeans
 from clusterable.cluster._validation import check_points
+from clusterable.tsne import tsne_map
 
 PseudoLabelMethod = Literal["aas", "kmeans"]
-
-
-def tsne_map(features: np.ndarray, seed: int = 0) -> np.ndarray:
-    """A seeded 2-D openTSNE map of ``features``, ``(n, 2)`` float64.
-
-    openTSNE's defaults (perplexity 30, PCA initialisation); one thread, so that the map depends
-    on the seed only. The paper uses Barnes-Hut t-SNE (van der Maaten, 2014) and gives no
-    settings; openTSNE's FFT gradients are the faster equivalent.
-    """
-    points = check_points(features, dtype=np.float64)
-    # Perplexity needs 3 * perplexity < n neighbours; tiny sets get a smaller one.
-    perplexity = min(30.0, max((points.shape[0] - 1) / 3.0, 1.0))
-    embedding = TSNE(
-        n_components=2, perplexity=perplexity, random_state=seed, n_jobs=1, verbose=False
-    ).fit(points)
-    return np.asarray(embedding, dtype=np.float64)
 
 
 def pseudo_labels(

@@ -1,0 +1,45 @@
+"""Retrieval and clustering metrics for embeddings, and the whole table in one call.
+
+Inputs are numpy arrays or torch tensors. Retrieval metrics use one exact, chunked kNN search
+(`neighbors`); partition metrics use one sparse contingency table (`partition_metrics`).
+"""
+
+from clusterable.evaluate.neighbors import faiss_available, iter_knn, knn_search
+from clusterable.evaluate.partition_metrics import (
+    Contingency,
+    ari,
+    cluster_accuracy,
+    contingency_table,
+    nmi,
+    pairwise_f1,
+    v_measure,
+)
+from clusterable.evaluate.report import evaluate_embeddings
+from clusterable.evaluate.retrieval import (
+    knn_accuracy,
+    map_at_r,
+    precision_at_1,
+    r_precision,
+    recall_at_k,
+)
+from clusterable.evaluate.silhouette import silhouette
+
+__all__ = [
+    "Contingency",
+    "ari",
+    "cluster_accuracy",
+    "contingency_table",
+    "evaluate_embeddings",
+    "faiss_available",
+    "iter_knn",
+    "knn_accuracy",
+    "knn_search",
+    "map_at_r",
+    "nmi",
+    "pairwise_f1",
+    "precision_at_1",
+    "r_precision",
+    "recall_at_k",
+    "silhouette",
+    "v_measure",
+]

@@ -1,0 +1,232 @@
+"""Exact k-nearest-neighbour search, chunked over queries, with faiss or a torch fallback.
+
+Both back ends compute squared Euclidean distances as ``|q|^2 + |r|^2 - 2 q.r`` in float32 (BLAS),
+so their raw distances differ in the last bits and near-ties could come out in different orders.
+To make the two give the same neighbours, each query's candidates are checked for near-ties: where
+two consecutive candidate distances lie within a rounding tolerance, both candidates are re-scored
+exactly (float64, ``sum (q - r)^2``) by code shared by both back ends. Every row is then ordered by
+(distance, reference index), so exact ties (duplicate points) go to the lower index.
+
+Self-matches are removed by index, never by assuming the query comes first: with duplicates, the
+query's twin can legitimately be returned at distance 0 ahead of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from clusterable.evaluate._inputs import as_embeddings, check_k
+
+Metric = Literal["euclidean", "cosine"]
+Backend = Literal["auto", "faiss", "torch"]
+
+#: Extra candidates fetched beyond k, so that ties at the k-th place can still be ordered by index.
+#: A run of exact duplicates longer than this at the boundary may keep any of its members.
+TIE_PAD = 8
+
+#: Distances closer than this, relative to ``|q|^2 + max |r|^2``, count as a near-tie. float32
+#: BLAS dot products err by about ``sqrt(d) * 1.2e-7`` of that scale (worst ``d * 1.2e-7``).
+NEAR_TIE_RTOL = 1e-5
+
+#: Elements of the ``(pairs, d)`` float64 block built when re-scoring near-ties.
+_RESCORE_BLOCK = 1 << 22
+
+#: Elements of the ``(queries, references)`` distance block of the torch back end (256 MB).
+_TORCH_BLOCK = 1 << 26
+
+#: Queries per faiss call: faiss blocks internally; this bounds only the returned arrays.
+_FAISS_CHUNK = 4096
+
+
+def faiss_available() -> bool:
+    """Whether ``faiss`` can be imported."""
+    try:
+        import faiss  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _normalise_for(x: np.ndarray, metric: str, name: str) -> np.ndarray:
+    if metric == "euclidean":
+        return x
+    if metric != "cosine":
+        raise ValueError(f"metric must be 'euclidean' or 'cosine', got {metric!r}.")
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    if (norms == 0).any():
+        row = int(np.flatnonzero(norms[:, 0] == 0)[0])
+        raise ValueError(
+            f"{name} row {row} is all zeros and has no direction for cosine distance; "
+            "drop it or use metric='euclidean'."
+        )
+    return np.ascontiguousarray(x / norms, dtype=np.float32)
+
+
+def _faiss_searcher(reference: np.ndarray) -> Any:
+    import faiss
+
+    index = faiss.IndexFlatL2(reference.shape[1])
+    index.add(reference)
+
+    def search(queries: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
+        sq, idx = index.search(queries, kk)
+        return sq, idx.astype(np.int64)
+
+    return search
+
+
+def _torch_searcher(reference: np.ndarray) -> Any:
+    ref = torch.from_numpy(reference)
+    ref_sq = (ref * ref).sum(1)  # (n,)
+
+    def search(queries: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
+        q = torch.from_numpy(queries)
+        sq = (q * q).sum(1, keepdim=True) + ref_sq - 2.0 * (q @ ref.T)  # (c, n)
+        values, idx = torch.topk(sq.clamp_min_(0.0), kk, dim=1, largest=False, sorted=True)
+        return values.numpy(), idx.numpy().astype(np.int64)
+
+    return search
+
+
+def _rescore(
+    queries: np.ndarray, reference: np.ndarray, rows: np.ndarray, cols: np.ndarray
+) -> np.ndarray:
+    """Exact float64 squared distances ``|queries[rows] - reference[cols]|^2``, ``(e,)``."""
+    out = np.empty(rows.shape[0], dtype=np.float64)
+    step = max(1, _RESCORE_BLOCK // reference.shape[1])
+    for s in range(0, rows.shape[0], step):
+        diff = reference[cols[s : s + step]].astype(np.float64) - queries[rows[s : s + step]]
+        out[s : s + step] = np.einsum("ed,ed->e", diff, diff)  # (e,)
+    return out
+
+
+def iter_knn(
+    query: Any,
+    k: int,
+    reference: Any = None,
+    *,
+    metric: Metric = "euclidean",
+    backend: Backend = "auto",
+    chunk_size: int | None = None,
+) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """Exact k nearest neighbours, yielded one chunk of queries at a time.
+
+    Parameters
+    ----------
+    query : array-like
+        ``(m, d)`` query embeddings, numpy or torch.
+    k : int
+        Neighbours per query.
+    reference : array-like, optional
+        ``(n, d)`` the set searched. When omitted, ``query`` is searched against itself and each
+        query's own row is removed from its neighbours (by index).
+    metric : {"euclidean", "cosine"}
+        Euclidean distance, or cosine distance ``1 - cos`` (rows are l2-normalised first).
+    backend : {"auto", "faiss", "torch"}
+        ``auto`` uses faiss when importable. Both give the same neighbours (see module docstring).
+    chunk_size : int, optional
+        Queries per chunk. Memory beyond the inputs is ``O(chunk_size * (k + n))`` for the torch
+        back end and ``O(chunk_size * k)`` plus faiss's own fixed blocks for faiss.
+
+    Yields
+    ------
+    start : int
+        Index of the chunk's first query.
+    distances : numpy.ndarray
+        ``(c, k)`` float32, ascending.
+    indices : numpy.ndarray
+        ``(c, k)`` int64 reference rows; equal distances are ordered by index.
+    """
+    q = _normalise_for(as_embeddings(query, "query"), metric, "query")
+    exclude_self = reference is None
+    ref = (
+        q
+        if exclude_self
+        else _normalise_for(as_embeddings(reference, "reference"), metric, "reference")
+    )
+    if ref.shape[1] != q.shape[1]:
+        raise ValueError(
+            f"query has dimension {q.shape[1]} but reference has {ref.shape[1]}; "
+            "embed both with the same model."
+        )
+    n_ref = ref.shape[0]
+    check_k(k, n_ref - int(exclude_self), "k")
+    if backend == "auto":
+        backend = "faiss" if faiss_available() else "torch"
+    if backend == "faiss":
+        search = _faiss_searcher(ref)
+        default_chunk = _FAISS_CHUNK
+    elif backend == "torch":
+        search = _torch_searcher(ref)
+        default_chunk = max(1, _TORCH_BLOCK // n_ref)
+    else:
+        raise ValueError(f"backend must be 'auto', 'faiss' or 'torch', got {backend!r}.")
+    chunk = default_chunk if chunk_size is None else int(chunk_size)
+    if chunk < 1:
+        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
+
+    kept = k + int(exclude_self)  # the self-match takes one candidate slot
+    kk = min(kept + TIE_PAD, n_ref)
+    ref_sq_max = float(np.einsum("nd,nd->n", ref, ref).max())
+    for start in range(0, q.shape[0], chunk):
+        qc = q[start : start + chunk]
+        sq, idx = search(qc, kk)
+        keys = sq.astype(np.float64)
+        tol = NEAR_TIE_RTOL * (np.einsum("cd,cd->c", qc, qc).astype(np.float64) + ref_sq_max)
+        # Only the two candidates on either side of a near-tied gap are re-scored: every other
+        # gap exceeds twice the rounding error, so those pairs already compare in the true order.
+        # All kk candidates are checked, so a run of ties reaching past place k is re-scored whole.
+        near_gap = np.diff(keys, axis=1) <= tol[:, None]  # (c, kk - 1)
+        rescore = np.zeros(keys.shape, dtype=bool)
+        rescore[:, :-1] |= near_gap
+        rescore[:, 1:] |= near_gap
+        rows, cols = np.nonzero(rescore)
+        if rows.size:
+            keys[rows, cols] = _rescore(qc, ref, rows, idx[rows, cols])
+        if exclude_self:
+            keys[idx == (start + np.arange(qc.shape[0]))[:, None]] = np.inf
+        order = np.lexsort((idx, keys), axis=-1)[:, :k]  # by distance, then by index
+        keys = np.take_along_axis(keys, order, axis=1)
+        idx = np.take_along_axis(idx, order, axis=1)
+        dist = np.sqrt(keys) if metric == "euclidean" else keys / 2.0  # |a-b|^2 = 2 - 2 cos
+        yield start, dist.astype(np.float32), idx
+
+
+def knn_search(
+    query: Any,
+    k: int,
+    reference: Any = None,
+    *,
+    metric: Metric = "euclidean",
+    backend: Backend = "auto",
+    chunk_size: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exact k nearest neighbours of every query, as two ``(m, k)`` arrays.
+
+    The same search as `iter_knn`, concatenated; prefer `iter_knn` when ``m * k`` is large.
+
+    Returns
+    -------
+    distances : numpy.ndarray
+        ``(m, k)`` float32, ascending along each row.
+    indices : numpy.ndarray
+        ``(m, k)`` int64 reference rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([[0.0], [1.0], [3.0]])
+    >>> knn_search(x, 1)[1].ravel().tolist()
+    [1, 0, 1]
+    """
+    dists, idxs = [], []
+    for _, d, i in iter_knn(
+        query, k, reference, metric=metric, backend=backend, chunk_size=chunk_size
+    ):
+        dists.append(d)
+        idxs.append(i)
+    return np.concatenate(dists), np.concatenate(idxs)

@@ -1,0 +1,196 @@
+"""The whole evaluation table from one kNN search and one partition."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from clusterable.evaluate._inputs import (
+    as_clusters,
+    as_embeddings,
+    as_labels,
+    check_ks,
+    require_classes,
+    to_numpy,
+)
+from clusterable.evaluate.neighbors import Metric
+from clusterable.evaluate.partition_metrics import (
+    ari_from_table,
+    contingency_table,
+    hungarian_matching,
+    nmi_from_table,
+    pairwise_f1_from_table,
+    v_measure_from_table,
+)
+from clusterable.evaluate.retrieval import retrieval_per_query
+from clusterable.evaluate.silhouette import silhouette
+
+#: `clustering` names and the `clusterable.cluster` function each calls.
+CLUSTERINGS = {
+    "kmeans": "kmeans",
+    "spectral": "spectral",
+    "gmm": "gmm",
+    "affinity_propagation": "affinity_propagation",
+    "ap": "affinity_propagation",
+    "aas": "aas",
+}
+
+
+def partition(
+    x: np.ndarray,
+    clustering: str,
+    n_clusters: int,
+    seed: int,
+    cluster_kwargs: Mapping[str, Any] | None = None,
+) -> np.ndarray:
+    """Cluster ``x`` with the named `clusterable.cluster` function; AAS picks its own count."""
+    if clustering not in CLUSTERINGS:
+        raise ValueError(
+            f"unknown clustering {clustering!r}; choose one of "
+            f"{sorted(CLUSTERINGS)} or pass precomputed cluster ids."
+        )
+    # Imported here: clustering is optional for the retrieval metrics and pulls in faiss/sklearn.
+    from clusterable import cluster
+
+    fn = getattr(cluster, CLUSTERINGS[clustering])
+    kwargs = dict(cluster_kwargs or {})
+    if clustering == "aas":
+        return to_numpy(fn(x, **kwargs), "clusters")
+    if CLUSTERINGS[clustering] == "affinity_propagation":
+        return to_numpy(fn(x, n_clusters, **kwargs), "clusters")
+    return to_numpy(fn(x, n_clusters, seed=seed, **kwargs), "clusters")
+
+
+def _per_class(
+    codes: np.ndarray,
+    classes: np.ndarray,
+    per_query: dict[str, np.ndarray],
+    matching: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> dict[str, np.ndarray]:
+    sizes = np.bincount(codes)
+    out: dict[str, np.ndarray] = {"class": classes, "count": sizes}
+    lone = sizes == 1
+    for name, values in per_query.items():
+        # Only lone queries are NaN and a lone query is its whole class: mean over the others.
+        mean = np.bincount(codes, weights=np.nan_to_num(values), minlength=sizes.size) / sizes
+        out[name] = np.where(lone, np.nan, mean)
+    matched_classes, _, shared = matching
+    accuracy = np.zeros(sizes.size)
+    accuracy[matched_classes] = shared / sizes[matched_classes]
+    out["accuracy"] = accuracy
+    return out
+
+
+def evaluate_embeddings(
+    emb: Any,
+    labels: Any,
+    *,
+    clustering: str | Any = "kmeans",
+    n_clusters: int | None = None,
+    ks: Sequence[int] = (1, 2, 4, 8),
+    seed: int = 0,
+    per_class: bool = False,
+    metric: Metric = "euclidean",
+    silhouette_sample: int | Literal["auto"] | None = "auto",
+    cluster_kwargs: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Every retrieval and clustering metric of an embedding, each expensive step done once.
+
+    One leave-one-out kNN search at ``max(max(ks), R_max)`` neighbours (``R_max`` = largest class
+    size - 1, for MAP@R) serves Recall@K, precision@1, MAP@R and R-precision; it is consumed chunk
+    by chunk, so memory stays ``O(n (len(ks) + 4) + chunk * k)``. One partition and one sparse
+    contingency table serve NMI, pairwise precision/recall/F1, Hungarian accuracy, ARI and
+    V-measure. Silhouette averages a seeded sample of items, each scored against the whole set.
+
+    Parameters
+    ----------
+    emb : array-like
+        ``(n, d)`` embeddings, numpy or torch.
+    labels : array-like
+        ``(n,)`` class labels; at least two classes.
+    clustering : str or array-like
+        ``"kmeans"``, ``"spectral"``, ``"gmm"``, ``"affinity_propagation"`` (or ``"ap"``) or
+        ``"aas"`` from `clusterable.cluster`, or precomputed ``(n,)`` cluster ids. AAS chooses its
+        own number of clusters and marks noise -1; every noise item counts as its own singleton
+        cluster in every partition metric (so noise never raises pairwise precision for free).
+    n_clusters : int, optional
+        Clusters to ask for; the number of classes in ``labels`` by default (the papers' protocol).
+    ks : sequence of int
+        K values of Recall@K, each at most ``n - 1``.
+    seed : int
+        Seed of the clustering and of the silhouette sample.
+    per_class : bool
+        Also return per-class results under the key ``"per_class"``.
+    metric : {"euclidean", "cosine"}
+        Distance of the kNN search and silhouette. With ``"cosine"`` the partition is computed on
+        l2-normalised embeddings.
+    silhouette_sample : int, "auto" or None
+        Items whose silhouette is averaged (see `clusterable.evaluate.silhouette`); ``"auto"`` is
+        exact up to 10,000 items; ``None`` for all items.
+    cluster_kwargs : mapping, optional
+        Extra keyword arguments for the clustering function (e.g. ``{"n_init": 1}`` for k-means).
+
+    Returns
+    -------
+    dict
+        ``recall@K`` for each K, ``precision@1``, ``map@r``, ``r_precision``, ``nmi``,
+        ``precision``, ``recall``, ``f1``, ``accuracy``, ``ari``, ``v_measure``, ``silhouette``:
+        floats, in [0, 1] except ``ari`` (can dip below 0) and ``silhouette`` (in [-1, 1]; NaN with
+        a warning when the partition has one cluster or only singletons). Retrieval means skip
+        queries whose class has no other item. With ``per_class``, ``"per_class"`` maps ``class``,
+        ``count``, each retrieval metric and ``accuracy`` (share of the class in its
+        Hungarian-matched cluster) to ``(C,)`` arrays.
+
+    References
+    ----------
+    Musgrave, Belongie and Lim, "A Metric Learning Reality Check", ECCV 2020 (MAP@R, R-precision).
+    Roth et al., "Revisiting Training Strategies and Generalization Performance in Deep Metric
+    Learning", ICML 2020 (computing each shared artefact once).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.array([[0.0, 0.0], [0.1, 0.0], [5.0, 5.0], [5.1, 5.0], [9.0, 0.0], [9.1, 0.0]])
+    >>> table = evaluate_embeddings(x, [0, 0, 1, 1, 2, 2], clustering=[0, 0, 1, 1, 2, 2], ks=(1,))
+    >>> table["recall@1"], table["nmi"], table["f1"]
+    (1.0, 1.0, 1.0)
+    """
+    x = as_embeddings(emb)
+    codes, classes = as_labels(labels, x.shape[0])
+    require_classes(codes, 2, "evaluate_embeddings")
+    kk = check_ks(ks, x.shape[0] - 1)
+    per_query = retrieval_per_query(x, codes, kk, metric=metric)
+
+    if isinstance(clustering, str):
+        k = classes.size if n_clusters is None else n_clusters
+        points = x
+        if metric == "cosine":
+            points = x / np.linalg.norm(x, axis=1, keepdims=True)
+        clusters = partition(points, clustering, k, seed, cluster_kwargs)
+    else:
+        clusters = to_numpy(clustering, "clustering")
+    clusters = as_clusters(clusters, x.shape[0], "clustering")
+    table = contingency_table(codes, clusters)
+
+    out: dict[str, Any] = {f"recall@{k}": float(np.nanmean(per_query[f"recall@{k}"])) for k in kk}
+    for name in ("precision@1", "map@r", "r_precision"):
+        out[name] = float(np.nanmean(per_query[name]))
+    out["nmi"] = nmi_from_table(table)
+    out["precision"], out["recall"], out["f1"] = pairwise_f1_from_table(table)
+    matching = hungarian_matching(table)
+    out["accuracy"] = float(matching[2].sum() / table.n)
+    out["ari"] = ari_from_table(table)
+    out["v_measure"] = v_measure_from_table(table)
+    try:
+        out["silhouette"] = silhouette(
+            x, clusters, metric=metric, sample_size=silhouette_sample, seed=seed
+        )
+    except ValueError as err:
+        warnings.warn(f"silhouette left as NaN: {err}", RuntimeWarning, stacklevel=2)
+        out["silhouette"] = float("nan")
+    if per_class:
+        out["per_class"] = _per_class(codes, classes, per_query, matching)
+    return out

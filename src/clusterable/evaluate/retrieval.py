@@ -1,0 +1,298 @@
+"""Retrieval metrics from one k-nearest-neighbour search: Recall@K, precision@1, MAP@R, R-precision,
+and k-NN classification accuracy.
+
+Conventions
+-----------
+- Leave-one-out: every item is a query against all the others; the query is removed from its own
+  neighbours by index (see `clusterable.evaluate.neighbors`).
+- A query whose class has no other item ("lone query") can retrieve nothing relevant; it is left
+  out of every retrieval mean, as in pytorch-metric-learning's ``AccuracyCalculator``. R for MAP@R
+  is the number of other items of the query's class.
+- Means are over queries (not averaged per class first).
+- Exact distance ties are ordered by reference index (lower first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from clusterable.evaluate._inputs import (
+    as_embeddings,
+    as_labels,
+    check_k,
+    check_ks,
+    to_numpy,
+)
+from clusterable.evaluate.neighbors import Metric, iter_knn
+
+
+def _retrieval_chunk(
+    neighbour_codes: np.ndarray,
+    query_codes: np.ndarray,
+    r: np.ndarray,
+    ks: Sequence[int],
+    at_r: bool,
+) -> dict[str, np.ndarray]:
+    """Per-query scores of one chunk; NaN where ``r == 0`` (lone query)."""
+    match = neighbour_codes == query_codes[:, None]  # (c, k)
+    k = match.shape[1]
+    lone = r == 0
+    first_hit = np.where(match.any(axis=1), match.argmax(axis=1), k)  # (c,) rank of first hit
+    out: dict[str, np.ndarray] = {}
+    for kk in ks:
+        out[f"recall@{kk}"] = np.where(lone, np.nan, first_hit < kk)
+    out["precision@1"] = np.where(lone, np.nan, match[:, 0])
+    if at_r:
+        ranks = np.arange(1, k + 1)
+        relevant = match & (ranks <= r[:, None])  # hits within the first R places  (c, k)
+        hits_so_far = np.cumsum(relevant, axis=1)  # (c, k)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            # AP@R = (1/R) sum_{i<=R} P(i) rel(i)   (Musgrave et al. 2020)
+            out["map@r"] = (hits_so_far * relevant / ranks).sum(axis=1) / r
+            out["r_precision"] = relevant.sum(axis=1) / r
+    return out
+
+
+def retrieval_per_query(
+    emb: Any,
+    codes: np.ndarray,
+    ks: Sequence[int] = (1,),
+    *,
+    at_r: bool = True,
+    metric: Metric = "euclidean",
+    backend: str = "auto",
+    chunk_size: int | None = None,
+) -> dict[str, np.ndarray]:
+    """Per-query retrieval scores from a single leave-one-out kNN search.
+
+    The search runs once at ``max(max(ks), R_max)`` neighbours, ``R_max`` being the largest class
+    size minus one, and is consumed chunk by chunk, so memory is ``O(n + chunk * k)``.
+
+    Parameters
+    ----------
+    emb : array-like
+        ``(n, d)`` embeddings.
+    codes : numpy.ndarray
+        ``(n,)`` int64 class codes ``0 .. C-1`` (from `as_labels`).
+    ks : sequence of int
+        The K of Recall@K, already validated.
+    at_r : bool
+        Also compute AP@R and R-precision (needs ``R_max`` neighbours).
+    metric, backend, chunk_size
+        Passed to `iter_knn`.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        ``recall@K`` for each K, ``precision@1`` and, with ``at_r``, ``map@r`` and ``r_precision``:
+        each ``(n,)`` float64, NaN for lone queries.
+    """
+    r_all = np.bincount(codes)[codes] - 1  # (n,) relevant items per query
+    if not (r_all > 0).any():
+        raise ValueError(
+            "every class has a single item, so no query has anything relevant to "
+            "retrieve; retrieval metrics need at least one class with two items."
+        )
+    k = max(max(ks), int(r_all.max()) if at_r else 1)
+    n = codes.shape[0]
+    out: dict[str, np.ndarray] = {}
+    for start, _, idx in iter_knn(emb, k, metric=metric, backend=backend, chunk_size=chunk_size):
+        stop = start + idx.shape[0]
+        part = _retrieval_chunk(codes[idx], codes[start:stop], r_all[start:stop], ks, at_r)
+        for name, values in part.items():
+            out.setdefault(name, np.empty(n, dtype=np.float64))[start:stop] = values
+    return out
+
+
+def _mean_over_queries(values: np.ndarray) -> float:
+    return float(np.nanmean(values))
+
+
+def _prepare(emb: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
+    x = as_embeddings(emb)
+    codes, _ = as_labels(labels, x.shape[0])
+    if x.shape[0] < 2:
+        raise ValueError("retrieval needs at least two items; pass a larger set.")
+    return x, codes
+
+
+def recall_at_k(
+    emb: Any, labels: Any, ks: Sequence[int] | int = (1, 2, 4, 8), *, metric: Metric = "euclidean"
+) -> dict[int, float]:
+    """Recall@K as the deep-metric-learning papers define it.
+
+    The share of queries that have at least one item of their own class among their K nearest
+    neighbours, the query itself excluded. This is not information-retrieval recall.
+
+    Parameters
+    ----------
+    emb : array-like
+        ``(n, d)`` embeddings (numpy or torch).
+    labels : array-like
+        ``(n,)`` class labels.
+    ks : sequence of int or int
+        The values of K, each at most ``n - 1``.
+    metric : {"euclidean", "cosine"}
+        Distance used to rank neighbours.
+
+    Returns
+    -------
+    dict of int to float
+        ``{K: recall}`` in [0, 1].
+
+    References
+    ----------
+    Oh Song et al., "Deep Metric Learning via Lifted Structured Feature Embedding", CVPR 2016.
+
+    Examples
+    --------
+    >>> recall_at_k([[0.0], [0.1], [5.0], [5.2]], [0, 0, 1, 1], ks=(1,))
+    {1: 1.0}
+    """
+    x, codes = _prepare(emb, labels)
+    kk = check_ks(ks, x.shape[0] - 1)
+    per_query = retrieval_per_query(x, codes, kk, at_r=False, metric=metric)
+    return {k: _mean_over_queries(per_query[f"recall@{k}"]) for k in kk}
+
+
+def precision_at_1(emb: Any, labels: Any, *, metric: Metric = "euclidean") -> float:
+    """Share of queries whose nearest other item has the query's class (equals Recall@1)."""
+    x, codes = _prepare(emb, labels)
+    return _mean_over_queries(
+        retrieval_per_query(x, codes, (1,), at_r=False, metric=metric)["precision@1"]
+    )
+
+
+def map_at_r(emb: Any, labels: Any, *, metric: Metric = "euclidean") -> float:
+    """Mean average precision at R (MAP@R).
+
+    For a query with R other items of its class, ``AP@R = (1/R) sum_{i=1}^{R} P(i) rel(i)``, where
+    ``rel(i)`` says whether the i-th neighbour is of the query's class and ``P(i)`` is the precision
+    of the first i neighbours. MAP@R is the mean over queries with ``R >= 1``.
+
+    Parameters
+    ----------
+    emb : array-like
+        ``(n, d)`` embeddings.
+    labels : array-like
+        ``(n,)`` class labels.
+    metric : {"euclidean", "cosine"}
+        Distance used to rank neighbours.
+
+    Returns
+    -------
+    float
+        In [0, 1].
+
+    References
+    ----------
+    Musgrave, Belongie and Lim, "A Metric Learning Reality Check", ECCV 2020.
+    """
+    x, codes = _prepare(emb, labels)
+    return _mean_over_queries(retrieval_per_query(x, codes, (1,), metric=metric)["map@r"])
+
+
+def r_precision(emb: Any, labels: Any, *, metric: Metric = "euclidean") -> float:
+    """Mean R-precision: the share of same-class items among each query's R nearest neighbours.
+
+    References
+    ----------
+    Musgrave, Belongie and Lim, "A Metric Learning Reality Check", ECCV 2020.
+    """
+    x, codes = _prepare(emb, labels)
+    return _mean_over_queries(retrieval_per_query(x, codes, (1,), metric=metric)["r_precision"])
+
+
+def majority_vote(neighbour_codes: np.ndarray) -> np.ndarray:
+    """The most frequent class in each row; ties go to the class met first (the nearest voter).
+
+    Parameters
+    ----------
+    neighbour_codes : numpy.ndarray
+        ``(m, k)`` class codes of each query's neighbours, nearest first.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(m,)`` predicted class codes.
+    """
+    k = neighbour_codes.shape[1]
+    votes = (neighbour_codes[:, :, None] == neighbour_codes[:, None, :]).sum(axis=2)  # (m, k)
+    # Most votes first; among equals, the smallest rank, i.e. the class of the nearest voter.
+    best = np.argmax(votes * (k + 1) - np.arange(k), axis=1)
+    return neighbour_codes[np.arange(neighbour_codes.shape[0]), best]
+
+
+def knn_accuracy(
+    train_emb: Any,
+    train_y: Any,
+    test_emb: Any = None,
+    test_y: Any = None,
+    k: int | Sequence[int] = (1, 3, 5, 7),
+    *,
+    metric: Metric = "euclidean",
+) -> float | dict[int, float]:
+    """k-nearest-neighbour classification accuracy, train -> test or leave-one-out.
+
+    Each test item takes the majority class of its k nearest training items. Tie rule: among the
+    classes with the most votes, the one whose nearest voter is closest wins (equivalently, the
+    class met first in the distance-sorted neighbour list).
+
+    Parameters
+    ----------
+    train_emb, train_y : array-like
+        ``(n, d)`` reference embeddings and ``(n,)`` labels.
+    test_emb, test_y : array-like, optional
+        ``(m, d)`` and ``(m,)``. When both are omitted, leave-one-out on the training set: each
+        item is classified by the others.
+    k : int or sequence of int
+        One k, or several (answered from one search).
+    metric : {"euclidean", "cosine"}
+        Distance used to rank neighbours.
+
+    Returns
+    -------
+    float or dict of int to float
+        The accuracy for an int ``k``; ``{k: accuracy}`` for a sequence.
+
+    Examples
+    --------
+    >>> knn_accuracy([[0.0], [1.0], [10.0]], [0, 0, 1], [[0.4], [9.0]], [0, 1], k=1)
+    1.0
+    """
+    train = as_embeddings(train_emb, "train_emb")
+    leave_one_out = test_emb is None and test_y is None
+    if (test_emb is None) != (test_y is None):
+        raise ValueError("pass both test_emb and test_y, or neither for leave-one-out.")
+    raw_train = to_numpy(train_y, "train_y")
+    as_labels(raw_train, train.shape[0], "train_y")
+    if leave_one_out:
+        queries, raw_test = train, raw_train
+    else:
+        queries = as_embeddings(test_emb, "test_emb")
+        raw_test = to_numpy(test_y, "test_y")
+        as_labels(raw_test, queries.shape[0], "test_y")
+    # One encoding for both sets, so equal labels get equal codes.
+    codes, _ = as_labels(
+        np.concatenate([raw_train.reshape(-1), raw_test.reshape(-1)]),
+        raw_train.size + raw_test.size,
+    )
+    train_codes, test_codes = codes[: train.shape[0]], codes[train.shape[0] :]
+    single = isinstance(k, (int, np.integer))
+    ks = (int(k),) if single else tuple(int(v) for v in k)  # type: ignore[union-attr]
+    if not ks:
+        raise ValueError("k is empty; pass an int or a list such as (1, 3, 5, 7).")
+    for kk in ks:
+        check_k(kk, train.shape[0] - int(leave_one_out), "k")
+    correct = dict.fromkeys(ks, 0)
+    reference = None if leave_one_out else train
+    for start, _, idx in iter_knn(queries, max(ks), reference, metric=metric):
+        truth = test_codes[start : start + idx.shape[0]]
+        neighbour_codes = train_codes[idx]  # (c, k_max)
+        for kk in ks:
+            correct[kk] += int((majority_vote(neighbour_codes[:, :kk]) == truth).sum())
+    acc = {kk: correct[kk] / queries.shape[0] for kk in ks}
+    return acc[ks[0]] if single else acc

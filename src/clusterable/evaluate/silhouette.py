@@ -1,0 +1,130 @@
+"""Silhouette coefficient of a partition of embeddings, estimated on seeded items above a size."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import torch
+
+from clusterable.evaluate._inputs import as_clusters, as_embeddings
+from clusterable.evaluate.neighbors import Metric
+
+#: Distances computed under ``sample_size="auto"``: exact up to 10,000 items; above, as many
+#: sampled items as keep ``sample * n`` at this budget (1,652 of 60,502 for Stanford Online
+#: Products, about 1e11 flops at d = 512, a standard error near 0.005).
+AUTO_DISTANCE_BUDGET = 10_000**2
+
+#: Elements of the ``(rows, items)`` distance block held at once (32 MB of float32).
+_BLOCK = 1 << 23
+
+
+def silhouette(
+    emb: Any,
+    clusters: Any,
+    *,
+    metric: Metric = "euclidean",
+    sample_size: int | Literal["auto"] | None = "auto",
+    seed: int = 0,
+) -> float:
+    """Mean silhouette coefficient ``(b - a) / max(a, b)`` over items.
+
+    ``a`` is an item's mean distance to the other members of its cluster, ``b`` its smallest mean
+    distance to another cluster. An item alone in its cluster scores 0 (Rousseeuw's convention, as
+    scikit-learn); noise (id -1) items are singleton clusters and so score 0.
+
+    Above ``sample_size`` items the mean is estimated on a seeded sample of items, each scored
+    against the whole set: an unbiased estimate of the full coefficient. (scikit-learn's
+    ``silhouette_score(sample_size=...)`` instead re-partitions the sample, which with many small
+    clusters, e.g. Stanford Online Products' 5 items per class, leaves most sampled items alone in
+    their cluster and drives the score to 0.)
+
+    Parameters
+    ----------
+    emb : array-like
+        ``(n, d)`` embeddings.
+    clusters : array-like
+        ``(n,)`` cluster ids, -1 for noise.
+    metric : {"euclidean", "cosine"}
+        Euclidean distance or cosine distance ``1 - cos``.
+    sample_size : int, "auto" or None
+        When ``n`` exceeds it, average the coefficients of this many items drawn uniformly without
+        replacement. ``"auto"``: all items up to 10,000, else ``10,000^2 / n`` of them (see
+        `AUTO_DISTANCE_BUDGET`). ``None`` averages all items (``O(n^2 d)``).
+    seed : int
+        Seed of the sample.
+
+    Returns
+    -------
+    float
+        In [-1, 1]; higher means tighter, better separated clusters.
+
+    Raises
+    ------
+    ValueError
+        If the items form fewer than 2 clusters, or as many clusters as items.
+
+    References
+    ----------
+    Rousseeuw, "Silhouettes: a graphical aid to the interpretation and validation of cluster
+    analysis", Journal of Computational and Applied Mathematics, 1987.
+    """
+    x = as_embeddings(emb)
+    codes = as_clusters(clusters, x.shape[0])
+    n = x.shape[0]
+    n_clusters = int(codes.max()) + 1
+    if not 2 <= n_clusters <= n - 1:
+        raise ValueError(
+            f"silhouette needs between 2 and n - 1 = {n - 1} clusters, got {n_clusters}; a "
+            "partition into one group or into singletons has no silhouette."
+        )
+    if metric == "cosine":
+        norms = np.linalg.norm(x, axis=1, keepdims=True)
+        if (norms == 0).any():
+            raise ValueError(
+                "an all-zero row has no direction for cosine distance; drop it or use "
+                "metric='euclidean'."
+            )
+        x = x / norms
+    elif metric == "euclidean":
+        x = x - x.mean(axis=0)  # smaller norms, less cancellation in |a|^2 + |b|^2 - 2ab
+    else:
+        raise ValueError(f"metric must be 'euclidean' or 'cosine', got {metric!r}.")
+    if sample_size == "auto":
+        sample_size = max(1, AUTO_DISTANCE_BUDGET // n)
+    scored = np.arange(n)
+    if sample_size is not None and n > sample_size:
+        scored = np.sort(np.random.default_rng(seed).choice(n, sample_size, replace=False))
+    # Columns sorted by cluster, so per-cluster distance sums are contiguous segment sums.
+    order = np.argsort(codes, kind="stable")
+    column_of = np.empty(n, dtype=np.int64)
+    column_of[order] = np.arange(n)
+    starts = np.searchsorted(codes[order], np.arange(n_clusters))  # (K,) first column per cluster
+    sizes = np.bincount(codes, minlength=n_clusters).astype(np.float64)  # (K,)
+    pts = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+    cols = pts[torch.from_numpy(order)]  # (n, d) in cluster order
+    col_sq = (cols * cols).sum(1)  # (n,)
+    scores = np.empty(scored.size, dtype=np.float64)
+    step = max(1, _BLOCK // max(n, n_clusters))
+    for s in range(0, scored.size, step):
+        rows = scored[s : s + step]
+        q = pts[torch.from_numpy(rows)]  # (c, d)
+        gram = q @ cols.T  # (c, n)
+        if metric == "cosine":
+            dist = (1.0 - gram).clamp_min_(0.0)
+        else:
+            dist = ((q * q).sum(1, keepdim=True) + col_sq - 2.0 * gram).clamp_min_(0.0).sqrt_()
+        dist = dist.numpy()
+        dist[np.arange(rows.size), column_of[rows]] = 0.0  # exact zero self-distance
+        sums = np.add.reduceat(dist, starts, axis=1, dtype=np.float64)  # (c, K)
+        own = codes[rows]
+        own_size = sizes[own]
+        a = sums[np.arange(rows.size), own] / np.maximum(own_size - 1, 1)
+        means = sums / sizes
+        means[np.arange(rows.size), own] = np.inf
+        b = means.min(axis=1)
+        denom = np.maximum(a, b)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            s_rows = np.where(denom > 0, (b - a) / denom, 0.0)
+        scores[s : s + step] = np.where(own_size > 1, s_rows, 0.0)
+    return float(scores.mean())

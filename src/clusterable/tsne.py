@@ -1,0 +1,30 @@
+"""Seeded 2-D t-SNE maps (openTSNE): for plots, and for OPML's pseudo-labels, which cluster the map.
+
+One thread, so that a map depends on the seed only. Below :data:`BARNES_HUT_LIMIT` points
+Barnes-Hut gradients are used (539 digits: 1.8 s, against 13.7 s with FFT gradients, measured
+here), above it FFT gradients, which scale linearly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from openTSNE import TSNE
+
+BARNES_HUT_LIMIT = 10_000
+
+
+def tsne_map(features: np.ndarray, seed: int = 0) -> np.ndarray:
+    """2-D map ``(n, 2)`` float64 of ``(n, d)`` features; perplexity 30, or less for tiny sets."""
+    points = np.ascontiguousarray(features, dtype=np.float64)
+    if points.ndim != 2 or len(points) < 2:
+        raise ValueError(f"t-SNE needs a 2-D array of at least 2 rows, got shape {points.shape}")
+    # openTSNE needs 3 * perplexity < n neighbours: tiny sets get a smaller perplexity.
+    perplexity = min(30.0, max((len(points) - 1) / 3.0, 1.0))
+    tsne = TSNE(
+        perplexity=perplexity,
+        negative_gradient_method="bh" if len(points) < BARNES_HUT_LIMIT else "fft",
+        n_jobs=1,
+        random_state=seed,
+        verbose=False,
+    )
+    return np.asarray(tsne.fit(points), dtype=np.float64)

@@ -1,0 +1,123 @@
+"""Exact kNN search: brute-force reference, faiss vs torch, duplicates, chunking, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from clusterable.evaluate import neighbors
+from clusterable.evaluate.neighbors import faiss_available, knn_search
+
+BACKENDS = ["torch", *(["faiss"] if faiss_available() else [])]
+
+
+def brute_force(query, k, reference=None, metric="euclidean"):
+    """float64 distances, sorted by (distance, index), own row dropped by index."""
+    q = np.asarray(query, dtype=np.float64)
+    r = q if reference is None else np.asarray(reference, dtype=np.float64)
+    if metric == "cosine":
+        q = q / np.linalg.norm(q, axis=1, keepdims=True)
+        r = r / np.linalg.norm(r, axis=1, keepdims=True)
+    out_d, out_i = [], []
+    for i in range(q.shape[0]):
+        d2 = ((r - q[i]) ** 2).sum(1)
+        order = [
+            j for j in np.lexsort((np.arange(r.shape[0]), d2)) if reference is not None or j != i
+        ]
+        order = np.array(order[:k])
+        out_i.append(order)
+        out_d.append(np.sqrt(d2[order]) if metric == "euclidean" else d2[order] / 2)
+    return np.array(out_d), np.array(out_i)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+@pytest.mark.parametrize("with_reference", [False, True])
+def test_matches_brute_force(backend, metric, with_reference):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((300, 12)).astype(np.float32)
+    ref = rng.standard_normal((250, 12)).astype(np.float32) if with_reference else None
+    d, i = knn_search(x, 9, ref, metric=metric, backend=backend)
+    d_ref, i_ref = brute_force(x, 9, ref, metric)
+    np.testing.assert_array_equal(i, i_ref)
+    np.testing.assert_allclose(d, d_ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.skipif(not faiss_available(), reason="faiss not installed")
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+def test_faiss_and_torch_identical_high_dim(metric):
+    # High-dimensional distances concentrate, so near-ties are common: re-scoring must align them.
+    rng = np.random.default_rng(2)
+    centres = rng.standard_normal((40, 128))
+    x = (centres[rng.integers(0, 40, 3000)] + rng.standard_normal((3000, 128))).astype(np.float32)
+    d1, i1 = knn_search(x, 30, metric=metric, backend="faiss")
+    d2, i2 = knn_search(x, 30, metric=metric, backend="torch")
+    np.testing.assert_array_equal(i1, i2)
+    np.testing.assert_allclose(d1, d2, rtol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_duplicates_self_removed_by_index_and_ties_by_index(backend):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((200, 8)).astype(np.float32)
+    x[[50, 120, 7]] = x[90]  # four identical points: 7, 50, 90, 120
+    d, i = knn_search(x, 4, backend=backend)
+    for row, expected in [
+        (7, [50, 90, 120]),
+        (50, [7, 90, 120]),
+        (90, [7, 50, 120]),
+        (120, [7, 50, 90]),
+    ]:
+        assert i[row, :3].tolist() == expected  # twins first, lowest index first, never itself
+        assert (d[row, :3] == 0).all()
+    assert not (i == np.arange(200)[:, None]).any()
+    np.testing.assert_array_equal(i, brute_force(x, 4)[1])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_chunking_does_not_change_results(backend):
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((157, 16)).astype(np.float32)
+    x[3] = x[100]
+    base = knn_search(x, 6, backend=backend)
+    for chunk in (1, 7, 64, 1000):
+        d, i = knn_search(x, 6, backend=backend, chunk_size=chunk)
+        np.testing.assert_array_equal(i, base[1])
+        np.testing.assert_allclose(d, base[0], rtol=1e-6)  # BLAS blocking moves the last bit
+
+
+def test_torch_and_numpy_inputs_agree():
+    x = np.random.default_rng(5).standard_normal((60, 4))
+    np.testing.assert_array_equal(knn_search(x, 3)[1], knn_search(torch.from_numpy(x), 3)[1])
+
+
+def test_auto_falls_back_to_torch(monkeypatch):
+    x = np.random.default_rng(6).standard_normal((80, 5))
+    expected = knn_search(x, 4, backend="torch")[1]
+    monkeypatch.setattr(neighbors, "faiss_available", lambda: False)
+    np.testing.assert_array_equal(knn_search(x, 4)[1], expected)
+
+
+def test_k_equal_to_all_others():
+    x = np.random.default_rng(7).standard_normal((10, 3))
+    _, i = knn_search(x, 9)
+    assert all(sorted(row) == [j for j in range(10) if j != n] for n, row in enumerate(i.tolist()))
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "match"),
+    [
+        ((np.zeros((5, 2)), 5), {}, "at most 4"),
+        ((np.zeros((5, 2)), 0), {}, "positive integer"),
+        ((np.zeros((5, 2)), 2, np.zeros((4, 3))), {}, "dimension"),
+        ((np.array([[0.0, 1.0], [np.nan, 1.0], [1.0, 1.0]]), 1), {}, "NaN"),
+        ((np.zeros(5), 1), {}, "2-D"),
+        ((np.ones((5, 2)), 1), {"metric": "manhattan"}, "metric"),
+        ((np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]), 1), {"metric": "cosine"}, "all zeros"),
+        ((np.ones((5, 2)), 1), {"backend": "annoy"}, "backend"),
+    ],
+)
+def test_bad_input(args, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        knn_search(*args, **kwargs)

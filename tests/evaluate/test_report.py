@@ -1,0 +1,148 @@
+"""evaluate_embeddings: keys, agreement with the single metrics, clustering hooks, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from clusterable.evaluate import (
+    ari,
+    cluster_accuracy,
+    evaluate_embeddings,
+    map_at_r,
+    nmi,
+    pairwise_f1,
+    r_precision,
+    recall_at_k,
+    report,
+    silhouette,
+    v_measure,
+)
+
+KEYS = [
+    "recall@1",
+    "recall@2",
+    "recall@4",
+    "recall@8",
+    "precision@1",
+    "map@r",
+    "r_precision",
+    "nmi",
+    "precision",
+    "recall",
+    "f1",
+    "accuracy",
+    "ari",
+    "v_measure",
+    "silhouette",
+]
+
+
+def blobs(seed=0, n=240, classes=8, d=10):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, classes, n)
+    return (rng.standard_normal((classes, d))[y] * 1.5 + rng.standard_normal((n, d))), y
+
+
+def test_keys_and_agreement_with_single_metrics():
+    x, y = blobs()
+    c = np.random.default_rng(1).integers(0, 8, len(y))
+    table = evaluate_embeddings(x, y, clustering=c)
+    assert list(table) == KEYS
+    recall = recall_at_k(x, y, (1, 2, 4, 8))
+    for k in (1, 2, 4, 8):
+        assert table[f"recall@{k}"] == recall[k]
+    assert table["precision@1"] == recall[1]
+    assert table["map@r"] == map_at_r(x, y)
+    assert table["r_precision"] == r_precision(x, y)
+    assert table["nmi"] == nmi(y, c)
+    assert (table["precision"], table["recall"], table["f1"]) == pairwise_f1(y, c)
+    assert table["accuracy"] == cluster_accuracy(y, c)
+    assert table["ari"] == ari(y, c)
+    assert table["v_measure"] == v_measure(y, c)
+    assert table["silhouette"] == silhouette(x, c)
+    assert all(0.0 <= table[k] <= 1.0 for k in KEYS if k not in ("ari", "silhouette"))
+
+
+def test_named_clustering_called_once_with_class_count(monkeypatch):
+    x, y = blobs()
+    calls = []
+
+    def fake_partition(points, name, k, seed, kwargs):
+        calls.append((name, k, seed, kwargs))
+        return y.copy()
+
+    monkeypatch.setattr(report, "partition", fake_partition)
+    table = evaluate_embeddings(torch.from_numpy(x), torch.from_numpy(y), seed=5, ks=(1,))
+    assert calls == [("kmeans", 8, 5, None)]
+    assert table["nmi"] == table["accuracy"] == table["f1"] == 1.0
+    evaluate_embeddings(x, y, clustering="gmm", n_clusters=3, ks=(1,))
+    assert calls[-1][:2] == ("gmm", 3)
+
+
+def test_kmeans_from_cluster_module_recovers_blobs():
+    pytest.importorskip("clusterable.cluster")
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 4, 200)
+    x = rng.standard_normal((4, 6))[y] * 10 + rng.standard_normal((200, 6))  # well separated
+    table = evaluate_embeddings(x, y, ks=(1, 5), seed=0)
+    assert table["nmi"] > 0.95 and table["accuracy"] > 0.95
+
+
+def test_aas_noise_is_scored_as_singletons(monkeypatch):
+    x, y = blobs()
+    noisy = y.copy()
+    noisy[::10] = -1
+    monkeypatch.setattr(report, "partition", lambda *args: noisy)
+    table = evaluate_embeddings(x, y, clustering="aas", ks=(1,))
+    assert table["nmi"] == nmi(y, noisy) < 1.0
+    assert table["precision"] == 1.0 and table["recall"] < 1.0
+
+
+def test_per_class():
+    x, y = blobs()
+    y = y.copy()
+    y[0] = 99  # a lone class: NaN retrieval, still counted by the partition
+    c = y.copy()
+    table = evaluate_embeddings(x, y, clustering=c, ks=(1, 4), per_class=True)
+    pc = table["per_class"]
+    assert pc["class"].tolist() == sorted(set(y.tolist()))
+    assert pc["count"].sum() == len(y)
+    assert np.isnan(pc["map@r"][-1]) and np.isnan(pc["recall@1"][-1])
+    np.testing.assert_allclose(pc["accuracy"], 1.0)
+    weights = pc["count"][:-1]
+    assert np.average(pc["recall@4"][:-1], weights=weights) == pytest.approx(table["recall@4"])
+
+
+def test_cosine_metric_partition_on_normalised(monkeypatch):
+    x, y = blobs()
+    seen = []
+    monkeypatch.setattr(report, "partition", lambda pts, *a: seen.append(pts) or y)
+    evaluate_embeddings(x, y, ks=(1,), metric="cosine")
+    np.testing.assert_allclose(np.linalg.norm(seen[0], axis=1), 1.0, rtol=1e-5)
+
+
+def test_degenerate_partition_gives_nan_silhouette_with_warning():
+    x, y = blobs()
+    with pytest.warns(RuntimeWarning, match="silhouette"):
+        table = evaluate_embeddings(x, y, clustering=np.zeros(len(y), dtype=int), ks=(1,))
+    assert np.isnan(table["silhouette"])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"labels": np.zeros(240, dtype=int)}, "at least 2 classes"),
+        ({"labels": np.zeros(10, dtype=int)}, "10 entries"),
+        ({"ks": (1, 240)}, "at most 239"),
+        ({"clustering": "dbscan"}, "unknown clustering"),
+        ({"clustering": np.zeros(5, dtype=int)}, "one cluster id per item"),
+    ],
+)
+def test_bad_input(kwargs, match):
+    x, y = blobs()
+    args = {"labels": y, **kwargs}
+    labels = args.pop("labels")
+    with pytest.raises(ValueError, match=match):
+        evaluate_embeddings(x, labels, **args)

@@ -1,0 +1,178 @@
+"""Retrieval metrics against explicit loops and pytorch-metric-learning's AccuracyCalculator."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from clusterable.evaluate import knn_accuracy, map_at_r, precision_at_1, r_precision, recall_at_k
+from clusterable.evaluate.retrieval import majority_vote
+
+RNG = np.random.default_rng(12345)
+
+
+def sorted_others(x, i):
+    """Indices of all items but i, by float64 distance then index."""
+    d = ((x - x[i]) ** 2).sum(1)
+    return [j for j in np.lexsort((np.arange(len(x)), d)) if j != i]
+
+
+def loop_metrics(x, y, ks):
+    x = np.asarray(x, dtype=np.float64)
+    recall = {k: [] for k in ks}
+    ap, rp = [], []
+    for i in range(len(x)):
+        r = int((y == y[i]).sum()) - 1
+        if r == 0:
+            continue
+        ranked = y[sorted_others(x, i)] == y[i]
+        for k in ks:
+            recall[k].append(ranked[:k].any())
+        hits, total = 0, 0.0
+        for place in range(r):
+            if ranked[place]:
+                hits += 1
+                total += hits / (place + 1)
+        ap.append(total / r)
+        rp.append(ranked[:r].mean())
+    return {k: np.mean(v) for k, v in recall.items()}, np.mean(ap), np.mean(rp)
+
+
+def random_set(seed, n=120, d=6, classes=15):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, classes, n)
+    x = rng.standard_normal((classes, d))[y] * 0.7 + rng.standard_normal((n, d))
+    return x.astype(np.float32), y
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_against_loops(seed):
+    x, y = random_set(seed)
+    ks = (1, 2, 5, 17)
+    recall, ap, rp = loop_metrics(x, y, ks)
+    got = recall_at_k(x, y, ks)
+    for k in ks:
+        assert got[k] == pytest.approx(recall[k], abs=1e-12)
+    assert map_at_r(x, y) == pytest.approx(ap, abs=1e-12)
+    assert r_precision(x, y) == pytest.approx(rp, abs=1e-12)
+    assert precision_at_1(x, y) == pytest.approx(recall[1], abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_against_pytorch_metric_learning(seed):
+    from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
+
+    x, y = random_set(seed, n=300, d=8, classes=40)
+    y[:3] = [100, 101, 102]  # lone queries: both sides leave them out
+    calc = AccuracyCalculator(
+        include=("precision_at_1", "mean_average_precision_at_r", "r_precision"),
+        k="max_bin_count",
+        device=torch.device("cpu"),
+    )
+    ref = calc.get_accuracy(torch.from_numpy(x), torch.from_numpy(y))
+    assert recall_at_k(x, y, (1,))[1] == pytest.approx(ref["precision_at_1"], abs=1e-9)
+    assert map_at_r(x, y) == pytest.approx(ref["mean_average_precision_at_r"], abs=1e-9)
+    assert r_precision(x, y) == pytest.approx(ref["r_precision"], abs=1e-9)
+
+
+def test_cosine_uses_directions():
+    x, y = random_set(0)
+    scaled = x * np.random.default_rng(1).uniform(0.1, 10, (len(x), 1)).astype(np.float32)
+    assert map_at_r(scaled, y, metric="cosine") == pytest.approx(map_at_r(x, y, metric="cosine"))
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    labels=st.lists(st.integers(0, 3), min_size=4, max_size=25),
+    points=st.lists(st.integers(-2, 2), min_size=25, max_size=25),
+)
+def test_ties_and_duplicates_match_loops(labels, points):
+    # Integer coordinates on a coarse grid: many exact distance ties and duplicate points.
+    y = np.array(labels)
+    if np.bincount(y).max() < 2:
+        y[1] = y[0]
+    x = np.array(points[: 2 * len(y)] + points[: max(0, 2 * len(y) - 25)], dtype=np.float32)
+    x = x[: 2 * len(y)].reshape(len(y), 2)
+    ks = tuple(k for k in (1, 2, 3) if k < len(y))
+    recall, ap, rp = loop_metrics(x, y, ks)
+    got = recall_at_k(torch.from_numpy(x), torch.from_numpy(y), ks)
+    for k in ks:
+        assert got[k] == pytest.approx(recall[k], abs=1e-12)
+    assert map_at_r(x, y) == pytest.approx(ap, abs=1e-12)
+    assert r_precision(x, y) == pytest.approx(rp, abs=1e-12)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.integers(0, 4), min_size=3, max_size=30), st.permutations(range(5)))
+def test_label_renaming_changes_nothing(labels, perm):
+    y = np.array(labels)
+    if np.bincount(y).max() < 2:
+        y[1] = y[0]
+    x = np.random.default_rng(len(y)).standard_normal((len(y), 3))
+    renamed = np.array(perm)[y] * 10 - 7
+    assert map_at_r(x, y) == map_at_r(x, renamed)
+    assert recall_at_k(x, y, (1, 2)) == recall_at_k(x, renamed, (1, 2))
+
+
+def loop_knn_accuracy(train, ty, test, sy, k, leave_one_out):
+    correct = 0
+    for i in range(len(test)):
+        d = ((train - test[i]) ** 2).sum(1)
+        order = [
+            j for j in np.lexsort((np.arange(len(train)), d)) if not (leave_one_out and j == i)
+        ]
+        voters = ty[order[:k]]
+        counts = {c: int((voters == c).sum()) for c in voters}
+        top = max(counts.values())
+        pred = next(c for c in voters if counts[c] == top)  # class of the nearest tied voter
+        correct += pred == sy[i]
+    return correct / len(test)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_knn_accuracy_against_loops(seed):
+    x, y = random_set(seed, n=150, classes=4)
+    test, ty = random_set(seed + 10, n=60, classes=4)
+    ks = (1, 2, 3, 4, 5, 7)
+    got = knn_accuracy(x, y, test, ty, k=ks)
+    loo = knn_accuracy(x, y, k=ks)
+    for k in ks:
+        assert got[k] == pytest.approx(loop_knn_accuracy(x, y, test, ty, k, False))
+        assert loo[k] == pytest.approx(loop_knn_accuracy(x, y, x, y, k, True))
+    assert knn_accuracy(x, y, test, ty, 3) == got[3]
+
+
+def test_majority_vote_tie_goes_to_nearest_voter():
+    assert majority_vote(np.array([[2, 1, 1, 2]])).tolist() == [2]
+    assert majority_vote(np.array([[3, 1, 2, 0]])).tolist() == [3]
+    assert majority_vote(np.array([[5, 4, 4, 5, 4]])).tolist() == [4]
+
+
+def test_knn_accuracy_string_labels_shared_encoding():
+    train = np.array([[0.0], [1.0], [10.0], [11.0]])
+    acc = knn_accuracy(train, ["a", "a", "b", "b"], [[0.5], [10.5]], ["a", "b"], k=(1, 3))
+    assert acc == {1: 1.0, 3: 1.0}
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: recall_at_k(np.zeros((4, 2)), [0, 1, 2, 3], ks=(1,)), "single item"),
+        (lambda: recall_at_k(RNG.random((4, 2)), [0, 0, 1, 1], ks=(4,)), "at most 3"),
+        (lambda: recall_at_k(RNG.random((4, 2)), [0, 0, 1], ks=(1,)), "3 entries"),
+        (lambda: recall_at_k(RNG.random((4, 2)), [0, 0, 1, 1], ks=()), "empty"),
+        (lambda: map_at_r(RNG.random((4, 2)), [0.5, 0, 1, 1]), "non-integer"),
+        (lambda: knn_accuracy(RNG.random((4, 2)), [0, 0, 1, 1], k=4), "at most 3"),
+        (lambda: knn_accuracy(RNG.random((4, 2)), [0, 0, 1, 1], RNG.random((2, 2))), "both"),
+        (
+            lambda: knn_accuracy(RNG.random((4, 2)), [0, 0, 1, 1], RNG.random((2, 3)), [0, 1], 1),
+            "dimension",
+        ),
+    ],
+)
+def test_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
