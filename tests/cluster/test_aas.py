@@ -137,7 +137,7 @@ def scores(labels, clusters):
 def test_beats_kmeans_on_crescents_and_gaussians(seed):
     # The paper's noise-removal setting (eps = 0.9, theta_min = 1, gamma = 100) with k_graph = 100,
     # two thirds of the 150 points per class (the paper advises about half). Paper: AAS 80.9 / 82.9,
-    # k-means 50.0 / 42.7 on its own layout; ours separates the six shapes for k-means.
+    # k-means 50.0 / 42.7; our layout was calibrated to k-means ~53.6 / 49.3.
     data = crescents_and_gaussians(seed=seed)
     nmi_aas, f_aas = scores(data.labels, aas(data.x, k_graph=100, eps=0.9, theta_min=1.0))
     nmi_km, f_km = scores(data.labels, kmeans(data.x, 6, seed=0))
@@ -145,8 +145,8 @@ def test_beats_kmeans_on_crescents_and_gaussians(seed):
     assert f_aas >= f_km + 0.06
 
 
-@pytest.mark.xfail(strict=True, reason="paper defaults lose to k-means on our generator (see docs)")
 def test_paper_defaults_beat_kmeans_on_crescents_and_gaussians():
+    # Held since the generator was re-laid out like the paper's figure (k-means calibrated only).
     data = crescents_and_gaussians(seed=0)
     nmi_aas, f_aas = scores(data.labels, aas(data.x))
     nmi_km, f_km = scores(data.labels, kmeans(data.x, 6, seed=0))
