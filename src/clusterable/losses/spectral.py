@@ -102,10 +102,6 @@ class SpectralClusteringLoss(EmbeddingLoss):
     True
     """
 
-    def __init__(self) -> None:
-        # Explicit, so that get_loss rejects keywords instead of forwarding them to nn.Module.
-        super().__init__()
-
     def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         _, classes, counts = torch.unique(labels, return_inverse=True, return_counts=True)
         return _SpectralLossFunction.apply(embeddings, classes, counts.to(embeddings.dtype))

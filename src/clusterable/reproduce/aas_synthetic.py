@@ -1,0 +1,201 @@
+"""``aas-synthetic``: OPML Fig. 5, Authority Ascent Shift against k-means on a noisy 2-D set.
+
+Dutta, Harandi and Sekhar, "Unsupervised Deep Metric Learning via Orthogonality based Probabilistic
+Loss", IEEE TAI 2020, Section V-A and Fig. 5: 3 crescents + 3 Gaussians (900 points) and 300
+uniform noise points; AAS scores NMI 80.9 / F 82.9, k-means (k = 6) 50.0 / 42.7.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from clusterable.cluster import aas, kmeans
+from clusterable.data import crescents_and_gaussians
+from clusterable.evaluate import nmi, pairwise_f1
+from clusterable.plots._figure import new_figure, save_figure
+from clusterable.reproduce.experiment import Budget, experiment
+from clusterable.reproduce.report import Claim, ExperimentReport, Row
+
+#: AAS settings reported, by name: the paper's two recommended ones (Section V-A, conclusion 3)
+#: and the clustering engineer's k_graph = 100 variant (two thirds of a class; not a paper setting).
+AAS_SETTINGS: dict[str, dict[str, float]] = {
+    "AAS, paper defaults (k_graph 50, eps 0.65, theta_min 0)": {
+        "k_graph": 50,
+        "eps": 0.65,
+        "theta_min": 0.0,
+    },
+    "AAS, noise removal (k_graph 50, eps 0.9, theta_min 1)": {
+        "k_graph": 50,
+        "eps": 0.9,
+        "theta_min": 1.0,
+    },
+    "AAS, noise removal (k_graph 50, eps 0.9, theta_min 5)": {
+        "k_graph": 50,
+        "eps": 0.9,
+        "theta_min": 5.0,
+    },
+    "AAS, k_graph 100, eps 0.9, theta_min 1 (not a paper setting)": {
+        "k_graph": 100,
+        "eps": 0.9,
+        "theta_min": 1.0,
+    },
+}
+PAPER_DEFAULTS = next(iter(AAS_SETTINGS))
+NOISE_REMOVAL = list(AAS_SETTINGS)[1]
+KMEANS = "k-means (k = 6)"
+
+
+def partition_scores(labels: np.ndarray, clusters: np.ndarray) -> dict[str, float]:
+    """NMI and pairwise precision, recall and F of a clustering, scored two ways.
+
+    ``NMI``, ``F``, ``precision``, ``recall``: every point, label -1 (ground-truth noise) one
+    class and cluster -1 (AAS noise) one cluster, so that putting noise aside is rewarded where
+    it is noise and penalised where it is not. (The library's ``nmi`` would count each -1 item as
+    a singleton cluster, so -1 is renamed first.) ``NMI (kept)``, ``F (kept)``: only the points
+    the method keeps (not -1), the scoring the OPML paper's Tables III-IV imply: there noise
+    removal leaves precision unchanged and raises recall (79.7 / 48.7 -> 79.8 / 61.3), which
+    neither one noise cluster (precision would drop) nor noise singletons (recall would drop)
+    gives. ``kept``: the share of points kept.
+    """
+    kept = clusters >= 0
+    renamed = np.where(kept, clusters, clusters.max() + 1)
+    precision, recall, f1 = pairwise_f1(labels, renamed)
+    scores = {"NMI": nmi(labels, renamed), "F": f1, "precision": precision, "recall": recall}
+    if kept.any():
+        scores["NMI (kept)"] = nmi(labels[kept], clusters[kept])
+        scores["F (kept)"] = pairwise_f1(labels[kept], clusters[kept])[2]
+    scores["kept"] = float(kept.mean())
+    return scores
+
+
+def scatter_clusters(ax, points: np.ndarray, clusters: np.ndarray, title: str) -> None:
+    """Scatter 2-D points coloured by cluster, noise (-1) in light grey, as OPML Fig. 5."""
+    noise = clusters < 0
+    ax.scatter(*points[noise].T, s=3, c="lightgrey")
+    kept = clusters[~noise]
+    ax.scatter(*points[~noise].T, s=3, c=kept % 20, cmap="tab20", vmin=0, vmax=19)
+    ax.set_title(title, fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+@experiment("aas-synthetic")
+def aas_synthetic(budget: Budget) -> ExperimentReport:
+    """OPML Fig. 5: AAS (paper settings) against k-means (k = 6), NMI and F over seeds, scatters."""
+    seeds = budget.seed_list(quick=2, default=10, full=30)
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in [KMEANS, *AAS_SETTINGS]}
+    n_clusters: dict[str, list[int]] = {name: [] for name in AAS_SETTINGS}
+    noise_found: list[float] = []
+    for seed in seeds:
+        data = crescents_and_gaussians(seed=seed)
+        shapes = data.labels >= 0  # the 900 crescent and Gaussian points
+        found = {KMEANS: kmeans(data.x, 6, seed=seed)}
+        found |= {name: aas(data.x, **setting) for name, setting in AAS_SETTINGS.items()}
+        for name, clusters in found.items():
+            scores = partition_scores(data.labels, clusters)
+            shape_scores = partition_scores(data.labels[shapes], clusters[shapes])
+            scores |= {"NMI (900 shape points)": shape_scores["NMI"]}
+            scores |= {"F (900 shape points)": shape_scores["F"]}
+            runs[name].append(scores)
+            if name in n_clusters:
+                n_clusters[name].append(int(clusters.max()) + 1)
+        noise_found.append(float((found[NOISE_REMOVAL][~shapes] == -1).mean()))
+        if seed == seeds[0]:
+            plot_seed(data.x, data.labels, found, budget)
+
+    paper = {
+        KMEANS: {"NMI": 0.500, "F": 0.427},
+        PAPER_DEFAULTS: {"NMI": 0.809, "F": 0.829},
+    }
+    rows = [
+        Row.from_runs(
+            name,
+            runs[name],
+            paper=paper.get(name),
+            note=f"{np.mean(n_clusters[name]):.1f} clusters" if name in n_clusters else "",
+        )
+        for name in runs
+    ]
+    by_name = {row.method: row.ours for row in rows}
+    km, best_paper_setting = (
+        by_name[KMEANS],
+        max((by_name[name] for name in list(AAS_SETTINGS)[:3]), key=lambda s: s["NMI"]),
+    )
+    defaults = by_name[PAPER_DEFAULTS]
+    claims = [
+        Claim(
+            "AAS (paper defaults) clusters the noisy set better than k-means in NMI and F",
+            defaults["NMI"] > km["NMI"] and defaults["F"] > km["F"],
+            f"NMI {100 * defaults['NMI']:.1f} vs {100 * km['NMI']:.1f}, "
+            f"F {100 * defaults['F']:.1f} vs {100 * km['F']:.1f} (mean of {len(seeds)} seeds)",
+        ),
+        Claim(
+            "AAS reaches NMI 80.9 / F 82.9 on the set (all 1,200 points scored)",
+            best_paper_setting["NMI"] >= 0.80 and best_paper_setting["F"] >= 0.80,
+            f"best paper setting: NMI {100 * best_paper_setting['NMI']:.1f}, "
+            f"F {100 * best_paper_setting['F']:.1f}",
+        ),
+        Claim(
+            "AAS filters out the uniform noise",
+            bool(np.mean(noise_found) >= 0.5),
+            f"eps 0.9, theta_min 1 labels {100 * np.mean(noise_found):.0f} % of the noise "
+            "points as noise; with theta_min 0 none is",
+        ),
+    ]
+    report = ExperimentReport(
+        name="aas-synthetic",
+        title="AAS vs k-means on crescents, Gaussians and noise (OPML Fig. 5)",
+        paper="Dutta, Harandi, Sekhar, IEEE TAI 2020, Section V-A, Fig. 5",
+        setup=(
+            "3 interleaved crescents + 3 Gaussians (150 points each) + 300 uniform noise points "
+            "(`crescents_and_gaussians`; the paper gives no parameters: the layout was calibrated "
+            "on k-means alone, to land near the paper's k-means score, never on AAS). AAS with "
+            "gamma = 100 throughout. NMI, F, precision and recall score all 1,200 points, "
+            "ground-truth noise as a seventh class and AAS noise as one cluster: the paper's "
+            "k-means (k = 6, 'the number of classes') cannot leave noise out, and its 50.0 matches "
+            "this scoring (on the 900 shape points alone k-means scores ~73), so we read the "
+            "paper's numbers as over all points; '900 shape points' scores those only, "
+            "'kept' the points AAS does not call noise (the scoring the paper's Tables III-IV "
+            "imply on MNIST; see `partition_scores`). "
+            f"Mean ± std over {len(seeds)} seeds of the data (k-means seeded alike)."
+        ),
+        metrics=[
+            "NMI",
+            "F",
+            "NMI (900 shape points)",
+            "F (900 shape points)",
+            "NMI (kept)",
+            "F (kept)",
+            "kept",
+        ],
+        rows=rows,
+        claims=claims,
+        plots=["aas_vs_kmeans.png"],
+        notes=[
+            "The paper does not say which AAS setting produced Fig. 5; its numbers are put beside "
+            "the paper defaults (k_graph 50, gamma 100, eps 0.65, theta_min 0).",
+            "An earlier layout of ours (shapes 4 apart on a grid) let k-means separate all six "
+            "shapes (NMI 72.9), unlike the paper's figure; there the paper defaults lost to "
+            "k-means (67.2 / 56.8).",
+        ],
+    )
+    report.record = {"seeds": seeds}
+    return report
+
+
+def plot_seed(
+    x: np.ndarray, labels: np.ndarray, found: dict[str, np.ndarray], budget: Budget
+) -> None:
+    """Ground truth, AAS (paper defaults and noise removal) and k-means, as OPML Fig. 5."""
+    titles = {
+        PAPER_DEFAULTS: "AAS, paper defaults\n(k_graph 50, eps 0.65, theta_min 0)",
+        NOISE_REMOVAL: "AAS, noise removal\n(k_graph 50, eps 0.9, theta_min 1)",
+        KMEANS: "k-means (k = 6)\n",
+    }
+    figure, axes = new_figure(columns=4, size=3.6)
+    scatter_clusters(axes[0], x, labels, "ground truth (noise grey)\n")
+    for ax, (name, title) in zip(axes[1:], titles.items(), strict=True):
+        scores = partition_scores(labels, found[name])
+        title += f"\nNMI {100 * scores['NMI']:.1f}, F {100 * scores['F']:.1f}"
+        scatter_clusters(ax, x, found[name], title)
+    save_figure(figure, budget.folder / "aas_vs_kmeans.png")
