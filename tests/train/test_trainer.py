@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from clusterable.data import load_dataset
+from clusterable.data import LabelledDataset, load_dataset
 from clusterable.evaluate import recall_at_k
 from clusterable.losses import build_loss
 from clusterable.models import build_model
@@ -153,3 +153,24 @@ def test_config_rejects_unknown_settings(tmp_path):
         TrainConfig.from_yaml(path)
     path.write_text("epochs: 3\nlr: 0.1\n")
     assert TrainConfig.from_yaml(path).lr == 0.1
+
+
+def test_validation_can_be_the_classification_accuracy_alone():
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(3), 20)
+    x = (rng.normal(size=(60, 4)) + 4.0 * np.eye(4)[labels]).astype(np.float32)
+    data = LabelledDataset("blobs", x, labels)
+    torch.manual_seed(0)
+    model = build_model("mlp", (4,), 8)
+    loss = build_loss("gaussian-corel", num_classes=3, embedding_dim=8)
+    config = quiet(
+        epochs=2,
+        sampler="random",
+        batch_size=16,
+        eval_metric="classification_accuracy",
+        eval_embeddings=False,
+    )
+    result = Trainer(model, loss, data, data, config=config).fit()
+    assert set(result.history[-1]) == {"epoch", "loss", "classification_accuracy"}
+    predicted = loss.predict(model(torch.from_numpy(x))).numpy()
+    assert result.history[-1]["classification_accuracy"] == (predicted == labels).mean()

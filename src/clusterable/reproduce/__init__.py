@@ -11,6 +11,7 @@ from pathlib import Path
 from clusterable.reproduce import (  # noqa: F401
     aas_fashion,
     aas_synthetic,
+    corel_fashion,
     msdnn_2d,
     opml_fashion,
 )

@@ -34,6 +34,7 @@ class TrainConfig:
     reconstruction_weight: float = 0.0  # MsDNN-AE lambda, used when a decoder is given
     eval_every: int = 1  # epochs between validation runs (0 = never)
     eval_metric: str = "recall@1"  # key of evaluate_embeddings, or "classification_accuracy"
+    eval_embeddings: bool = True  # the whole evaluate_embeddings table; False: predict() only
     patience: int | None = None  # stop after this many evaluations without improvement
     checkpoint_every: int = 1  # epochs between checkpoints (0 = only at the end)
     keep_checkpoints: int = 2  # most recent checkpoints kept besides the best one

@@ -288,7 +288,9 @@ class Trainer:
             return {}
         embeddings, labels = embed_dataset(self.model, self.val_set, device=self.env.device)
         keep = labels >= 0
-        metrics = evaluate_embeddings(embeddings[keep], labels[keep], seed=self.config.seed)
+        metrics = {}
+        if self.config.eval_embeddings:
+            metrics = evaluate_embeddings(embeddings[keep], labels[keep], seed=self.config.seed)
         predict = getattr(self.loss, "predict", None)
         if callable(predict):
             with torch.no_grad():

@@ -1,0 +1,115 @@
+"""``corel-fashion`` (COREL Tables 2 and 4) in quick mode: the table's shape, values in range,
+files written; and the claim checks on hand-made rows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from clusterable.data import LabelledDataset, load_dataset
+from clusterable.reproduce import Budget, Row, run_experiment
+
+# Importing the module registers the experiment.
+from clusterable.reproduce.corel_fashion import (
+    LOSSES,
+    METRICS,
+    MODELS,
+    claims,
+    stratified_subset,
+)
+
+METHODS = [f"{model} {name}" for model in MODELS for name in [*LOSSES.values(), "Cosine-COREL"]]
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    try:
+        load_dataset("fashion-mnist", split="test")
+    except FileNotFoundError as error:
+        pytest.skip(f"Fashion-MNIST is not installed: {error}")
+    folder = tmp_path_factory.mktemp("corel-fashion")
+    run_experiment("corel-fashion", Budget(mode="quick", folder=folder))
+    return folder, json.loads((folder / "results.json").read_text())
+
+
+def test_table_has_every_model_loss_and_metric(quick_run: tuple[Path, dict]) -> None:
+    _, result = quick_run
+    assert result["metrics"] == METRICS
+    assert [row["method"] for row in result["rows"]] == METHODS
+    for row in result["rows"]:
+        assert set(row["ours"]) == set(METRICS)
+        assert row["paper"] == {}  # the paper's numbers were lost from its text
+    notes = [row["note"] for row in result["rows"]]
+    assert notes[0] == ""  # cross-entropy is not tuned
+    assert all(note.startswith("lambda=") for note in notes[1:5])
+    assert "l2-normalised" in notes[4]
+
+
+def test_values_are_in_range(quick_run: tuple[Path, dict]) -> None:
+    _, result = quick_run
+    for row in result["rows"]:
+        for metric, value in row["ours"].items():
+            assert np.isfinite(value), (row["method"], metric)
+            # ARI and the silhouette are defined on [-1, 1]; every other score is a fraction.
+            low = -1.0 if metric.endswith(("ARI", "sil.")) else 0.0
+            assert low <= value <= 1.0, (row["method"], metric, value)
+        # Ten balanced classes: one epoch already beats chance.
+        assert row["ours"]["test acc"] > 0.1
+
+
+def test_claims_record_and_files(quick_run: tuple[Path, dict]) -> None:
+    folder, result = quick_run
+    assert len(result["claims"]) == 4 * len(MODELS)
+    assert all(claim["holds"] in (True, False) and claim["evidence"] for claim in result["claims"])
+    assert result["record"]["seeds"] == [0]
+    assert result["record"]["mode"] == "quick"
+    markdown = (folder / "results.md").read_text()
+    assert "| FFNN Gaussian-COREL" in markdown and "paper's claim" in markdown
+    assert result["plots"] == ["lambda_tuning.png", "latent_space.png"]
+    for name in result["plots"]:
+        with Image.open(folder / name) as image:
+            assert image.size[0] > 100 and image.size[1] > 100
+
+
+def _row(test_acc: float, kmeans_acc: float, silhouette: float) -> Row:
+    scores = {metric: 0.5 for metric in METRICS}
+    scores.update({"test acc": test_acc, "k-means acc": kmeans_acc, "GMM acc": kmeans_acc})
+    scores.update({"k-means sil.": silhouette, "GMM sil.": silhouette})
+    return Row("method", scores)
+
+
+def test_claims_follow_the_paper_when_the_numbers_do() -> None:
+    rows = {
+        "cross-entropy": _row(0.88, 0.60, 0.30),
+        "center": _row(0.89, 0.80, 0.40),
+        "cosine-corel": _row(0.885, 0.875, 0.60),
+        "gaussian-corel": _row(0.90, 0.85, 0.45),
+    }
+    checked = claims("CNN", rows, _row(0.885, 0.88, 0.70))
+    assert [claim.holds for claim in checked] == [True, True, True, True]
+    assert all(claim.text.startswith("CNN: ") for claim in checked)
+
+
+def test_claims_report_failures() -> None:
+    rows = {
+        "cross-entropy": _row(0.90, 0.85, 0.50),  # best accuracy, clusters best
+        "center": _row(0.89, 0.80, 0.40),
+        "cosine-corel": _row(0.88, 0.60, 0.30),  # 28 points lost to k-means, worst silhouette
+        "gaussian-corel": _row(0.89, 0.82, 0.45),
+    }
+    checked = claims("FFNN", rows, _row(0.88, 0.87, 0.60))
+    assert [claim.holds for claim in checked] == [False, False, False, False]
+    # The cosine-geometry clustering is quoted as evidence, not used to judge.
+    assert "+1.00" in checked[2].evidence
+
+
+def test_stratified_subset_keeps_the_class_balance() -> None:
+    data = LabelledDataset("toy", np.zeros((100, 2), np.float32), np.repeat(np.arange(4), 25))
+    subset = stratified_subset(data, 40)
+    assert len(subset) == 40
+    assert np.bincount(subset.labels).tolist() == [10, 10, 10, 10]
+    assert stratified_subset(data, None) is data
