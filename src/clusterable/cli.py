@@ -234,12 +234,12 @@ def command_plot(args: argparse.Namespace) -> int:
 
 
 def command_reproduce(args: argparse.Namespace) -> int:
-    from clusterable.reproduce import EXPERIMENTS, Budget, run_all, run_experiment
+    from clusterable.reproduce import EXPERIMENTS, Budget, run_all, run_experiment, write_summary
 
     mode = "quick" if args.quick else "full" if args.full else "default"
     out = Path(args.out)
     if args.experiment == "all":
-        reports = run_all(mode, args.seeds, out)
+        reports = write_summary(out) if args.from_json else run_all(mode, args.seeds, out)
         print(f"wrote {out.with_suffix('.md')} and {len(reports)} experiment folders in {out}")
         return 0
     if args.experiment not in EXPERIMENTS:
@@ -378,6 +378,9 @@ def build_parser() -> argparse.ArgumentParser:
     budget.add_argument("--quick", action="store_true", help="about a minute (for tests)")
     budget.add_argument("--full", action="store_true", help="the paper's own budget")
     reproduce.add_argument("--seeds", type=int, help="number of seeds (default: per experiment)")
+    reproduce.add_argument(
+        "--from-json", action="store_true", help="with all: rebuild OUT.md from OUT/*/results.json"
+    )
     reproduce.add_argument("--out", default="docs/results", help="(default: %(default)s)")
     return parser
 

@@ -67,6 +67,14 @@ class ExperimentReport:
     notes: list[str] = field(default_factory=list)
     record: dict[str, Any] = field(default_factory=dict)  # command, seeds, versions, wall time
 
+    @classmethod
+    def from_json(cls, path: Path) -> ExperimentReport:
+        """Read back a report that :func:`write_report` wrote."""
+        values = json.loads(Path(path).read_text())
+        values["rows"] = [Row(**row) for row in values["rows"]]
+        values["claims"] = [Claim(**claim) for claim in values["claims"]]
+        return cls(**values)
+
     def markdown(self, plot_prefix: str = "") -> str:
         lines = [f"## {self.title} (`{self.name}`)", "", f"*{self.paper}*", "", self.setup, ""]
         header = ["method"] + [f"{m} (ours)" for m in self.metrics]

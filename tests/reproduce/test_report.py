@@ -1,0 +1,53 @@
+"""Reports round-trip through JSON, and the summary page is rebuilt from the JSON files."""
+
+from __future__ import annotations
+
+from clusterable.reproduce import ExperimentReport, Row, write_summary
+from clusterable.reproduce.report import Claim, write_report
+
+
+def make_report(name: str) -> ExperimentReport:
+    return ExperimentReport(
+        name=name,
+        title="A title",
+        paper="A paper",
+        setup="What was run.",
+        metrics=["nmi", "f1"],
+        rows=[
+            Row.from_runs(
+                "ours", [{"nmi": 0.5, "f1": 0.25}, {"nmi": 0.7, "f1": 0.35}], {"nmi": 0.8}
+            ),
+            Row("baseline", {"nmi": 0.4, "f1": 0.2}),
+        ],
+        claims=[Claim("ours beats the baseline", True, "NMI 60.0 vs 40.0")],
+        plots=["figure.png"],
+        record={"seeds": [0, 1], "wall_time_s": 1.0},
+    )
+
+
+def test_rows_average_over_seeds():
+    row = make_report("x").rows[0]
+    assert row.ours == {"nmi": 0.6, "f1": 0.3}
+    assert abs(row.std["nmi"] - 0.1) < 1e-12
+
+
+def test_json_round_trip_and_markdown(tmp_path):
+    report = make_report("aas-synthetic")
+    write_report(report, tmp_path / "aas-synthetic")
+    again = ExperimentReport.from_json(tmp_path / "aas-synthetic" / "results.json")
+    assert again == report
+    text = report.markdown(plot_prefix="results/aas-synthetic/")
+    assert "| ours | 60.00 ± 10.00 | 30.00 ± 5.00 | 80.00 |" in text
+    assert "| ours beats the baseline | yes | NMI 60.0 vs 40.0 |" in text
+    assert "![figure.png](results/aas-synthetic/figure.png)" in text
+
+
+def test_summary_lists_what_was_run_and_what_was_not(tmp_path):
+    out = tmp_path / "results"
+    write_report(make_report("msdnn-2d"), out / "msdnn-2d")
+    write_report(make_report("aas-synthetic"), out / "aas-synthetic")
+    reports = write_summary(out)
+    assert [r.name for r in reports] == ["aas-synthetic", "msdnn-2d"]
+    page = (tmp_path / "results.md").read_text()
+    assert page.index("`aas-synthetic`") < page.index("`msdnn-2d`")
+    assert "Not run yet: aas-fashion, msdnn-subclass" in page
