@@ -179,3 +179,29 @@ def test_reproduce_unknown_experiment_names_the_choices(capsys):
     with pytest.raises(SystemExit):
         main(["reproduce", "no-such-experiment"])
     assert "choose one of: all" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("embeddings", "labels", "extra", "message"),
+    [
+        (np.ones((6, 3)), np.zeros(6, dtype=int), [], "class"),
+        (np.array([[np.nan, 0.0]] + [[1.0, 2.0]] * 5), np.array([0, 0, 0, 1, 1, 1]), [], "NaN"),
+        (
+            np.random.default_rng(0).normal(size=(6, 2)),
+            np.array([0, 0, 0, 1, 1, 1]),
+            ["--ks", "1", "--n-clusters", "50"],
+            "50",
+        ),
+    ],
+    ids=["one-class", "nan-row", "k-too-large"],
+)
+def test_evaluate_bad_arrays_are_one_line_errors(
+    tmp_path, capsys, embeddings, labels, extra, message
+):
+    np.save(tmp_path / "e.npy", embeddings)
+    np.save(tmp_path / "l.npy", labels)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["evaluate", str(tmp_path / "e.npy"), str(tmp_path / "l.npy"), *extra])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
