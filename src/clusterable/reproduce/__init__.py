@@ -13,7 +13,9 @@ from clusterable.reproduce import (  # noqa: F401
     aas_synthetic,
     corel_fashion,
     msdnn_2d,
+    msdnn_subclass,
     opml_fashion,
+    zero_shot_fashion,
 )
 from clusterable.reproduce.experiment import EXPERIMENTS, Budget, experiment, run_experiment
 from clusterable.reproduce.report import Claim, ExperimentReport, Row
