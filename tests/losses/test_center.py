@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 import pytest
 import torch
-from sklearn.neighbors import NearestNeighbors
 
 from clusterable.data import two_class_subclusters
 from clusterable.losses import CenterLoss, get_loss
+
+from _learning import descend, loo_1nn_accuracy, seeded_batch
 
 CLASSES, DIM = 4, 3
 LABEL_SETS = [[0, 0, 1, 1, 1, 2, 3], [2, 2, 2, 0, 1, 1], [3, 1, 3, 3, 0]]
 
 
-def make_batch(labels: list[int], seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    generator = torch.Generator().manual_seed(seed)
-    x = torch.randn(len(labels), DIM, generator=generator, dtype=torch.float64)
-    return x.requires_grad_(), torch.tensor(labels)
+make_batch = partial(seeded_batch, dim=DIM)
 
 
 def build(seed: int, **kwargs) -> CenterLoss:
@@ -158,21 +157,7 @@ def test_degenerate_batches_are_finite_and_backpropagate(labels):
     assert torch.isfinite(loss.centers).all()
 
 
-@pytest.fixture
-def one_thread():
-    """The learning runs use tiny tensors: thread start-up, not arithmetic, dominates with more."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-def loo_1nn_accuracy(points: np.ndarray, labels: np.ndarray) -> float:
-    neighbours = NearestNeighbors(n_neighbors=2).fit(points).kneighbors(points)[1][:, 1]
-    return float((labels[neighbours] == labels).mean())
-
-
-def test_gradient_descent_on_free_points_separates_the_classes(one_thread):
+def test_gradient_descent_on_free_points_separates_the_classes():
     data = two_class_subclusters(n=200, std=6.0, seed=0)  # overlapping classes
     assert loo_1nn_accuracy(data.x, data.labels) < 0.9
     torch.manual_seed(0)
@@ -181,10 +166,7 @@ def test_gradient_descent_on_free_points_separates_the_classes(one_thread):
     loss = CenterLoss(num_classes=2, embedding_dim=2, lam=0.5).double()
     optimiser = torch.optim.Adam([points, *loss.parameters()], lr=0.05)
     start = loss(points, labels).item()
-    for _ in range(200):
-        optimiser.zero_grad()
-        loss(points, labels).backward()
-        optimiser.step()
+    descend(loss, points, labels, 200, optimiser)
     assert loss.eval()(points, labels).item() < start - 0.1
     assert loo_1nn_accuracy(points.detach().numpy(), data.labels) >= 0.95
     assert (loss.predict(points) == labels).float().mean() >= 0.95

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from sklearn.neighbors import NearestNeighbors
 
 from clusterable.data import two_class_subclusters
 from clusterable.losses import (
@@ -18,15 +17,14 @@ from clusterable.losses import (
     get_loss,
 )
 
+from _learning import descend, loo_1nn_accuracy, seeded_batch
+
 CLASSES, DIM = 4, 3
 # Repeated labels, singletons (3 appears once in the first) and an absent class.
 LABEL_SETS = [[0, 0, 1, 1, 1, 2, 3], [2, 2, 2, 0, 1, 1], [0, 1, 2, 3, 0, 0, 2]]
 
 
-def make_batch(labels: list[int], seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    generator = torch.Generator().manual_seed(seed)
-    x = torch.randn(len(labels), DIM, generator=generator, dtype=torch.float64)
-    return x.requires_grad_(), torch.tensor(labels)
+make_batch = partial(seeded_batch, dim=DIM)
 
 
 def build(cls, seed: int, **kwargs):
@@ -209,22 +207,8 @@ def test_degenerate_batches_are_finite_and_backpropagate(cls, labels):
     assert x.grad.abs().sum() > 0
 
 
-@pytest.fixture
-def one_thread():
-    """The learning runs use tiny tensors: thread start-up, not arithmetic, dominates with more."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-def loo_1nn_accuracy(points: np.ndarray, labels: np.ndarray) -> float:
-    neighbours = NearestNeighbors(n_neighbors=2).fit(points).kneighbors(points)[1][:, 1]
-    return float((labels[neighbours] == labels).mean())
-
-
 @pytest.mark.parametrize("name", ["cross-entropy", "cosine-corel", "gaussian-corel"])
-def test_gradient_descent_on_free_points_separates_the_classes(name, one_thread):
+def test_gradient_descent_on_free_points_separates_the_classes(name):
     # std 6 makes the classes overlap (1-NN accuracy 0.875); the 0.1 scale keeps the logits O(1).
     data = two_class_subclusters(n=200, std=6.0, seed=0)
     assert loo_1nn_accuracy(data.x, data.labels) < 0.9
@@ -234,11 +218,7 @@ def test_gradient_descent_on_free_points_separates_the_classes(name, one_thread)
     loss = get_loss(name, num_classes=2, embedding_dim=2).double()
     optimiser = torch.optim.Adam([points, *loss.parameters()], lr=0.05)
     start = loss(points, labels).item()
-    for _ in range(200):
-        optimiser.zero_grad()
-        value = loss(points, labels)
-        value.backward()
-        optimiser.step()
+    descend(loss, points, labels, 200, optimiser)
     assert loss(points, labels).item() < start - 0.1
     assert loo_1nn_accuracy(points.detach().numpy(), data.labels) >= 0.95
     # Cosine-COREL in 2-D with 2 classes traps the points that start anti-aligned with their

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 
-import numpy as np
 import pytest
 import torch
-from sklearn.neighbors import NearestNeighbors
 
 from clusterable.data import two_class_subclusters
 from clusterable.losses import ExpectedTripletLoss, MsDNNLoss, get_loss
+
+from _learning import descend, loo_1nn_accuracy, seeded_batch
 
 DIM = 3
 LABEL_SETS = [
@@ -20,10 +21,7 @@ LABEL_SETS = [
 ]
 
 
-def make_batch(labels: list[int], seed: int, scale: float = 1.0):
-    generator = torch.Generator().manual_seed(seed)
-    x = scale * torch.randn(len(labels), DIM, generator=generator, dtype=torch.float64)
-    return x.requires_grad_(), torch.tensor(labels)
+make_batch = partial(seeded_batch, dim=DIM)
 
 
 def reference(x, labels, sigma: float, margin: float, squared: bool) -> float:
@@ -116,21 +114,7 @@ def test_arguments_are_checked_and_name_is_registered():
     assert (loss.sigma, loss.margin) == (2.0, 0.5)
 
 
-@pytest.fixture
-def one_thread():
-    """The learning run uses tiny tensors: thread start-up, not arithmetic, dominates with more."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-def loo_1nn_accuracy(points: np.ndarray, labels: np.ndarray) -> float:
-    neighbours = NearestNeighbors(n_neighbors=2).fit(points).kneighbors(points)[1][:, 1]
-    return float((labels[neighbours] == labels).mean())
-
-
-def test_gradient_descent_on_free_points_separates_the_classes(one_thread):
+def test_gradient_descent_on_free_points_separates_the_classes():
     data = two_class_subclusters(n=200, std=6.0, seed=0)  # overlapping classes
     assert loo_1nn_accuracy(data.x, data.labels) < 0.9
     points = torch.tensor(0.1 * data.x, requires_grad=True)
@@ -138,9 +122,6 @@ def test_gradient_descent_on_free_points_separates_the_classes(one_thread):
     loss = ExpectedTripletLoss(sigma=0.1, margin=1.0)
     optimiser = torch.optim.Adam([points], lr=0.05)
     start = loss(points, labels).item()
-    for _ in range(200):
-        optimiser.zero_grad()
-        loss(points, labels).backward()
-        optimiser.step()
+    descend(loss, points, labels, 200, optimiser)
     assert loss(points, labels).item() < 0.1 * start
     assert loo_1nn_accuracy(points.detach().numpy(), data.labels) >= 0.95

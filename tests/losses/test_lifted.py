@@ -19,10 +19,11 @@ import numpy as np
 import pytest
 import torch
 from pytorch_metric_learning import losses as pml_losses
-from sklearn.neighbors import KNeighborsClassifier
 
 from clusterable.data import two_class_subclusters
 from clusterable.losses import LiftedStructureLoss, get_loss
+
+from _learning import PlainDescent, descend, loo_1nn_accuracy
 
 SEEDS = [0, 1, 2, 3]
 
@@ -138,25 +139,13 @@ def test_registered_with_paper_defaults():
     assert loss.margin == 1.0 and loss.normalize is False
 
 
-def one_nn_loo_accuracy(points: np.ndarray, labels: np.ndarray) -> float:
-    """Leave-one-out 1-NN accuracy with sklearn: the nearest other point votes."""
-    neighbours = KNeighborsClassifier(n_neighbors=2).fit(points, labels)
-    index = neighbours.kneighbors(points, return_distance=False)[:, 1]
-    return float((labels[index] == labels).mean())
-
-
 def test_gradient_descent_on_free_points_separates_classes():
     data = two_class_subclusters(n=120, std=6.0, seed=0)
     points = torch.tensor(data.x / data.x.std(), requires_grad=True)  # (120, 2)
     labels = torch.as_tensor(data.labels)
-    assert one_nn_loo_accuracy(data.x, data.labels) < 0.9
+    assert loo_1nn_accuracy(data.x, data.labels) < 0.9
     loss = LiftedStructureLoss()
     first = loss(points, labels).item()
-    for _ in range(60):
-        value = loss(points, labels)
-        points.grad = None
-        value.backward()
-        with torch.no_grad():
-            points -= 2.0 * points.grad
+    descend(loss, points, labels, 60, PlainDescent([points], lr=2.0))
     assert loss(points, labels).item() < 0.1 * first
-    assert one_nn_loo_accuracy(points.detach().numpy(), data.labels) >= 0.95
+    assert loo_1nn_accuracy(points.detach().numpy(), data.labels) >= 0.95

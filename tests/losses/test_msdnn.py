@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 import pytest
 import torch
 from sklearn.cluster import KMeans
 from sklearn.metrics import normalized_mutual_info_score
-from sklearn.neighbors import NearestNeighbors
 
 from clusterable.data import two_class_subclusters
 from clusterable.losses import MsDNNLoss, get_loss, msdnn_autoencoder_loss
 from clusterable.losses.msdnn import expected_margin
+
+from _learning import descend, loo_1nn_accuracy, seeded_batch
 
 DIM = 3
 LABEL_SETS = [
@@ -23,10 +25,7 @@ LABEL_SETS = [
 ]
 
 
-def make_batch(labels: list[int], seed: int, scale: float = 1.0):
-    generator = torch.Generator().manual_seed(seed)
-    x = scale * torch.randn(len(labels), DIM, generator=generator, dtype=torch.float64)
-    return x.requires_grad_(), torch.tensor(labels)
+make_batch = partial(seeded_batch, dim=DIM)
 
 
 def distance(u, v, squared: bool) -> float:
@@ -214,41 +213,23 @@ def test_autoencoder_objective_is_margin_plus_lambda_mse():
     assert reconstruction.grad.abs().sum() > 0
 
 
-@pytest.fixture
-def one_thread():
-    """The learning runs use tiny tensors: thread start-up, not arithmetic, dominates with more."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-def loo_1nn_accuracy(points: np.ndarray, labels: np.ndarray) -> float:
-    neighbours = NearestNeighbors(n_neighbors=2).fit(points).kneighbors(points)[1][:, 1]
-    return float((labels[neighbours] == labels).mean())
-
-
 def subclass_nmi(points: np.ndarray, subclasses: np.ndarray) -> float:
     clusters = KMeans(n_clusters=4, n_init=10, random_state=0).fit_predict(points)
     return float(normalized_mutual_info_score(subclasses, clusters))
 
 
-def descend(points: np.ndarray, labels: np.ndarray, loss, steps: int, lr: float) -> tuple:
+def descend_from(points: np.ndarray, labels: np.ndarray, loss, steps: int, lr: float) -> tuple:
     free = torch.tensor(points, requires_grad=True)
     target = torch.tensor(labels)
-    optimiser = torch.optim.SGD([free], lr=lr)
     start = loss(free, target).item()
-    for _ in range(steps):
-        optimiser.zero_grad()
-        loss(free, target).backward()
-        optimiser.step()
+    descend(loss, free, target, steps, torch.optim.SGD([free], lr=lr))
     return start, loss(free, target).item(), free.detach().numpy()
 
 
-def test_gradient_descent_on_free_points_separates_overlapping_classes(one_thread):
+def test_gradient_descent_on_free_points_separates_overlapping_classes():
     data = two_class_subclusters(n=200, std=6.0, seed=0)
     assert loo_1nn_accuracy(data.x, data.labels) < 0.9
-    start, end, points = descend(0.1 * data.x, data.labels, MsDNNLoss(sigma=0.1), 200, 2.0)
+    start, end, points = descend_from(0.1 * data.x, data.labels, MsDNNLoss(sigma=0.1), 200, 2.0)
     assert end < 0.5 * start
     assert loo_1nn_accuracy(points, data.labels) >= 0.95
 
@@ -259,10 +240,10 @@ def test_gradient_descent_on_free_points_separates_overlapping_classes(one_threa
 SCALE = 0.1
 
 
-def test_fig1_small_sigma_keeps_the_four_subclasses(one_thread):
+def test_fig1_small_sigma_keeps_the_four_subclasses():
     data = two_class_subclusters(n=200, seed=0)
     loss = MsDNNLoss(sigma=1.0 * SCALE)
-    start, end, points = descend(SCALE * data.x, data.labels, loss, 300, 10.0)
+    start, end, points = descend_from(SCALE * data.x, data.labels, loss, 300, 10.0)
     assert end < 0.1 * start  # the loss acted on the points
     assert loo_1nn_accuracy(points, data.labels) >= 0.95
     assert subclass_nmi(points, data.subclasses) >= 0.9
@@ -281,10 +262,10 @@ def test_fig1_small_sigma_keeps_the_four_subclasses(one_thread):
         "pull on a class's points sums to zero, so no merging is expected there either."
     ),
 )
-def test_fig1_large_sigma_merges_the_subclasses(one_thread):
+def test_fig1_large_sigma_merges_the_subclasses():
     data = two_class_subclusters(n=200, seed=0)
     loss = MsDNNLoss(sigma=25.0 * SCALE)
-    start, end, points = descend(SCALE * data.x, data.labels, loss, 300, 10.0)
+    start, end, points = descend_from(SCALE * data.x, data.labels, loss, 300, 10.0)
     assert end < 0.1 * start
     assert loo_1nn_accuracy(points, data.labels) >= 0.95
     assert subclass_nmi(points, data.subclasses) <= 0.75

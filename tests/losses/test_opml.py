@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 import pytest
 import torch
-from sklearn.neighbors import NearestNeighbors
 
 from clusterable.data import two_class_subclusters
 from clusterable.losses import OPMLLoss, get_loss
+
+from _learning import descend, loo_1nn_accuracy, seeded_batch
 
 DIM, METRIC = 5, 3
 LABEL_SETS = [
@@ -21,10 +23,7 @@ LABEL_SETS = [
 WIDE = 3.0  # a wide semi-hard window, so that random batches mine many triplets
 
 
-def make_batch(labels: list[int], seed: int):
-    generator = torch.Generator().manual_seed(seed)
-    x = torch.randn(len(labels), DIM, generator=generator, dtype=torch.float64)
-    return x.requires_grad_(), torch.tensor(labels)
+make_batch = partial(seeded_batch, dim=DIM)
 
 
 def build(seed: int = 0, perturb: bool = True, **kwargs) -> OPMLLoss:
@@ -228,21 +227,7 @@ def test_arguments_are_checked():
     assert loss.L.shape == (6, 2) and loss.alpha_deg == 30.0
 
 
-@pytest.fixture
-def one_thread():
-    """The learning run uses tiny tensors: thread start-up, not arithmetic, dominates with more."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
-def loo_1nn_accuracy(points: np.ndarray, labels: np.ndarray) -> float:
-    neighbours = NearestNeighbors(n_neighbors=2).fit(points).kneighbors(points)[1][:, 1]
-    return float((labels[neighbours] == labels).mean())
-
-
-def test_gradient_descent_lowers_the_margin_term_and_separates_the_classes(one_thread):
+def test_gradient_descent_lowers_the_margin_term_and_separates_the_classes():
     """Training must lower mean m_i (the goal), not only reach ln 2 through w -> 0."""
     data = two_class_subclusters(n=100, std=6.0, seed=0)  # overlapping classes
     assert loo_1nn_accuracy(data.x, data.labels) < 0.9
@@ -252,11 +237,7 @@ def test_gradient_descent_lowers_the_margin_term_and_separates_the_classes(one_t
     optimiser = torch.optim.Adam([points, *loss.parameters()], lr=0.05)
     start = loss(points, labels).item()
     start_margin = loss.last_mean_margin_term
-    for _ in range(150):
-        optimiser.zero_grad()
-        loss(points, labels).backward()
-        optimiser.step()
-        loss.orthonormalize_()
+    descend(loss, points, labels, 150, optimiser, after_step=loss.orthonormalize_)
     end = loss(points, labels).item()
     assert end < start
     assert end >= math.log(2) - 1e-12  # softplus of a non-negative number

@@ -19,10 +19,11 @@ from pytorch_metric_learning import distances as pml_distances
 from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning import miners as pml_miners
 from pytorch_metric_learning import reducers as pml_reducers
-from sklearn.neighbors import KNeighborsClassifier
 
 from clusterable.data import two_class_subclusters
 from clusterable.losses import TripletMarginLoss, get_loss
+
+from _learning import PlainDescent, descend, loo_1nn_accuracy
 
 SEEDS = [0, 1, 2, 3]
 MININGS = ["all", "semi-hard", "batch-hard"]
@@ -165,27 +166,15 @@ def test_registered_with_facenet_defaults():
     assert (loss.margin, loss.mining, loss.normalize) == (0.2, "semi-hard", True)
 
 
-def one_nn_loo_accuracy(points: np.ndarray, labels: np.ndarray) -> float:
-    """Leave-one-out 1-NN accuracy with sklearn: the nearest other point votes."""
-    neighbours = KNeighborsClassifier(n_neighbors=2).fit(points, labels)
-    index = neighbours.kneighbors(points, return_distance=False)[:, 1]
-    return float((labels[index] == labels).mean())
-
-
 def test_gradient_descent_on_free_points_separates_classes():
     data = two_class_subclusters(n=80, std=6.0, seed=0)
     points = torch.tensor(data.x / data.x.std(), requires_grad=True)  # (80, 2)
     labels = torch.as_tensor(data.labels)
-    assert one_nn_loo_accuracy(data.x, data.labels) < 0.9
+    assert loo_1nn_accuracy(data.x, data.labels) < 0.9
     loss = TripletMarginLoss()
     first = loss(points, labels).item()
-    for _ in range(40):
-        value = loss(points, labels)
-        points.grad = None
-        value.backward()
-        with torch.no_grad():
-            points -= 50.0 * points.grad
+    descend(loss, points, labels, 40, PlainDescent([points], lr=50.0))
     assert loss(points, labels).item() < 0.1 * first
     # The loss lives on the unit circle: score the points where it sees them.
     unit = torch.nn.functional.normalize(points.detach(), dim=1).numpy()
-    assert one_nn_loo_accuracy(unit, data.labels) >= 0.95
+    assert loo_1nn_accuracy(unit, data.labels) >= 0.95

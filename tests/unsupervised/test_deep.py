@@ -24,14 +24,6 @@ from clusterable.unsupervised import (
 )
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 def blobs_with_uniform_noise(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Three tight 2-D blobs of 150 points and 60 uniform noise points (label -1)."""
     rng = np.random.default_rng(seed)

@@ -15,15 +15,6 @@ from clusterable.unsupervised import OPML, riemannian_steps, sample_semi_hard_tr
 METRIC_DIM = 5
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny matrices: thread start-up, not arithmetic, dominates with more threads."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
-
-
 @pytest.fixture(scope="module")
 def blobs() -> tuple[np.ndarray, np.ndarray]:
     """5 Gaussian blobs in 5 informative dimensions, drowned in 60 noise dimensions, unit norm."""

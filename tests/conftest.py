@@ -1,0 +1,21 @@
+"""Settings for the whole test session."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+@pytest.fixture(scope="session", autouse=True)
+def one_torch_thread():
+    """One intra-op torch thread for every test.
+
+    `make test` runs pytest with `-n 2` (two xdist workers) on a 2-core machine: with torch's
+    default of a thread per core, each worker's threads compete with the other worker's for the
+    same cores, and the tests' tiny tensors spend their time starting and syncing threads rather
+    than computing (~50x slower measured). Spawned DDP workers are fresh processes: unaffected.
+    """
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
