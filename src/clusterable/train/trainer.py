@@ -371,9 +371,8 @@ class Trainer:
             "world_size": self.env.world_size,
         }
         pointers = ("latest", "best") if improved else ("latest",)
-        model = self.model
         name = f"epoch-{self.epoch:04d}"
-        save_checkpoint(self.out, name, model, self.loss, self._state(), meta, pointers)
+        save_checkpoint(self.out, name, self.model, self.loss, self._state(), meta, pointers)
         prune_checkpoints(self.out, self.config.keep_checkpoints)
 
     def _resume(self) -> None:
