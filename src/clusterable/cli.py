@@ -221,13 +221,16 @@ def command_plot(args: argparse.Namespace) -> int:
 
     embeddings, labels, fine_labels, dataset = _embeddings_of(args)
     out = Path(args.out)
-    written = [plot_tsne(embeddings, labels, out / "tsne.png", subclasses=fine_labels)]
+    written = [
+        plot_tsne(embeddings, labels, out / "tsne.png", subclasses=fine_labels, seed=args.seed)
+    ]
     log = Path(args.source) / "log.jsonl"
     if log.is_file():
         written.append(plot_training_curves(log, out / "curves.png"))
     if dataset is not None and len(dataset.input_shape) == 3:
         images = np.stack([dataset[i][0].numpy() for i in range(len(dataset))])
-        written.append(plot_retrieval_grid(images, embeddings, labels, out / "retrieval.png"))
+        grid = out / "retrieval.png"
+        written.append(plot_retrieval_grid(images, embeddings, labels, grid, seed=args.seed))
     for path in written:
         print(f"wrote {path}")
     return 0
@@ -239,7 +242,10 @@ def command_reproduce(args: argparse.Namespace) -> int:
     mode = "quick" if args.quick else "full" if args.full else "default"
     out = Path(args.out)
     if args.experiment == "all":
-        reports = write_summary(out) if args.from_json else run_all(mode, args.seeds, out)
+        if args.from_json:
+            reports = write_summary(out)
+        else:
+            reports = run_all(mode, args.seeds, out, first_seed=args.seed)
         print(f"wrote {out.with_suffix('.md')} and {len(reports)} experiment folders in {out}")
         return 0
     if args.experiment not in EXPERIMENTS:
@@ -247,7 +253,8 @@ def command_reproduce(args: argparse.Namespace) -> int:
             f"unknown experiment {args.experiment!r}; choose one of: all, {', '.join(EXPERIMENTS)}"
         )
     folder = out / args.experiment
-    report = run_experiment(args.experiment, Budget(mode=mode, seeds=args.seeds, folder=folder))
+    budget = Budget(mode=mode, seeds=args.seeds, folder=folder, first_seed=args.seed)
+    report = run_experiment(args.experiment, budget)
     print(report.markdown())
     print(f"wrote {folder / 'results.md'} and {folder / 'results.json'}")
     return 0
@@ -274,7 +281,9 @@ def build_parser() -> argparse.ArgumentParser:
     def verb(name: str, help: str, example: str, run: Any) -> argparse.ArgumentParser:
         sub = verbs.add_parser(name, help=help, description=help, epilog=f"example: {example}")
         sub.set_defaults(run=run)
-        sub.add_argument("--seed", type=int, default=None if name == "train" else 0)
+        sub.add_argument(
+            "--seed", type=int, default=None if name == "train" else 0, help="seed of random steps"
+        )
         return sub
 
     demo = verb(

@@ -51,3 +51,11 @@ def test_summary_lists_what_was_run_and_what_was_not(tmp_path):
     page = (tmp_path / "results.md").read_text()
     assert page.index("`aas-synthetic`") < page.index("`msdnn-2d`")
     assert "Not run yet: aas-fashion, msdnn-subclass" in page
+
+
+def test_budget_seeds_start_at_the_first_seed():
+    from clusterable.reproduce import Budget
+
+    assert Budget(mode="quick").seed_list(1, 3) == [0]
+    assert Budget(first_seed=5).seed_list(1, 3) == [5, 6, 7]
+    assert Budget(mode="full", seeds=2, first_seed=1).seed_list(1, 3, 10) == [1, 2]

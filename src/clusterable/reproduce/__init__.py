@@ -45,10 +45,11 @@ ORDER = (
 )
 
 
-def run_all(mode: str, seeds: int | None, out: Path) -> list[ExperimentReport]:
+def run_all(mode: str, seeds: int | None, out: Path, first_seed: int = 0) -> list[ExperimentReport]:
     """Run every experiment into ``out/NAME/``, then :func:`write_summary`."""
     for name in sorted(EXPERIMENTS, key=ORDER.index):
-        run_experiment(name, Budget(mode=mode, seeds=seeds, folder=out / name))
+        budget = Budget(mode=mode, seeds=seeds, folder=out / name, first_seed=first_seed)
+        run_experiment(name, budget)
     return write_summary(out)
 
 

@@ -26,6 +26,7 @@ class Budget:
     mode: str = "default"  # "quick" | "default" | "full"
     seeds: int | None = None  # None: the experiment's own default for the mode
     folder: Path = Path("reports/reproduce")  # where this experiment writes its files
+    first_seed: int = 0  # seeds are first_seed, first_seed + 1, ...
 
     @property
     def quick(self) -> bool:
@@ -44,7 +45,8 @@ class Budget:
         return default
 
     def seed_list(self, quick: int, default: int, full: int | None = None) -> list[int]:
-        return list(range(self.seeds if self.seeds else self.pick(quick, default, full)))
+        count = self.seeds if self.seeds else self.pick(quick, default, full)
+        return list(range(self.first_seed, self.first_seed + count))
 
 
 Experiment = Callable[[Budget], ExperimentReport]
