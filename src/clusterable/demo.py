@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from clusterable._threads import single_thread
 from clusterable.data import MSDNN_COARSE, LabelledDataset, class_split, coarse_labels, load_dataset
 from clusterable.evaluate import evaluate_embeddings, knn_accuracy
 from clusterable.losses import available_losses, build_loss
@@ -126,13 +127,8 @@ def markdown_table(results: dict[str, dict[str, float]]) -> str:
 
 def run_demo(out: Path, quick: bool = False, seed: int = 0) -> dict[str, dict[str, float]]:
     """Train, evaluate and report every loss; returns ``{loss: {column: value}}``."""
-    threads = torch.get_num_threads()
-    # The demo's batches are tiny (120 x 64): a second intra-op thread costs more than it saves.
-    torch.set_num_threads(1)
-    try:
+    with single_thread():  # batches of 120 x 64
         return _run_demo(out, quick, seed)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run_demo(out: Path, quick: bool, seed: int) -> dict[str, dict[str, float]]:

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from threadpoolctl import threadpool_limits
 from torch import nn
 
+from clusterable._threads import single_thread
 from clusterable.cluster import gmm, kmeans
 from clusterable.data import LabelledDataset, load_dataset, stratified_split
 from clusterable.evaluate import ari, cluster_accuracy, silhouette, v_measure
@@ -323,16 +323,8 @@ def corel_fashion(budget: Budget) -> ExperimentReport:
     """COREL Tables 2 and 4 on Fashion-MNIST, with the paper's claims checked."""
     plan = protocol(budget)
     seeds = budget.seed_list(quick=1, default=2, full=10)
-    threads = torch.get_num_threads()
-    # These small networks train many times faster on one thread than on two on a loaded
-    # machine (measured 6 ms vs 300 ms per FFNN step with other jobs running); likewise the
-    # diagonal GMM's BLAS calls (0.2 s vs 4 s on 10,000 x 64 points).
-    torch.set_num_threads(1)
-    try:
-        with threadpool_limits(limits=1):
-            tables = _run(plan, seeds)
-    finally:
-        torch.set_num_threads(threads)
+    with single_thread():
+        tables = _run(plan, seeds)
     rows, claim_list, latent, labels, curves, seconds, sizes = tables
 
     plots = ["lambda_tuning.png", "latent_space.png"]

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from clusterable._threads import single_thread
 from clusterable.cluster import kmeans
 from clusterable.data.synthetic import (
     SyntheticSet,
@@ -48,17 +49,15 @@ def subclass_nmi(points: np.ndarray, subclasses: np.ndarray, seed: int) -> float
 
 def descend(points: np.ndarray, labels: np.ndarray, sigma: float, steps: int) -> np.ndarray:
     """Move the points themselves by SGD on the MsDNN loss (detached weights, Algorithm 1)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # (n, n) with n <= 500: thread start-up costs more than it saves
     free = torch.tensor(points, dtype=torch.float64, requires_grad=True)  # (n, 2)
     target = torch.as_tensor(labels)
     loss = MsDNNLoss(sigma=sigma)
     optimiser = torch.optim.SGD([free], lr=LEARNING_RATE)
-    for _ in range(steps):
-        optimiser.zero_grad()
-        loss(free, target).backward()
-        optimiser.step()
-    torch.set_num_threads(threads)
+    with single_thread():  # (n, n) with n <= 500
+        for _ in range(steps):
+            optimiser.zero_grad()
+            loss(free, target).backward()
+            optimiser.step()
     return free.detach().numpy()
 
 

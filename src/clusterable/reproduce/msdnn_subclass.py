@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from clusterable._threads import single_thread
 from clusterable.cluster import kmeans
 from clusterable.data import (
     MSDNN_COARSE,
@@ -29,7 +30,6 @@ from clusterable.reproduce._training import (
     Backbone,
     Method,
     backbone_for,
-    single_thread,
     train_and_embed,
 )
 from clusterable.reproduce.experiment import Budget, experiment

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from clusterable._threads import single_thread
 from clusterable.cluster import spectral_embedding
 from clusterable.data import LabelledDataset, class_split, first_per_class, load_dataset
 from clusterable.evaluate import evaluate_embeddings
@@ -24,7 +25,6 @@ from clusterable.reproduce._training import (
     Backbone,
     Method,
     backbone_for,
-    single_thread,
     train_and_embed,
 )
 from clusterable.reproduce.experiment import Budget, experiment
