@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -145,9 +146,10 @@ def command_train(args: argparse.Namespace) -> int:
     config = TrainConfig.from_dict(train_settings)
     out = Path(args.out) if args.out else Path("runs") / f"{spec.data}-{spec.loss}"
     result, metrics = train_run(spec, config, out=out, resume=args.resume)
-    print(f"\ntest split of {spec.data}, best checkpoint {result.checkpoint}:")
-    _print_table(metrics)
-    print(f"run folder: {out}")
+    if os.environ.get("RANK", "0") == "0":  # under torchrun, one process reports
+        print(f"\ntest split of {spec.data}, best checkpoint {result.checkpoint}:")
+        _print_table(metrics)
+        print(f"run folder: {out}")
     return 0
 
 
