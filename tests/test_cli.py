@@ -205,3 +205,41 @@ def test_evaluate_bad_arrays_are_one_line_errors(
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1, err
+
+
+@pytest.mark.slow
+def test_train_under_torchrun_with_two_processes(tmp_path):
+    import subprocess
+    import sys
+
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "clusterable",
+        "train",
+        "--data",
+        "digits",
+        "--loss",
+        "spectral",
+        "--chunk-size",
+        "16",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "60",
+        "--embedding-dim",
+        "16",
+        "--no-progress",
+        "--out",
+        str(tmp_path),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("recall@1") == 1, "exactly one process reports"
+    meta = json.loads((tmp_path / "checkpoints" / "epoch-0001" / "meta.json").read_text())
+    assert meta["world_size"] == 2
+    assert 0.5 < json.loads((tmp_path / "test_metrics.json").read_text())["recall@1"] <= 1.0

@@ -74,6 +74,12 @@ def gather_with_grad(local: Tensor, env: Distributed) -> Tensor:
     return torch.cat(parts)
 
 
+def barrier(env: Distributed) -> None:
+    """Wait for every process (e.g. until the main one has written a checkpoint)."""
+    if env.enabled:
+        dist.barrier()
+
+
 def all_reduce_mean(value: float, env: Distributed) -> float:
     """Mean of a Python number over all processes (for logging)."""
     if not env.enabled:

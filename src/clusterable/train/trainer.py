@@ -52,6 +52,7 @@ from clusterable.train.config import TrainConfig
 from clusterable.train.distributed import (
     Distributed,
     all_reduce_mean,
+    barrier,
     gather_with_grad,
     setup_distributed,
 )
@@ -321,6 +322,7 @@ class Trainer:
             every = self.config.checkpoint_every
             if self.out is not None and (last or (every and self.epoch % every == 0) or improved):
                 self._save(improved)
+                barrier(self.env)  # the other processes read the checkpoint pointers after this
             if stop:
                 break
         return self._finish()
