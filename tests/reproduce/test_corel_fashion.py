@@ -3,15 +3,14 @@ files written; and the claim checks on hand-made rows."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from clusterable.data import LabelledDataset, load_dataset
-from clusterable.reproduce import Budget, Row, run_experiment
+from clusterable.data import LabelledDataset
+from clusterable.reproduce import Row
 
 # Importing the module registers the experiment.
 from clusterable.reproduce.corel_fashion import (
@@ -26,14 +25,8 @@ METHODS = [f"{model} {name}" for model in MODELS for name in [*LOSSES.values(), 
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    try:
-        load_dataset("fashion-mnist", split="test")
-    except FileNotFoundError as error:
-        pytest.skip(f"Fashion-MNIST is not installed: {error}")
-    folder = tmp_path_factory.mktemp("corel-fashion")
-    run_experiment("corel-fashion", Budget(mode="quick", folder=folder))
-    return folder, json.loads((folder / "results.json").read_text())
+def quick_run(run_quick) -> tuple[Path, dict]:
+    return run_quick("corel-fashion")
 
 
 def test_table_has_every_model_loss_and_metric(quick_run: tuple[Path, dict]) -> None:

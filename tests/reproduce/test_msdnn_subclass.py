@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 from PIL import Image
-
-from clusterable.data import load_dataset
-from clusterable.reproduce import Budget, run_experiment
 
 # Importing the module registers the experiment.
 from clusterable.reproduce.msdnn_subclass import PAPER, best_knn_accuracy
@@ -20,14 +16,8 @@ METRICS = ["nmi", "accuracy", "knn_accuracy"]
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    try:
-        load_dataset("fashion-mnist", split="test")
-    except FileNotFoundError as error:
-        pytest.skip(f"Fashion-MNIST is not installed: {error}")
-    folder = tmp_path_factory.mktemp("msdnn-subclass")
-    run_experiment("msdnn-subclass", Budget(mode="quick", folder=folder))
-    return folder, json.loads((folder / "results.json").read_text())
+def quick_run(run_quick) -> tuple[Path, dict]:
+    return run_quick("msdnn-subclass")
 
 
 def test_table_has_every_method_and_metric(quick_run: tuple[Path, dict]) -> None:

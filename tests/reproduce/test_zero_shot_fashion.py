@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -10,9 +9,7 @@ import pytest
 from PIL import Image
 
 from clusterable.cluster import spectral
-from clusterable.data import load_dataset
 from clusterable.evaluate import nmi
-from clusterable.reproduce import Budget, run_experiment
 
 # Importing the module registers the experiment.
 from clusterable.reproduce.zero_shot_fashion import METRICS, zero_shot_scores
@@ -31,14 +28,8 @@ ROWS = [
 
 
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    try:
-        load_dataset("fashion-mnist", split="test")
-    except FileNotFoundError as error:
-        pytest.skip(f"Fashion-MNIST is not installed: {error}")
-    folder = tmp_path_factory.mktemp("zero-shot-fashion")
-    run_experiment("zero-shot-fashion", Budget(mode="quick", folder=folder))
-    return folder, json.loads((folder / "results.json").read_text())
+def quick_run(run_quick) -> tuple[Path, dict]:
+    return run_quick("zero-shot-fashion")
 
 
 def test_table_has_every_row_and_metric(quick_run: tuple[Path, dict]) -> None:
