@@ -55,10 +55,7 @@ def two_class_subclusters(n: int = 500, std: float = 1.5, seed: int = 0) -> Synt
     seed : int
         Random seed.
     """
-    rng = np.random.default_rng(seed)
-    subclasses = np.arange(n) % len(SUBCLUSTER_CENTRES)
-    x = SUBCLUSTER_CENTRES[subclasses] + std * rng.standard_normal((n, 2))
-    return SyntheticSet(x=x, labels=subclasses // 2, subclasses=subclasses)
+    return _two_classes_of_two_gaussians(SUBCLUSTER_CENTRES, n, std, seed)
 
 
 def interleaved_subclusters(n: int = 500, std: float = 1.5, seed: int = 0) -> SyntheticSet:
@@ -79,9 +76,16 @@ def interleaved_subclusters(n: int = 500, std: float = 1.5, seed: int = 0) -> Sy
     seed : int
         Random seed.
     """
+    return _two_classes_of_two_gaussians(INTERLEAVED_CENTRES, n, std, seed)
+
+
+def _two_classes_of_two_gaussians(
+    centres: np.ndarray, n: int, std: float, seed: int
+) -> SyntheticSet:
+    """Points round four centres in turn; sub-classes 0, 1 are class 0 and 2, 3 class 1."""
     rng = np.random.default_rng(seed)
-    subclasses = np.arange(n) % len(INTERLEAVED_CENTRES)
-    x = INTERLEAVED_CENTRES[subclasses] + std * rng.standard_normal((n, 2))
+    subclasses = np.arange(n) % len(centres)
+    x = centres[subclasses] + std * rng.standard_normal((n, 2))
     return SyntheticSet(x=x, labels=subclasses // 2, subclasses=subclasses)
 
 
