@@ -51,3 +51,33 @@ def check_n_clusters(k: object, n_samples: int) -> int:
             f"cannot make {k} clusters from {n_samples} points: choose 1 <= k <= {n_samples}"
         )
     return k
+
+
+def rescaled(points: np.ndarray) -> np.ndarray:
+    """``points`` moved to the origin and scaled into ``[-1, 1]``, in float64.
+
+    Every partition algorithm here is invariant to translating all points and scaling them by one
+    factor, but their arithmetic is not: squared distances of float32 values near 1e19 overflow (and
+    faiss aborts the process), and at 1e-25 they underflow so that every point looks the same.
+    Working on ``(x - mean) / max|x - mean|`` gives the same partition for any finite input. The
+    scale is taken out first so that neither the mean nor the subtraction can overflow.
+
+    Parameters
+    ----------
+    points : np.ndarray
+        ``(n, d)`` finite values (as `check_points` returns them).
+
+    Returns
+    -------
+    np.ndarray
+        ``(n, d)`` float64, centred, with largest absolute value 1 (all zeros when every point is
+        the same).
+    """
+    x = np.asarray(points, dtype=np.float64)
+    peak = np.abs(x).max(initial=0.0)
+    if peak == 0.0:
+        return np.zeros_like(x)
+    x = x / peak
+    x = x - x.mean(axis=0)
+    spread = np.abs(x).max(initial=0.0)
+    return x / spread if spread > 0.0 else x
