@@ -1,10 +1,25 @@
-"""Input checks shared by the partition algorithms: errors say what was wrong and what to do."""
+"""Input checks and the cluster-count warning shared by the partition algorithms.
+
+Errors say what was wrong and what to do; warnings name the reason.
+"""
 
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
+
+
+class ClusterCountWarning(UserWarning):
+    """A partition algorithm returned a different number of clusters than was asked for."""
+
+
+def warn_cluster_count(method: str, found: int, k: int, reason: str) -> None:
+    """Warn, from the caller of ``method``, that it returns ``found`` clusters instead of ``k``."""
+    clusters = "cluster" if found == 1 else "clusters"
+    message = f"{method} returned {found} {clusters}, not {k}: {reason}"
+    warnings.warn(message, ClusterCountWarning, stacklevel=3)
 
 
 def check_points(x: object, *, dtype: type = np.float64) -> np.ndarray:

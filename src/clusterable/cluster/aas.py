@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.neighbors import NearestNeighbors
 
-from clusterable.cluster._validation import check_points
+from clusterable.cluster._validation import check_points, rescaled
 
 #: Up to this dimension a k-d tree finds exact neighbours faster than faiss's brute force
 #: (10,000 points, 51 neighbours: 0.07 s against 0.8 s in 2-D; at 64-D it is 8.6 s against 0.7 s).
@@ -34,6 +34,14 @@ def knn_graph(points: np.ndarray, k_graph: int) -> tuple[np.ndarray, np.ndarray]
 
     The point is removed by index, not by assuming it comes first: with duplicate points the
     search may list a twin before the point itself.
+
+    Parameters
+    ----------
+    points : np.ndarray
+        ``(n, d)`` float64 points; faiss (above `KD_TREE_MAX_DIM` dimensions) searches them in
+        float32, so they should be centred and of moderate scale (`rescaled`).
+    k_graph : int
+        Neighbours per point, ``1 <= k_graph < n``.
 
     Returns
     -------
@@ -51,9 +59,10 @@ def knn_graph(points: np.ndarray, k_graph: int) -> tuple[np.ndarray, np.ndarray]
         )
         squared = distances**2
     else:
+        single = np.ascontiguousarray(points, dtype=np.float32)
         index = faiss.IndexFlatL2(d)
-        index.add(points)
-        squared, neighbours = index.search(points, k_graph + 1)  # (n, k_graph + 1)
+        index.add(single)
+        squared, neighbours = index.search(single, k_graph + 1)  # (n, k_graph + 1)
     is_self = neighbours == np.arange(n)[:, None]
     # Rows where the point was pushed out by k_graph + 1 twins drop their last (farthest) neighbour.
     is_self[~is_self.any(axis=1), -1] = True
@@ -101,6 +110,12 @@ def aas(
        of one cluster per copy.
     7. Clusters whose summed authority is below ``theta_min`` percent of the total are noise.
 
+    Every step depends on distances only through ``delta_ij / delta_max`` and on the authority
+    only through ratios, so the clusters do not change when all points are moved or scaled by one
+    factor. The graph is therefore built on the points centred and scaled into ``[-1, 1]``:
+    faiss's float32 squared distances would overflow near 1e19, vanish near 1e-20 and lose the
+    spread of points far from the origin.
+
     Parameters
     ----------
     x : array-like of shape (n, d)
@@ -142,7 +157,7 @@ def aas(
     >>> len(set(labels[:100]) & set(labels[100:]))
     0
     """
-    points = check_points(x, dtype=np.float32)
+    points = check_points(x)
     n = points.shape[0]
     if isinstance(k_graph, bool) or not isinstance(k_graph, numbers.Integral) or k_graph < 1:
         raise ValueError(f"k_graph must be a positive integer, got {k_graph!r}")
@@ -158,7 +173,7 @@ def aas(
         return np.zeros(1, dtype=np.int64)
     k_graph = min(int(k_graph), n - 1)
 
-    neighbours, squared = knn_graph(points, k_graph)
+    neighbours, squared = knn_graph(rescaled(points), k_graph)
     longest = squared.max()
     # All points equal: every edge has the largest weight, exp(0).
     weights = np.exp(-2.0 * squared / longest) if longest > 0.0 else np.ones_like(squared)

@@ -8,14 +8,18 @@ import numpy as np
 from sklearn.cluster import affinity_propagation as sklearn_affinity_propagation
 from sklearn.exceptions import ConvergenceWarning
 
-from clusterable.cluster._validation import check_n_clusters, check_points
+from clusterable.cluster._validation import (
+    ClusterCountWarning,
+    check_n_clusters,
+    check_points,
+    rescaled,
+    warn_cluster_count,
+)
+
+__all__ = ["ClusterCountWarning", "affinity_propagation"]
 
 #: Above this many points the three dense n x n float64 matrices of affinity propagation pass 10 GB.
 MAX_POINTS = 20_000
-
-
-class ClusterCountWarning(UserWarning):
-    """Affinity propagation could not be made to return exactly the requested number of clusters."""
 
 
 def _run(similarity: np.ndarray, preference: float, damping: float) -> np.ndarray | None:
@@ -46,6 +50,19 @@ def affinity_propagation(
     lifted-structure paper does to compare with k-means at the number of test classes. Runs that do
     not converge count as "too many clusters" (oscillation happens at high preferences).
 
+    The partition does not change when every point is moved or scaled by one factor (the messages
+    scale with the similarities, the bisection with its bounds), so the similarities are computed
+    on the points centred and scaled into ``[-1, 1]``: they cannot overflow, and an offset far
+    from the origin no longer cancels their significant digits.
+
+    Exact duplicates are merged into one point whose similarity row counts once per copy
+    (``s'(i, j) = m_i s(i, j)`` for a point with ``m_i`` copies; similarities may be asymmetric in
+    affinity propagation). The net similarity that affinity propagation maximises, the sum of
+    ``s(i, exemplar(i))`` plus the preference of every exemplar, is the same as on the copies;
+    but on the copies themselves the exact ties leave the messages degenerate (12 points at 3
+    locations gave one cluster for ``k = 3``). Copies therefore always share a cluster, and when
+    there are no more distinct points than ``k`` each distinct point is its own cluster.
+
     Parameters
     ----------
     x : array-like of shape (n, d)
@@ -63,7 +80,8 @@ def affinity_propagation(
     np.ndarray
         ``(n,)`` int64 cluster ids. Exactly ``k`` distinct ids when the bisection hits ``k``;
         otherwise the converged labelling whose cluster count is closest to ``k`` (ties: the
-        smaller count), with a :class:`ClusterCountWarning`.
+        smaller count), with a :class:`ClusterCountWarning`. Also with that warning, one cluster
+        per distinct point when ``x`` holds fewer than ``k`` distinct points.
 
     Raises
     ------
@@ -96,22 +114,31 @@ def affinity_propagation(
         )
     if k == 1:
         return np.zeros(n, dtype=np.int64)
-    if k == n:
-        return np.arange(n, dtype=np.int64)
-
-    squared_norms = np.einsum("ij,ij->i", points, points)
-    similarity = -(squared_norms[:, None] + squared_norms[None, :] - 2.0 * points @ points.T)
-    np.minimum(similarity, 0.0, out=similarity)  # rounding can make -||xi - xj||^2 positive
-    off_diagonal = similarity[~np.eye(n, dtype=bool)]
-    low, high = float(off_diagonal.min()), float(off_diagonal.max())
-    if low == high:
+    distinct, location, copies = np.unique(points, axis=0, return_inverse=True, return_counts=True)
+    location = location.ravel().astype(np.int64)  # (n,) index of each point's distinct point
+    if distinct.shape[0] == 1:
         raise ValueError(
             f"all points are equal, so affinity propagation cannot tell {k} clusters apart; "
-            "use k=1 or deduplicate the points"
+            "use k=1 or check the points"
         )
+    m = distinct.shape[0]
+    if m <= k:
+        if m < k:
+            reason = f"the {n} points hold only {m} distinct points; each is one cluster"
+            warn_cluster_count("affinity propagation", m, k, reason)
+        return location
+
+    work = rescaled(distinct)
+    squared_norms = np.einsum("ij,ij->i", work, work)
+    similarity = -(squared_norms[:, None] + squared_norms[None, :] - 2.0 * work @ work.T)
+    np.minimum(similarity, 0.0, out=similarity)  # rounding can make -||xi - xj||^2 positive
+    similarity *= copies[:, None]  # s'(i, j) = m_i s(i, j): point i stands for its m_i copies
+    off_diagonal = similarity[~np.eye(similarity.shape[0], dtype=bool)]
+    low, high = float(off_diagonal.min()), float(off_diagonal.max())
 
     best_labels, best_gap = None, None
-    span = high - low
+    # Equidistant points give one similarity value (low < 0, the points being distinct).
+    span = high - low if high > low else -low
     for _ in range(max_steps):
         preference = 0.5 * (low + high)
         labels = _run(similarity, preference, damping)
@@ -119,9 +146,9 @@ def affinity_propagation(
         if count is not None:
             gap = (abs(count - k), count)
             if best_gap is None or gap < best_gap:
-                best_labels, best_gap = labels, gap
+                best_labels, best_gap = labels[location], gap
             if count == k:
-                return labels
+                return labels[location]
         if count is None or count > k:
             high = preference
             if high - low < 1e-9 * span:  # the lower end itself gives too many: widen it
@@ -134,10 +161,10 @@ def affinity_propagation(
             f"affinity propagation did not converge in {max_steps} runs; try a larger damping "
             "(closer to 1) or another method such as kmeans"
         )
-    warnings.warn(
-        f"affinity propagation gave {best_gap[1]} clusters, not {k}, after {max_steps} bisection "
-        "steps on the preference; returning the closest labelling",
-        ClusterCountWarning,
-        stacklevel=2,
+    warn_cluster_count(
+        "affinity propagation",
+        best_gap[1],
+        k,
+        f"no preference in {max_steps} bisection steps gave {k}; returning the closest labelling",
     )
     return best_labels

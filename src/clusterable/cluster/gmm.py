@@ -5,7 +5,12 @@ from __future__ import annotations
 import numpy as np
 from sklearn.mixture import GaussianMixture
 
-from clusterable.cluster._validation import check_n_clusters, check_points
+from clusterable.cluster._validation import (
+    check_n_clusters,
+    check_points,
+    rescaled,
+    warn_cluster_count,
+)
 
 #: Variance added to every diagonal covariance entry, relative to the mean feature variance.
 RELATIVE_REG_COVAR = 1e-6
@@ -21,6 +26,15 @@ def gmm(x: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
     embedding (scikit-learn's absolute default 1e-6 would swamp a set with variance 1e-6 and vanish
     on one with variance 1e6). EM starts from k-means (scikit-learn's default) and runs once.
 
+    With the relative ``reg_covar`` the fit commutes with moving every point and scaling it by
+    one factor, so EM runs on the points centred and scaled into ``[-1, 1]``: the variances of
+    points beyond ~1e154 overflow, and an offset far from the origin (1e9 with unit spread) leaves
+    too few significant digits for the covariances.
+
+    A component may end up most probable for no point (EM is free to leave it empty, and ``x``
+    may hold fewer than ``k`` distinct points); then fewer than ``k`` ids come back, with a
+    :class:`~clusterable.cluster.ClusterCountWarning` naming which of the two happened.
+
     Parameters
     ----------
     x : array-like of shape (n, d)
@@ -33,7 +47,8 @@ def gmm(x: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
     Returns
     -------
     np.ndarray
-        ``(n,)`` int64 component ids in ``[0, k)``.
+        ``(n,)`` int64 component ids in ``[0, k)`` (fewer than ``k`` of them with a warning, see
+        above).
 
     Raises
     ------
@@ -59,10 +74,21 @@ def gmm(x: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
     k = check_n_clusters(k, points.shape[0])
     if k == 1:  # one component holds every point; scikit-learn also refuses a single sample
         return np.zeros(points.shape[0], dtype=np.int64)
-    mean_variance = float(points.var(axis=0).mean())
+    work = rescaled(points)
+    mean_variance = float(work.var(axis=0).mean())
     # Constant data has no scale to be relative to: fall back to scikit-learn's absolute default.
     reg_covar = RELATIVE_REG_COVAR * (mean_variance if mean_variance > 0.0 else 1.0)
     mixture = GaussianMixture(
         n_components=k, covariance_type="diag", reg_covar=reg_covar, random_state=seed
     )
-    return mixture.fit_predict(points).astype(np.int64)
+    labels = mixture.fit_predict(work).astype(np.int64)
+    found = int(np.unique(labels).size)
+    if found < k:
+        distinct = np.unique(points, axis=0).shape[0]
+        reason = (
+            f"the {points.shape[0]} points hold only {distinct} distinct points"
+            if distinct < k
+            else f"EM left {k - found} component(s) most probable for no point; try another seed"
+        )
+        warn_cluster_count("gmm", found, k, reason)
+    return labels
