@@ -1,9 +1,11 @@
 """Affinity propagation with preference bisection: exactly k clusters, warnings, odd inputs."""
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
-from sklearn.metrics import normalized_mutual_info_score
+from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 from clusterable.cluster import ClusterCountWarning, affinity_propagation
 
@@ -31,3 +33,27 @@ def test_trivial_counts_and_equal_points():
         affinity_propagation(np.ones((5, 2)), 2)
     with pytest.raises(ValueError, match="cannot make"):
         affinity_propagation(x, 7)
+
+
+def test_exact_duplicates_give_k_clusters():
+    # 12 points at 3 exact locations: the ties used to leave the messages degenerate (1 cluster).
+    x = np.repeat([[0.0, 0.0], [5.0, 0.0], [0.0, 5.0]], 4, axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ClusterCountWarning)
+        labels = affinity_propagation(x, 3)
+    assert adjusted_rand_score(np.repeat([0, 1, 2], 4), labels) == 1.0
+
+
+def test_duplicates_among_distinct_points_share_a_cluster():
+    rng = np.random.default_rng(0)
+    x, y = make_blobs(40, 3, centers=4, cluster_std=0.3, random_state=1)
+    copies = rng.integers(1, 4, size=len(x))
+    labels = affinity_propagation(np.repeat(x, copies, axis=0), 4)
+    assert adjusted_rand_score(np.repeat(y, copies), labels) == 1.0
+
+
+def test_fewer_distinct_points_than_k_warns_naming_them():
+    x = np.repeat([[0.0, 0.0], [5.0, 0.0], [0.0, 5.0]], 4, axis=0)
+    with pytest.warns(ClusterCountWarning, match="returned 3 clusters, not 4: .* only 3 distinct"):
+        labels = affinity_propagation(x, 4)
+    assert adjusted_rand_score(np.repeat([0, 1, 2], 4), labels) == 1.0

@@ -59,3 +59,23 @@ def test_odd_inputs_give_labels_or_value_error(n, d, k, dup):
         assert "cluster" in str(error) or "equal" in str(error)
         return
     assert labels.shape == (n,) and labels.min() >= 0 and labels.max() < k
+
+
+def test_default_rank_k_recovers_blobs_where_the_papers_rank_collapses():
+    # d = 20 > k = 3: r = rank(M_t) = 20 whitens 17 noise directions to the weight of the 2 class
+    # directions (ARI 0.06); r = k keeps the class directions (ARI 1.0).
+    x, y = make_blobs(60, 20, centers=3, random_state=0)
+    assert adjusted_rand_score(y, spectral(x, 3)) == 1.0
+    assert adjusted_rand_score(y, spectral(x, 3, rank=3)) == 1.0
+    assert adjusted_rand_score(y, spectral(x, 3, rank=None)) < 0.1
+
+
+def test_paper_rank_and_default_agree_when_d_equals_k():
+    x, _ = make_blobs(200, 6, centers=6, cluster_std=1.5, random_state=0)
+    assert np.array_equal(spectral(x, 6, rank=None), spectral(x, 6))
+
+
+@pytest.mark.parametrize("rank", [0, -1, 2.5, "paper", True])
+def test_invalid_rank_is_a_value_error(rank):
+    with pytest.raises(ValueError, match="rank must be"):
+        spectral(np.random.default_rng(0).normal(size=(10, 3)), 2, rank=rank)

@@ -85,10 +85,13 @@ def gmm(x: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
     found = int(np.unique(labels).size)
     if found < k:
         distinct = np.unique(points, axis=0).shape[0]
-        reason = (
-            f"the {points.shape[0]} points hold only {distinct} distinct points"
-            if distinct < k
-            else f"EM left {k - found} component(s) most probable for no point; try another seed"
-        )
+        if distinct < k:
+            noun = "point" if distinct == 1 else "points"
+            reason = f"the {points.shape[0]} points hold only {distinct} distinct {noun}"
+        else:
+            reason = (
+                f"EM left {k - found} component(s) most probable for no point (a mixture need not "
+                "use every component; ask for fewer clusters or use kmeans)"
+            )
         warn_cluster_count("gmm", found, k, reason)
     return labels

@@ -61,11 +61,15 @@ def as_embeddings(x: Any, name: str = "emb") -> np.ndarray:
 def as_labels(y: Any, n: int, name: str = "labels") -> tuple[np.ndarray, np.ndarray]:
     """Encode labels as compact codes ``0 .. C-1``.
 
+    Labels only need to be sorted together. Numbers and strings cannot be: an object array that
+    mixes them (``[3, "cat"]``) is an error rather than a guess, since ``1`` and ``"1"`` could be
+    one class or two; convert every label to one type first.
+
     Parameters
     ----------
     y : array-like
-        ``(n,)`` labels of any type ``numpy.unique`` can sort (ints, integral floats, strings);
-        ``(n, 1)`` is accepted too.
+        ``(n,)`` labels of any type ``numpy.unique`` can sort (ints, integral floats, strings, an
+        object array of either); ``(n, 1)`` is accepted too.
     n : int
         The number of items the labels must describe.
     name : str
@@ -77,6 +81,12 @@ def as_labels(y: Any, n: int, name: str = "labels") -> tuple[np.ndarray, np.ndar
         ``(n,)`` int64, ``codes[i]`` is the rank of ``y[i]`` among the distinct labels.
     classes : numpy.ndarray
         ``(C,)`` the distinct labels, sorted; ``classes[codes] == y``.
+
+    Raises
+    ------
+    ValueError
+        If the labels have the wrong shape or length, are missing (NaN, inf, None), are
+        non-integer floats, or mix types that cannot be sorted together.
     """
     arr = to_numpy(y, name)
     if arr.ndim == 2 and arr.shape[1] == 1:
@@ -93,7 +103,32 @@ def as_labels(y: Any, n: int, name: str = "labels") -> tuple[np.ndarray, np.ndar
             raise ValueError(f"{name} contains NaN or inf; every item needs a label.")
         if not (arr == np.round(arr)).all():
             raise ValueError(f"{name} holds non-integer floats; pass integer class ids.")
-    classes, codes = np.unique(arr, return_inverse=True)
+    if arr.dtype == object:
+        missing = np.flatnonzero(
+            [
+                value is None or (isinstance(value, (float, np.floating)) and np.isnan(value))
+                for value in arr
+            ]
+        )
+        if missing.size:
+            raise ValueError(
+                f"{name} has {missing.size} missing label(s) (None or NaN; first: row "
+                f"{missing[0]}); every item needs a label: drop those items or give them a class."
+            )
+    try:
+        classes, codes = np.unique(arr, return_inverse=True)
+    except TypeError:  # an object array whose labels Python cannot order, e.g. 3 and "cat"
+        first_row_of_type: dict[type, int] = {}
+        for row, value in enumerate(arr):
+            first_row_of_type.setdefault(type(value), row)
+        examples = ", ".join(
+            f"{type(arr[row]).__name__} {arr[row]!r} (row {row})"
+            for row in sorted(first_row_of_type.values())
+        )
+        raise ValueError(
+            f"{name} mixes label types that cannot be sorted together: {examples}; give every "
+            "item a label of one type, e.g. labels.astype(str) or integer class ids."
+        ) from None
     return codes.reshape(-1).astype(np.int64), classes
 
 

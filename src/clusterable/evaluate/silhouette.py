@@ -62,7 +62,8 @@ def silhouette(
     Raises
     ------
     ValueError
-        If the items form fewer than 2 clusters, or as many clusters as items.
+        If the items form fewer than 2 clusters, or as many clusters as items, or
+        ``sample_size`` is not a positive int, ``"auto"`` or None.
 
     References
     ----------
@@ -92,6 +93,15 @@ def silhouette(
         raise ValueError(f"metric must be 'euclidean' or 'cosine', got {metric!r}.")
     if sample_size == "auto":
         sample_size = max(1, AUTO_DISTANCE_BUDGET // n)
+    elif sample_size is not None and (
+        isinstance(sample_size, bool)
+        or not isinstance(sample_size, (int, np.integer))
+        or sample_size < 1
+    ):
+        raise ValueError(
+            "sample_size must be a positive number of items, 'auto' or None (every item), got "
+            f"{sample_size!r}."
+        )
     scored = np.arange(n)
     if sample_size is not None and n > sample_size:
         scored = np.sort(np.random.default_rng(seed).choice(n, sample_size, replace=False))
