@@ -8,6 +8,7 @@ from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 from clusterable.cluster import kmeans, spectral
+from clusterable.evaluate import evaluate_embeddings
 
 
 def algorithm_2(f: np.ndarray, k: int, seed: int) -> np.ndarray:
@@ -68,6 +69,7 @@ def test_default_rank_k_recovers_blobs_where_the_papers_rank_collapses():
     assert adjusted_rand_score(y, spectral(x, 3)) == 1.0
     assert adjusted_rand_score(y, spectral(x, 3, rank=3)) == 1.0
     assert adjusted_rand_score(y, spectral(x, 3, rank=None)) < 0.1
+    assert evaluate_embeddings(x, y, clustering="spectral")["ari"] == 1.0
 
 
 def test_paper_rank_and_default_agree_when_d_equals_k():
