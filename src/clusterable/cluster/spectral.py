@@ -73,10 +73,11 @@ def spectral(
     - ``rank=None``: ``r = rank(M_t)``, Algorithm 2 as printed (``M_t M_t^+ = U_t U_t^T``). The
       paper sets the embedding size to the number of classes on CUB-200 and Cars-196, where this
       is ``r = d = k``. When ``d > k`` it keeps every direction of the embedding, each scaled to
-      the same unit norm (``U_t`` is orthonormal): the ``d - k`` directions that only hold
-      within-class noise weigh as much as the class directions and the partition collapses. On
-      three well-separated blobs in 20-D (``make_blobs(60, 20, centers=3, random_state=0)``)
-      ``rank=None`` gives ARI 0.06 and ``rank="k"`` gives 1.0. The two rules agree when ``d = k``.
+      the same unit norm (``U_t`` is orthonormal): the directions that only hold within-class
+      noise weigh as much as the class directions and the partition collapses. On three
+      well-separated blobs in 20-D (``make_blobs(60, 20, centers=3, random_state=0)``)
+      ``rank=None`` gives ARI 0.06 and ``rank="k"`` gives 1.0. The two rules agree whenever
+      ``k >= rank(M_t)``: when ``d = k``, and on Stanford Online Products (d = 512, k = 11,316).
     - an int ``r``: ``min(r, rank(M_t))`` vectors.
 
     Parameters
