@@ -5,8 +5,9 @@ gallery items are nearest to these queries". The exact kind reuses the evaluatio
 (`clusterable.evaluate.neighbors`: faiss when installed, torch otherwise, the same neighbours, ties
 ordered by gallery row), so a saved index answers exactly what ``evaluate`` measured. The
 approximate kinds are faiss's inverted lists (``"ivf"``) and HNSW graph (``"hnsw"``). Building one
-widens its search until recall@10 against exact search reaches a target on a sample of gallery
-items, then measures recall@10 on other items and keeps it, so the user sees what the speed costs.
+widens its search until recall@10 against exact search reaches a target for a sample of gallery
+items held out as new queries, then measures recall@10 for other held-out items and keeps it, so
+the user sees what the speed costs.
 
 A saved index is one ``.npz`` file (no pickle): the arrays, and a JSON manifest with the SHA-256 of
 each, checked on load so that a truncated or edited file is refused rather than half-read. Saving
@@ -72,8 +73,9 @@ class EmbeddingIndex:
         queries embedded by another model can be refused.
     recall_at_10 : float or None
         For approximate kinds, recall@10 against exact search measured when the index was built,
-        on up to `RECALL_SAMPLE` gallery items used as queries (other items than those the search
-        breadth was tuned on).
+        for up to `RECALL_SAMPLE` gallery items held out of the index while it was measured (so
+        they stand for new queries), other items than those the search breadth was tuned on;
+        None for a gallery under 20 items, which is then searched exhaustively.
     search_breadth : int or None
         For approximate kinds, faiss's ``nprobe`` (IVF) or ``efSearch`` (HNSW): the smallest
         power-of-two multiple of `MIN_BREADTH` that reached ``target_recall`` on the tuning queries.
@@ -88,6 +90,8 @@ class EmbeddingIndex:
     recall_at_10: float | None = None
     search_breadth: int | None = None
     _faiss: Any = field(default=None, repr=False)
+    #: Gallery row of each faiss position (the held-out recall sample goes in last).
+    _faiss_rows: np.ndarray | None = field(default=None, repr=False)
 
     @classmethod
     def build(
@@ -145,8 +149,7 @@ class EmbeddingIndex:
             model=model,
         )
         if index.kind != "exact":
-            index._faiss = _build_approximate(index._searchable(vectors), index.kind, seed)
-            index._tune(target_recall, seed)
+            index._build_and_tune(target_recall, seed)
         return index
 
     def __len__(self) -> int:
@@ -185,7 +188,8 @@ class EmbeddingIndex:
         self.ids = np.concatenate([self.ids, new_ids])
         self.vectors = np.concatenate([self.vectors, vectors.astype(self.vectors.dtype)])
         if self._faiss is not None:
-            self._faiss.add(self._searchable(vectors).astype(np.float32))
+            self._faiss.add(np.ascontiguousarray(self._searchable(vectors), dtype=np.float32))
+            self._faiss_rows = np.concatenate([self._faiss_rows, np.arange(n_old, n_old + n_new)])
 
     def search(self, queries: Any, k: int = 10) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The ``k`` gallery items nearest to each query.
@@ -229,6 +233,7 @@ class EmbeddingIndex:
             import faiss
 
             arrays["faiss"] = faiss.serialize_index(self._faiss)
+            arrays["faiss_rows"] = self._faiss_rows
         manifest = {
             "format": "clusterable.EmbeddingIndex",
             "version": FORMAT_VERSION,
@@ -298,6 +303,7 @@ class EmbeddingIndex:
             import faiss
 
             index._faiss = faiss.deserialize_index(arrays["faiss"])
+            index._faiss_rows = arrays["faiss_rows"]
             _set_breadth(index._faiss, index.kind, index.search_breadth)
         return index
 
@@ -322,38 +328,60 @@ class EmbeddingIndex:
         )
         # Graph and list searches may come up short of k; those slots hold -1.
         missing = rows < 0
-        rows = np.where(missing, 0, rows).astype(np.int64)
+        rows = self._faiss_rows[np.where(missing, 0, rows)]
         squared = np.where(missing, np.inf, np.maximum(squared, 0.0))
         distances = np.sqrt(squared) if self.metric == "euclidean" else squared / 2.0
         return distances.astype(np.float32), rows
 
-    def _tune(self, target_recall: float, seed: int) -> None:
-        """Widen the search until recall@10 reaches the target on one sample; report on another."""
+    def _build_and_tune(self, target_recall: float, seed: int) -> None:
+        """Build the faiss index without a held-out sample of the gallery, widen its search until
+        recall@10 reaches the target for half of the sample (as new queries), measure recall@10
+        on the other half, then add the sample.
+
+        Held-out items stand for new queries: a gallery item searched for itself would sit in the
+        graph or list it is looked up in, and flatter the figure.
+        """
         if not 0.0 < target_recall <= 1.0:
             raise ValueError(f"target_recall must be in (0, 1], got {target_recall!r}")
         n = len(self)
-        k = min(10, n)
-        sample = np.random.default_rng(seed).permutation(n)[: 2 * RECALL_SAMPLE]
-        tuning, reporting = (sample[::2], sample[1::2]) if n > 1 else (sample, sample)
-        tuning_truth = knn_search(self.vectors[tuning], k, self.vectors, metric=self.metric)[1]
+        order = np.random.default_rng(seed).permutation(n)
+        held_out = np.sort(order[: min(2 * RECALL_SAMPLE, n // 10)])
+        kept = np.setdiff1d(np.arange(n), held_out)
+        self._faiss = _build_approximate(self._searchable(self.vectors[kept]), self.kind, seed)
+        self._faiss_rows = kept
         largest = self._faiss.nlist if self.kind == "ivf" else max(MIN_BREADTH["hnsw"], n)
         breadth = min(MIN_BREADTH[self.kind], largest)
-        while True:
-            _set_breadth(self._faiss, self.kind, breadth)
-            found = self._search_approximate(self.vectors[tuning], k)[1]
-            if _recall(found, tuning_truth) >= target_recall or breadth >= largest:
-                break
-            breadth = min(2 * breadth, largest)
+        if held_out.size < 2:  # too small a gallery to measure: search all of it
+            breadth, self.recall_at_10 = largest, None
+        else:
+            tuning, reporting = held_out[::2], held_out[1::2]
+            while True:
+                _set_breadth(self._faiss, self.kind, breadth)
+                if self._recall_on(tuning, held_out) >= target_recall or breadth >= largest:
+                    break
+                breadth = min(2 * breadth, largest)
+            self.recall_at_10 = self._recall_on(reporting, held_out)
+        _set_breadth(self._faiss, self.kind, breadth)
         self.search_breadth = breadth
-        reporting_truth = knn_search(self.vectors[reporting], k, self.vectors, metric=self.metric)
-        found = self._search_approximate(self.vectors[reporting], k)[1]
-        self.recall_at_10 = _recall(found, reporting_truth[1])
+        self._faiss.add(np.ascontiguousarray(self._searchable(self.vectors[held_out]), np.float32))
+        self._faiss_rows = np.concatenate([kept, held_out])
 
-
-def _recall(found: np.ndarray, truth: np.ndarray) -> float:
-    """Share of the true neighbours (rows of ``truth``) that ``found`` holds, over all queries."""
-    hits = sum(len(set(f) & set(t)) for f, t in zip(found.tolist(), truth.tolist(), strict=True))
-    return hits / truth.size
+    def _recall_on(self, rows: np.ndarray, held_out: np.ndarray) -> float:
+        """Recall@10 of the approximate search for held-out gallery items ``rows``, against
+        exact search over the items the faiss index holds."""
+        k = min(10, len(self) - held_out.size)
+        queries = self.vectors[rows]
+        # Exact neighbours over the whole gallery, then the held-out ones dropped: a few extra
+        # candidates cover them (a query whose top k + extra holds fewer than k kept is skipped).
+        candidates = knn_search(
+            queries, min(len(self), 3 * k + 1), self.vectors, metric=self.metric
+        )[1]
+        is_kept = ~np.isin(candidates, held_out)
+        enough = is_kept.sum(axis=1) >= k
+        truth = [c[m][:k] for c, m in zip(candidates[enough], is_kept[enough], strict=True)]
+        found = self._search_approximate(queries[enough], k)[1]
+        hits = sum(len(set(f) & set(t)) for f, t in zip(found.tolist(), truth, strict=True))
+        return hits / max(1, k * len(truth))
 
 
 def model_checksum(state_dict: Any) -> str:
