@@ -1,0 +1,198 @@
+"""Ship a trained embedding model without this library: ONNX or TorchScript, checked for parity.
+
+The exported graph maps a float32 batch ``(batch, *input_shape)`` to its embeddings
+``(batch, embedding_dim)``; the batch dimension is dynamic. Beside the file, ``FILE.json`` records
+what a caller must feed it: the input shape and dtype, the preprocessing of the run's data set, the
+embedding width, whether the model l2-normalises, and the largest difference between the exported
+model's output and PyTorch's on a batch of a size the export never saw.
+
+ONNX needs ``onnx`` and ``onnxscript`` (the exporter) and ``onnxruntime`` (the parity check):
+``pip install 'clusterable[export]'``. TorchScript needs nothing beyond torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import torch
+from torch import nn
+
+Format = Literal["onnx", "torchscript"]
+
+#: Largest difference from PyTorch's output that an export may show on the parity batch.
+PARITY_TOLERANCE = 1e-5
+
+#: Batch sizes of the example the graph is traced with and of the parity check; they differ so
+#: that a batch dimension frozen into the graph fails the check.
+TRACE_BATCH, PARITY_BATCH = 2, 3
+
+#: File suffix of each format.
+SUFFIX = {"onnx": ".onnx", "torchscript": ".pt"}
+
+_EXTRA_HINT = "pip install 'clusterable[export]' (onnx, onnxscript, onnxruntime)"
+
+
+def export_model(
+    model: nn.Module,
+    input_shape: tuple[int, ...],
+    out: str | os.PathLike[str],
+    format: Format = "onnx",
+    *,
+    description: dict[str, Any] | None = None,
+    seed: int = 0,
+) -> Path:
+    """Export ``model`` to ``out`` and write ``out.json`` beside it; returns the model file's path.
+
+    Parameters
+    ----------
+    model : nn.Module
+        Maps ``(batch, *input_shape)`` float32 to ``(batch, d)`` embeddings; exported in eval mode.
+    input_shape : tuple of int
+        Shape of one input item.
+    out : path
+        File to write; ``.onnx`` or ``.pt`` is appended when the suffix is missing.
+    format : {"onnx", "torchscript"}
+        ONNX (dynamo exporter, opset of the installed torch) or TorchScript (``torch.jit.trace``).
+    description : dict, optional
+        Extra facts for the JSON file (the run's data set, preprocessing, model name, ...).
+    seed : int
+        Seed of the random example and parity batches.
+
+    Raises
+    ------
+    ImportError
+        If ONNX is asked for and its packages are missing.
+    RuntimeError
+        If the exported model's output differs from PyTorch's by more than `PARITY_TOLERANCE`;
+        nothing is left at ``out`` then.
+    """
+    if format not in SUFFIX:
+        raise ValueError(f"format must be 'onnx' or 'torchscript', got {format!r}")
+    target = Path(out)
+    if target.suffix != SUFFIX[format]:
+        target = target.with_name(target.name + SUFFIX[format])
+    target.parent.mkdir(parents=True, exist_ok=True)
+    generator = torch.Generator().manual_seed(seed)
+    example = torch.rand((TRACE_BATCH, *input_shape), generator=generator)
+    check = torch.rand((PARITY_BATCH, *input_shape), generator=generator)
+    model = model.eval()
+    with torch.no_grad():
+        expected = model(check).numpy()  # (PARITY_BATCH, d)
+    write, run = _BACKENDS[format]
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    os.close(handle)
+    try:
+        write(model, example, Path(temporary))
+        got = run(Path(temporary), check.numpy())
+        difference = float(np.abs(got - expected).max())
+        if not difference <= PARITY_TOLERANCE:
+            raise RuntimeError(
+                f"the {format} export differs from PyTorch by {difference:.3g} (tolerance "
+                f"{PARITY_TOLERANCE:g}); the model has an operation the exporter does not keep: "
+                "try the other format"
+            )
+        os.replace(temporary, target)
+    finally:
+        Path(temporary).unlink(missing_ok=True)
+    sidecar = {
+        "format": format,
+        "file": target.name,
+        "input": {"name": "input", "shape": ["batch", *input_shape], "dtype": "float32"},
+        "output": {"name": "embedding", "shape": ["batch", int(expected.shape[1])]},
+        "parity_max_abs_difference": difference,
+        "parity_batch": PARITY_BATCH,
+        **(description or {}),
+    }
+    _write_text_atomically(target.with_name(target.name + ".json"), json.dumps(sidecar, indent=2))
+    return target
+
+
+def export_run(
+    run: str | os.PathLike[str], out: str | os.PathLike[str], format: Format = "onnx"
+) -> Path:
+    """Export the best checkpoint of a training run (folder or checkpoint) with its description."""
+    from clusterable.train.checkpoint import load_meta
+    from clusterable.train.run import load_trained
+
+    model, _, spec, checkpoint = load_trained(run)
+    extra = load_meta(checkpoint)["config"]["extra"]
+    input_shape = tuple(int(s) for s in extra["input_shape"])
+    description = {
+        "model": spec.model,
+        "embedding_dim": spec.embedding_dim,
+        "l2_normalised": spec.normalize,
+        "data": spec.data,
+        "preprocessing": (
+            f"items exactly as clusterable.data.load_dataset({spec.data!r}) returns them: float32, "
+            f"shape {list(input_shape)} per item"
+            + (
+                ", images channels-first with pixel values in [0, 1]"
+                if len(input_shape) == 3
+                else ""
+            )
+        ),
+        "checkpoint": str(Path(checkpoint).resolve()),
+    }
+    return export_model(model, input_shape, out, format, description=description)
+
+
+def _onnx_writer(model: nn.Module, example: torch.Tensor, path: Path) -> None:
+    _require("onnx", "onnxscript")
+    batch = torch.export.Dim("batch")
+    program = torch.onnx.export(
+        model,
+        (example,),
+        dynamo=True,
+        input_names=["input"],
+        output_names=["embedding"],
+        dynamic_shapes=({0: batch},),
+        verbose=False,
+    )
+    program.save(str(path), external_data=False)
+
+
+def _onnx_runner(path: Path, batch: np.ndarray) -> np.ndarray:
+    _require("onnxruntime")
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return session.run(None, {"input": batch})[0]
+
+
+def _torchscript_writer(model: nn.Module, example: torch.Tensor, path: Path) -> None:
+    with torch.no_grad():
+        traced = torch.jit.trace(model, example)
+    torch.jit.save(traced, str(path))
+
+
+def _torchscript_runner(path: Path, batch: np.ndarray) -> np.ndarray:
+    loaded = torch.jit.load(str(path))
+    with torch.no_grad():
+        return loaded(torch.from_numpy(batch)).numpy()
+
+
+def _require(*packages: str) -> None:
+    import importlib.util
+
+    missing = [p for p in packages if importlib.util.find_spec(p) is None]
+    if missing:
+        raise ImportError(f"ONNX export needs {', '.join(missing)}: {_EXTRA_HINT}")
+
+
+def _write_text_atomically(path: Path, text: str) -> None:
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(text)
+    os.replace(temporary, path)
+
+
+#: How each format is written and how the written file is run for the parity check.
+_BACKENDS: dict[str, tuple[Callable[..., None], Callable[[Path, np.ndarray], np.ndarray]]] = {
+    "onnx": (_onnx_writer, _onnx_runner),
+    "torchscript": (_torchscript_writer, _torchscript_runner),
+}

@@ -1,0 +1,503 @@
+"""A saved search index over a gallery of embeddings: exact, or approximate for large galleries.
+
+``EmbeddingIndex`` keeps the gallery's vectors with the items' ids and labels and answers "which
+gallery items are nearest to these queries". The exact kind reuses the evaluation's kNN search
+(`clusterable.evaluate.neighbors`: faiss when installed, torch otherwise, the same neighbours, ties
+ordered by gallery row), so a saved index answers exactly what ``evaluate`` measured. The
+approximate kinds are faiss's inverted lists (``"ivf"``) and HNSW graph (``"hnsw"``). Building one
+widens its search until recall@10 against exact search reaches a target for a sample of gallery
+items held out as new queries, then measures recall@10 for other held-out items and keeps it, so
+the user sees what the speed costs.
+
+A saved index is one ``.npz`` file (no pickle): the arrays, and a JSON manifest with the SHA-256 of
+each, checked on load so that a truncated or edited file is refused rather than half-read. Saving
+writes a temporary file beside the target and renames it, so an interrupted save leaves the previous
+file (or none), never half of one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from clusterable.evaluate.neighbors import faiss_available, knn_search
+
+Metric = Literal["euclidean", "cosine"]
+Kind = Literal["exact", "ivf", "hnsw"]
+
+#: Version of the file layout written by `EmbeddingIndex.save`.
+FORMAT_VERSION = 1
+
+#: Gallery items used as queries to tune an approximate index, and as many others to report its
+#: recall@10 (the reported figure is never measured on the queries it was tuned on).
+RECALL_SAMPLE = 1000
+
+#: HNSW graph degree (faiss's ``M``).
+HNSW_M = 32
+
+#: Smallest search breadth tried: faiss's ``nprobe`` (IVF lists probed) or ``efSearch`` (HNSW).
+#: It doubles until the tuning queries reach the target recall@10.
+MIN_BREADTH = {"ivf": 8, "hnsw": 32}
+
+
+@dataclass
+class EmbeddingIndex:
+    """Gallery embeddings with their ids and labels, searchable by nearest neighbour.
+
+    Build with :meth:`build`, load with :meth:`load`; the constructor is the plain record.
+
+    Attributes
+    ----------
+    vectors : np.ndarray
+        ``(n, d)`` gallery embeddings as given (float32, or float64 kept as float64).
+    ids : np.ndarray
+        ``(n,)`` item ids (int64 row numbers unless given; strings such as file paths allowed).
+    labels : np.ndarray or None
+        ``(n,)`` item labels, when known.
+    metric : {"euclidean", "cosine"}
+        Distance searched: Euclidean, or cosine distance ``1 - cos``.
+    kind : {"exact", "ivf", "hnsw"}
+        Exact search, or one of faiss's approximate indexes.
+    model : str or None
+        Identity of the model that embedded the gallery (a checksum of its weights), so that
+        queries embedded by another model can be refused.
+    recall_at_10 : float or None
+        For approximate kinds, recall@10 against exact search measured when the index was built,
+        for up to `RECALL_SAMPLE` gallery items held out of the index while it was measured (so
+        they stand for new queries), other items than those the search breadth was tuned on;
+        None for a gallery under 20 items, which is then searched exhaustively.
+    search_breadth : int or None
+        For approximate kinds, faiss's ``nprobe`` (IVF) or ``efSearch`` (HNSW): the smallest
+        power-of-two multiple of `MIN_BREADTH` that reached ``target_recall`` on the tuning queries.
+    """
+
+    vectors: np.ndarray
+    ids: np.ndarray
+    labels: np.ndarray | None = None
+    metric: Metric = "euclidean"
+    kind: Kind = "exact"
+    model: str | None = None
+    recall_at_10: float | None = None
+    search_breadth: int | None = None
+    _faiss: Any = field(default=None, repr=False)
+    #: Gallery row of each faiss position (the held-out recall sample goes in last).
+    _faiss_rows: np.ndarray | None = field(default=None, repr=False)
+
+    @classmethod
+    def build(
+        cls,
+        embeddings: Any,
+        ids: Sequence[Any] | np.ndarray | None = None,
+        labels: Sequence[Any] | np.ndarray | None = None,
+        metric: Metric = "euclidean",
+        kind: Kind = "exact",
+        *,
+        model: str | None = None,
+        target_recall: float = 0.95,
+        seed: int = 0,
+    ) -> EmbeddingIndex:
+        """Index a gallery.
+
+        Parameters
+        ----------
+        embeddings : array-like
+            ``(n, d)`` gallery embeddings, numpy or torch, finite.
+        ids : sequence, optional
+            ``(n,)`` item ids (ints or strings); row numbers ``0 .. n-1`` by default.
+        labels : sequence, optional
+            ``(n,)`` item labels (ints or strings).
+        metric : {"euclidean", "cosine"}
+            Distance to search by.
+        kind : {"exact", "ivf", "hnsw"}
+            ``"exact"`` (default) searches every item. ``"ivf"`` (faiss ``IndexIVFFlat``, about
+            ``4 sqrt(n)`` lists) and ``"hnsw"`` (faiss ``IndexHNSWFlat``) trade recall for speed on
+            large galleries; both need faiss and report their measured recall@10.
+        model : str, optional
+            Identity of the embedding model (see :func:`model_checksum`).
+        target_recall : float
+            Recall@10 against exact search that an approximate index's search breadth is widened
+            to reach (on gallery items as queries), as far as the kind allows.
+        seed : int
+            Seed of the IVF training sample and of the tuning and recall samples.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> gallery = np.array([[0.0, 0.0], [1.0, 0.0], [5.0, 5.0]])
+        >>> index = EmbeddingIndex.build(gallery, ids=["a", "b", "c"], labels=[0, 0, 1])
+        >>> distances, rows, ids = index.search(np.array([[4.0, 4.0]]), k=2)
+        >>> ids.tolist()
+        [['c', 'b']]
+        """
+        vectors = _as_vectors(embeddings, "embeddings")
+        index = cls(
+            vectors=vectors,
+            ids=_as_column(ids, vectors.shape[0], "ids", default=np.arange(vectors.shape[0])),
+            labels=None if labels is None else _as_column(labels, vectors.shape[0], "labels"),
+            metric=_check_choice(metric, ("euclidean", "cosine"), "metric"),
+            kind=_check_choice(kind, ("exact", "ivf", "hnsw"), "kind"),
+            model=model,
+        )
+        if index.kind != "exact":
+            index._build_and_tune(target_recall, seed)
+        return index
+
+    def __len__(self) -> int:
+        return int(self.vectors.shape[0])
+
+    @property
+    def dim(self) -> int:
+        """Dimension ``d`` of the indexed embeddings."""
+        return int(self.vectors.shape[1])
+
+    def add(
+        self,
+        embeddings: Any,
+        ids: Sequence[Any] | np.ndarray | None = None,
+        labels: Sequence[Any] | np.ndarray | None = None,
+    ) -> None:
+        """Append items to the gallery (ids continue the row numbers when not given).
+
+        Raises
+        ------
+        ValueError
+            If the dimension differs from the index's, or labels are given to an index built
+            without them (or left out of one built with them).
+        """
+        vectors = self._check_queries(embeddings, "embeddings")
+        n_old, n_new = len(self), vectors.shape[0]
+        new_ids = _as_column(ids, n_new, "ids", default=np.arange(n_old, n_old + n_new))
+        if labels is None and self.labels is not None:
+            raise ValueError("this index stores labels: pass labels= for the new items too")
+        if labels is not None and self.labels is None:
+            raise ValueError(
+                "this index was built without labels; build a new one with labels= to store them"
+            )
+        if self.labels is not None:
+            self.labels = np.concatenate([self.labels, _as_column(labels, n_new, "labels")])
+        self.ids = np.concatenate([self.ids, new_ids])
+        self.vectors = np.concatenate([self.vectors, vectors.astype(self.vectors.dtype)])
+        if self._faiss is not None:
+            self._faiss.add(np.ascontiguousarray(self._searchable(vectors), dtype=np.float32))
+            self._faiss_rows = np.concatenate([self._faiss_rows, np.arange(n_old, n_old + n_new)])
+
+    def search(self, queries: Any, k: int = 10) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The ``k`` gallery items nearest to each query.
+
+        Parameters
+        ----------
+        queries : array-like
+            ``(m, d)`` query embeddings, from the same model as the gallery.
+        k : int
+            Neighbours per query, ``1 <= k <= len(index)``.
+
+        Returns
+        -------
+        distances : np.ndarray
+            ``(m, k)`` float32, ascending (Euclidean distance, or ``1 - cos``).
+        indices : np.ndarray
+            ``(m, k)`` int64 gallery rows.
+        ids : np.ndarray
+            ``(m, k)`` the ids of those rows.
+        """
+        q = self._check_queries(queries, "queries")
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= len(self):
+            raise ValueError(
+                f"k = {k!r} but the index holds {len(self)} items: choose 1 <= k <= {len(self)}"
+            )
+        if self._faiss is None:
+            distances, rows = knn_search(q, int(k), self.vectors, metric=self.metric)
+        else:
+            distances, rows = self._search_approximate(q, int(k))
+        return distances, rows, self.ids[rows]
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the index to one ``.npz`` file, atomically; returns the path written."""
+        target = Path(path)
+        if target.suffix != ".npz":
+            target = target.with_name(target.name + ".npz")
+        arrays = {"vectors": self.vectors, "ids": self.ids}
+        if self.labels is not None:
+            arrays["labels"] = self.labels
+        if self._faiss is not None:
+            import faiss
+
+            arrays["faiss"] = faiss.serialize_index(self._faiss)
+            arrays["faiss_rows"] = self._faiss_rows
+        manifest = {
+            "format": "clusterable.EmbeddingIndex",
+            "version": FORMAT_VERSION,
+            "metric": self.metric,
+            "kind": self.kind,
+            "model": self.model,
+            "recall_at_10": self.recall_at_10,
+            "search_breadth": self.search_breadth,
+            "count": len(self),
+            "dim": self.dim,
+            "sha256": {name: _digest(array) for name, array in arrays.items()},
+        }
+        arrays["manifest"] = np.frombuffer(json.dumps(manifest).encode(), dtype=np.uint8)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        try:
+            with os.fdopen(handle, "wb") as out:
+                np.savez(out, **arrays)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temporary, target)
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+        return target
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> EmbeddingIndex:
+        """Read an index written by :meth:`save`, checking every array against its checksum.
+
+        Raises
+        ------
+        FileNotFoundError
+            If there is no such file.
+        ValueError
+            If the file is not an index, is truncated, or an array does not match its checksum.
+        """
+        source = Path(path)
+        if not source.is_file():
+            raise FileNotFoundError(
+                f"no index file at {source}; build one with `clusterable index`"
+            )
+        arrays = _read_arrays(source)
+        manifest = _read_manifest(arrays, source)
+        for name, expected in manifest["sha256"].items():
+            if name not in arrays or _digest(arrays[name]) != expected:
+                raise ValueError(
+                    f"{source} is damaged: its {name!r} array does not match the checksum written "
+                    "with it (a truncated copy or an edited file); rebuild the index"
+                )
+        index = cls(
+            vectors=arrays["vectors"],
+            ids=arrays["ids"],
+            labels=arrays.get("labels"),
+            metric=manifest["metric"],
+            kind=manifest["kind"],
+            model=manifest["model"],
+            recall_at_10=manifest["recall_at_10"],
+            search_breadth=manifest["search_breadth"],
+        )
+        if "faiss" in arrays:
+            if not faiss_available():
+                raise ImportError(
+                    f"{source} is an approximate ({index.kind}) index, which needs faiss: "
+                    "pip install faiss-cpu"
+                )
+            import faiss
+
+            index._faiss = faiss.deserialize_index(arrays["faiss"])
+            index._faiss_rows = arrays["faiss_rows"]
+            _set_breadth(index._faiss, index.kind, index.search_breadth)
+        return index
+
+    def _searchable(self, vectors: np.ndarray) -> np.ndarray:
+        """Vectors as the approximate index stores them: unit rows for cosine."""
+        if self.metric == "euclidean":
+            return vectors
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+    def _check_queries(self, queries: Any, name: str) -> np.ndarray:
+        q = _as_vectors(queries, name)
+        if q.shape[1] != self.dim:
+            raise ValueError(
+                f"{name} have dimension {q.shape[1]} but the index holds {self.dim}-dimensional "
+                "embeddings; embed them with the model that built the index"
+            )
+        return q
+
+    def _search_approximate(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        squared, rows = self._faiss.search(
+            np.ascontiguousarray(self._searchable(q), dtype=np.float32), k
+        )
+        # Graph and list searches may come up short of k; those slots hold -1.
+        missing = rows < 0
+        rows = self._faiss_rows[np.where(missing, 0, rows)]
+        squared = np.where(missing, np.inf, np.maximum(squared, 0.0))
+        distances = np.sqrt(squared) if self.metric == "euclidean" else squared / 2.0
+        return distances.astype(np.float32), rows
+
+    def _build_and_tune(self, target_recall: float, seed: int) -> None:
+        """Build the faiss index without a held-out sample of the gallery, widen its search until
+        recall@10 reaches the target for half of the sample (as new queries), measure recall@10
+        on the other half, then add the sample.
+
+        Held-out items stand for new queries: a gallery item searched for itself would sit in the
+        graph or list it is looked up in, and flatter the figure.
+        """
+        if not 0.0 < target_recall <= 1.0:
+            raise ValueError(f"target_recall must be in (0, 1], got {target_recall!r}")
+        n = len(self)
+        order = np.random.default_rng(seed).permutation(n)
+        held_out = np.sort(order[: min(2 * RECALL_SAMPLE, n // 10)])
+        kept = np.setdiff1d(np.arange(n), held_out)
+        self._faiss = _build_approximate(self._searchable(self.vectors[kept]), self.kind, seed)
+        self._faiss_rows = kept
+        largest = self._faiss.nlist if self.kind == "ivf" else max(MIN_BREADTH["hnsw"], n)
+        breadth = min(MIN_BREADTH[self.kind], largest)
+        if held_out.size < 2:  # too small a gallery to measure: search all of it
+            breadth, self.recall_at_10 = largest, None
+        else:
+            tuning, reporting = held_out[::2], held_out[1::2]
+            while True:
+                _set_breadth(self._faiss, self.kind, breadth)
+                if self._recall_on(tuning, held_out) >= target_recall or breadth >= largest:
+                    break
+                breadth = min(2 * breadth, largest)
+            self.recall_at_10 = self._recall_on(reporting, held_out)
+        _set_breadth(self._faiss, self.kind, breadth)
+        self.search_breadth = breadth
+        self._faiss.add(np.ascontiguousarray(self._searchable(self.vectors[held_out]), np.float32))
+        self._faiss_rows = np.concatenate([kept, held_out])
+
+    def _recall_on(self, rows: np.ndarray, held_out: np.ndarray) -> float:
+        """Recall@10 of the approximate search for held-out gallery items ``rows``, against
+        exact search over the items the faiss index holds."""
+        k = min(10, len(self) - held_out.size)
+        queries = self.vectors[rows]
+        # Exact neighbours over the whole gallery, then the held-out ones dropped: a few extra
+        # candidates cover them (a query whose top k + extra holds fewer than k kept is skipped).
+        candidates = knn_search(
+            queries, min(len(self), 3 * k + 1), self.vectors, metric=self.metric
+        )[1]
+        is_kept = ~np.isin(candidates, held_out)
+        enough = is_kept.sum(axis=1) >= k
+        truth = [c[m][:k] for c, m in zip(candidates[enough], is_kept[enough], strict=True)]
+        found = self._search_approximate(queries[enough], k)[1]
+        hits = sum(len(set(f) & set(t)) for f, t in zip(found.tolist(), truth, strict=True))
+        return hits / max(1, k * len(truth))
+
+
+def model_checksum(state_dict: Any) -> str:
+    """SHA-256 of a model's weights (a ``state_dict``), in key order: the model's identity."""
+    digest = hashlib.sha256()
+    for name in sorted(state_dict):
+        tensor = state_dict[name].detach().cpu().contiguous()
+        digest.update(name.encode())
+        digest.update(str(tuple(tensor.shape)).encode())
+        digest.update(tensor.numpy().tobytes())
+    return digest.hexdigest()
+
+
+def _build_approximate(vectors: np.ndarray, kind: str, seed: int) -> Any:
+    if not faiss_available():
+        raise ImportError(f"kind={kind!r} needs faiss: pip install faiss-cpu (or use kind='exact')")
+    import faiss
+
+    data = np.ascontiguousarray(vectors, dtype=np.float32)
+    n, d = data.shape
+    if kind == "hnsw":
+        index = faiss.IndexHNSWFlat(d, HNSW_M)
+    else:
+        n_lists = max(1, min(int(4 * np.sqrt(n)), n // 39))
+        index = faiss.IndexIVFFlat(faiss.IndexFlatL2(d), d, n_lists)
+        # faiss trains on at most 256 points per list; a seeded sample keeps that reproducible.
+        rows = np.random.default_rng(seed).permutation(n)[: 256 * n_lists]
+        index.cp.seed = seed
+        index.train(data[np.sort(rows)])
+    index.add(data)
+    return index
+
+
+def _set_breadth(index: Any, kind: str, breadth: int) -> None:
+    """Search-time breadth, which faiss does not save with the index."""
+    if kind == "hnsw":
+        index.hnsw.efSearch = int(breadth)
+    else:
+        index.nprobe = int(breadth)
+
+
+def _as_vectors(x: Any, name: str) -> np.ndarray:
+    """``(n, d)`` finite float embeddings; float64 stays float64, everything else float32."""
+    if hasattr(x, "detach"):  # torch.Tensor, without importing torch here
+        x = x.detach().cpu().numpy()
+    array = np.asarray(x)
+    if array.ndim == 1:
+        array = array[None, :]
+    if array.ndim != 2 or array.shape[0] == 0 or array.shape[1] == 0:
+        raise ValueError(f"{name} must be a non-empty (n, d) array, got shape {array.shape}")
+    if not np.issubdtype(array.dtype, np.number) or np.issubdtype(array.dtype, np.complexfloating):
+        raise ValueError(f"{name} must hold real numbers, got dtype {array.dtype}")
+    dtype = np.float64 if array.dtype == np.float64 else np.float32
+    array = np.ascontiguousarray(array, dtype=dtype)
+    bad = ~np.isfinite(array).all(axis=1)
+    if bad.any():
+        raise ValueError(
+            f"{name} row {int(np.flatnonzero(bad)[0])} holds NaN or inf "
+            f"({int(bad.sum())} such rows); drop or fix those items"
+        )
+    return array
+
+
+def _as_column(values: Any, n: int, name: str, default: np.ndarray | None = None) -> np.ndarray:
+    """``(n,)`` ids or labels as an int64 or unicode array (never an object array)."""
+    if values is None:
+        return default
+    if hasattr(values, "detach"):
+        values = values.detach().cpu().numpy()
+    array = np.asarray(values)
+    if array.ndim != 1 or array.shape[0] != n:
+        raise ValueError(f"{name} must hold one entry per item ({n}), got shape {array.shape}")
+    if np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.bool_):
+        return array.astype(np.int64)
+    if array.dtype.kind == "U":
+        return array
+    if any(v is None for v in array.tolist()):
+        raise ValueError(f"{name} holds None; give every item an id or label")
+    return array.astype(str)
+
+
+def _check_choice(value: str, choices: tuple[str, ...], name: str) -> Any:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+    return value
+
+
+def _digest(array: np.ndarray) -> str:
+    buffer = io.BytesIO()
+    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+    return hashlib.sha256(buffer.getvalue()).hexdigest()
+
+
+def _read_arrays(source: Path) -> dict[str, np.ndarray]:
+    try:
+        with np.load(source, allow_pickle=False) as data:
+            return {name: data[name] for name in data.files}
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
+        raise ValueError(
+            f"{source} is not a readable index file ({type(err).__name__}: {err}); it may be "
+            "truncated or another kind of file: rebuild it with `clusterable index`"
+        ) from err
+
+
+def _read_manifest(arrays: dict[str, np.ndarray], source: Path) -> dict[str, Any]:
+    try:
+        manifest = json.loads(arrays.pop("manifest").tobytes().decode())
+    except (KeyError, ValueError) as err:
+        raise ValueError(
+            f"{source} has no index manifest; it was not written by EmbeddingIndex.save"
+        ) from err
+    if manifest.get("format") != "clusterable.EmbeddingIndex":
+        raise ValueError(f"{source} is not an EmbeddingIndex file")
+    if manifest.get("version") != FORMAT_VERSION:
+        raise ValueError(
+            f"{source} uses index format {manifest.get('version')}, this version reads "
+            f"{FORMAT_VERSION}; rebuild the index"
+        )
+    return manifest

@@ -1,0 +1,82 @@
+"""ONNX and TorchScript export: parity with PyTorch for every built-in model, dynamic batch."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from clusterable.export import PARITY_TOLERANCE, export_model, export_run
+from clusterable.models import available_models, build_model
+from clusterable.train.config import TrainConfig
+from clusterable.train.run import RunSpec, load_trained, train_run
+
+SHAPES = {"mlp": (20,), "corel-cnn": (1, 28, 28), "lenet": (1, 28, 28), "msdnn-cnn": (1, 28, 28)}
+
+
+def run_exported(path, fmt, batch: np.ndarray) -> np.ndarray:
+    """The exported file's output, run by its own runtime, not by clusterable."""
+    if fmt == "onnx":
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        return session.run(None, {"input": batch})[0]
+    with torch.no_grad():
+        return torch.jit.load(str(path))(torch.from_numpy(batch)).numpy()
+
+
+def test_every_built_in_model_has_a_shape_here():
+    assert set(available_models()) == set(SHAPES)
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "torchscript"])
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_export_matches_pytorch_at_a_new_batch_size(tmp_path, name, fmt):
+    torch.manual_seed(0)
+    model = build_model(name, SHAPES[name], 16, normalize=name == "lenet").eval()
+    path = export_model(model, SHAPES[name], tmp_path / name, fmt)
+    batch = torch.rand(7, *SHAPES[name])
+    with torch.no_grad():
+        expected = model(batch).numpy()
+    np.testing.assert_allclose(run_exported(path, fmt, batch.numpy()), expected, atol=1e-5)
+    sidecar = json.loads(path.with_name(path.name + ".json").read_text())
+    assert sidecar["input"]["shape"] == ["batch", *SHAPES[name]]
+    assert sidecar["output"]["shape"] == ["batch", 16]
+    assert sidecar["parity_max_abs_difference"] <= PARITY_TOLERANCE
+
+
+class FrozenBatch(nn.Module):
+    """Reads the batch size as a Python int, which tracing freezes into the graph."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.flatten(1) * int(x.shape[0])
+
+
+def test_an_export_that_differs_from_pytorch_is_refused_and_not_written(tmp_path):
+    with pytest.warns(torch.jit.TracerWarning), pytest.raises(RuntimeError, match="differs from"):
+        export_model(FrozenBatch(), (4,), tmp_path / "frozen", "torchscript")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_format_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="'onnx' or 'torchscript'"):
+        export_model(nn.Linear(2, 2), (2,), tmp_path / "m", "tflite")
+
+
+def test_export_run_describes_the_runs_input(tmp_path):
+    spec = RunSpec(data="digits", model="mlp", loss="contrastive", embedding_dim=8)
+    config = TrainConfig(epochs=1, batch_size=64, progress=False, eval_every=0)
+    train_run(spec, config, out=tmp_path / "run")
+    path = export_run(tmp_path / "run", tmp_path / "digits-mlp", "onnx")
+    sidecar = json.loads(path.with_name(path.name + ".json").read_text())
+    assert sidecar["input"]["shape"] == ["batch", 1, 8, 8]
+    assert (sidecar["data"], sidecar["model"], sidecar["embedding_dim"]) == ("digits", "mlp", 8)
+    assert "[0, 1]" in sidecar["preprocessing"]
+    batch = np.random.default_rng(0).random((5, 1, 8, 8), dtype=np.float32)
+    model = load_trained(tmp_path / "run")[0]
+    with torch.no_grad():
+        expected = model(torch.from_numpy(batch)).numpy()
+    np.testing.assert_allclose(run_exported(path, "onnx", batch), expected, atol=1e-5)

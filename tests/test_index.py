@@ -1,0 +1,218 @@
+"""EmbeddingIndex: exact search against brute force, approximate recall, save/load integrity."""
+
+from __future__ import annotations
+
+import zipfile
+
+import numpy as np
+import pytest
+import torch
+
+from clusterable import index as index_module
+from clusterable.index import EmbeddingIndex, model_checksum
+
+
+def brute_force(queries: np.ndarray, gallery: np.ndarray, k: int, metric: str):
+    """Nearest rows by float64 distance, ties to the lower row: the reference answer."""
+    q, g = queries.astype(np.float64), gallery.astype(np.float64)
+    if metric == "cosine":
+        q = q / np.linalg.norm(q, axis=1, keepdims=True)
+        g = g / np.linalg.norm(g, axis=1, keepdims=True)
+        dist = 1.0 - q @ g.T
+    else:
+        dist = np.sqrt(((q[:, None, :] - g[None, :, :]) ** 2).sum(-1))
+    rows = np.stack([np.lexsort((np.arange(g.shape[0]), d))[:k] for d in dist])
+    return np.take_along_axis(dist, rows, axis=1), rows
+
+
+def blobs(n: int = 3000, d: int = 16, centres: int = 30, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    means = rng.normal(scale=6.0, size=(centres, d))
+    labels = rng.integers(0, centres, size=n)
+    return (means[labels] + rng.normal(size=(n, d))).astype(np.float32), labels
+
+
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+def test_exact_search_equals_brute_force_with_ids(metric):
+    gallery, labels = blobs(400, 8, 5)
+    queries = np.random.default_rng(1).normal(scale=6.0, size=(25, 8)).astype(np.float32)
+    ids = np.array([f"item-{i}" for i in range(400)])
+    index = EmbeddingIndex.build(gallery, ids=ids, labels=labels, metric=metric)
+    distances, rows, found_ids = index.search(queries, k=7)
+    want_dist, want_rows = brute_force(queries, gallery, 7, metric)
+    np.testing.assert_array_equal(rows, want_rows)
+    np.testing.assert_allclose(distances, want_dist, rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(found_ids, ids[want_rows])
+    np.testing.assert_array_equal(index.labels[rows], labels[want_rows])
+
+
+def test_duplicate_gallery_items_come_back_in_row_order():
+    gallery = np.array([[1.0, 1.0], [0.0, 0.0], [1.0, 1.0], [1.0, 1.0]], dtype=np.float32)
+    _, rows, _ = EmbeddingIndex.build(gallery).search(np.array([[1.0, 1.0]]), k=3)
+    assert rows.tolist() == [[0, 2, 3]]
+
+
+def test_float64_gallery_stays_float64():
+    index = EmbeddingIndex.build(np.zeros((3, 2), dtype=np.float64) + [[0.0], [1.0], [2.0]])
+    assert index.vectors.dtype == np.float64
+    assert EmbeddingIndex.build(torch.ones(3, 2)).vectors.dtype == np.float32
+
+
+@pytest.mark.parametrize("kind", ["ivf", "hnsw"])
+@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
+def test_approximate_recall_is_measured_honestly(kind, metric):
+    points, _ = blobs(3200)
+    gallery, queries = points[:3000], points[3000:]
+    index = EmbeddingIndex.build(gallery, kind=kind, metric=metric, seed=3)
+    assert index.search_breadth is not None
+    # Our own recall@10 on new items from the same data: the reported figure must be close to it.
+    _, truth = brute_force(queries, gallery, 10, metric)
+    _, found, _ = index.search(queries, k=10)
+    recall = np.mean([len(set(f) & set(t)) / 10 for f, t in zip(found, truth, strict=True)])
+    assert recall >= 0.9
+    assert abs(index.recall_at_10 - recall) < 0.04
+
+
+def test_a_higher_recall_target_widens_the_search():
+    # Structureless data, where eight lists of an IVF hold few of the true neighbours.
+    gallery = np.random.default_rng(0).normal(size=(4000, 32)).astype(np.float32)
+    loose = EmbeddingIndex.build(gallery, kind="ivf", target_recall=0.3)
+    strict = EmbeddingIndex.build(gallery, kind="ivf", target_recall=1.0)
+    assert strict.search_breadth > loose.search_breadth
+    assert strict.recall_at_10 >= loose.recall_at_10
+    with pytest.raises(ValueError, match="target_recall"):
+        EmbeddingIndex.build(gallery, kind="hnsw", target_recall=0.0)
+
+
+@pytest.mark.parametrize("kind", ["exact", "ivf", "hnsw"])
+def test_save_and_load_give_the_same_answers(tmp_path, kind):
+    gallery, labels = blobs(1500)
+    ids = np.array([f"/data/img{i}.png" for i in range(len(gallery))])
+    index = EmbeddingIndex.build(
+        gallery, ids=ids, labels=labels, kind=kind, metric="cosine", model="abc"
+    )
+    path = index.save(tmp_path / "gallery")
+    assert path.name == "gallery.npz"
+    loaded = EmbeddingIndex.load(path)
+    queries = gallery[:20] + 0.1
+    for got, want in zip(loaded.search(queries, 5), index.search(queries, 5), strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert (loaded.metric, loaded.kind, loaded.model) == ("cosine", kind, "abc")
+    assert loaded.search_breadth == index.search_breadth
+    assert loaded.recall_at_10 == index.recall_at_10
+    np.testing.assert_array_equal(loaded.labels, labels)
+    assert [p.name for p in tmp_path.iterdir()] == ["gallery.npz"]  # no temporary left
+
+
+def _rewrite(path, **replace):
+    with np.load(path, allow_pickle=False) as data:
+        arrays = {name: data[name] for name in data.files}
+    arrays.update(replace)
+    with open(path, "wb") as out:
+        np.savez(out, **arrays)
+
+
+def test_an_edited_array_is_refused_by_its_checksum(tmp_path):
+    path = EmbeddingIndex.build(blobs(100)[0]).save(tmp_path / "g.npz")
+    vectors = np.load(path)["vectors"].copy()
+    vectors[3, 0] += 1.0
+    _rewrite(path, vectors=vectors)
+    with pytest.raises(ValueError, match="damaged: its 'vectors' array"):
+        EmbeddingIndex.load(path)
+
+
+def test_a_truncated_or_foreign_file_is_refused(tmp_path):
+    path = EmbeddingIndex.build(blobs(100)[0]).save(tmp_path / "g.npz")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="not a readable index file"):
+        EmbeddingIndex.load(path)
+    np.savez(tmp_path / "other.npz", x=np.zeros(3))
+    with pytest.raises(ValueError, match="no index manifest"):
+        EmbeddingIndex.load(tmp_path / "other.npz")
+    with pytest.raises(FileNotFoundError, match="no index file"):
+        EmbeddingIndex.load(tmp_path / "missing.npz")
+
+
+def test_an_interrupted_save_keeps_the_previous_file(tmp_path, monkeypatch):
+    first = EmbeddingIndex.build(blobs(50)[0], model="first")
+    path = first.save(tmp_path / "g.npz")
+
+    def broken_savez(out, **arrays):
+        out.write(b"half of a zip")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(index_module.np, "savez", broken_savez)
+    with pytest.raises(KeyboardInterrupt):
+        EmbeddingIndex.build(blobs(60)[0], model="second").save(path)
+    monkeypatch.undo()
+    assert [p.name for p in tmp_path.iterdir()] == ["g.npz"]
+    assert EmbeddingIndex.load(path).model == "first"
+
+
+@pytest.mark.parametrize("kind", ["exact", "hnsw"])
+def test_added_items_are_searchable_with_continued_ids(kind):
+    gallery, labels = blobs(500)
+    index = EmbeddingIndex.build(gallery[:400], labels=labels[:400], kind=kind)
+    index.add(gallery[400:], labels=labels[400:])
+    assert len(index) == 500
+    _, rows, ids = index.search(gallery[450:451], k=1)
+    assert rows.tolist() == [[450]] and ids.tolist() == [[450]]
+    np.testing.assert_array_equal(index.labels, labels)
+
+
+def test_add_checks_dimension_and_labels():
+    index = EmbeddingIndex.build(np.eye(4), labels=[0, 1, 2, 3])
+    with pytest.raises(ValueError, match="dimension 3 but the index holds 4"):
+        index.add(np.ones((2, 3)), labels=[0, 1])
+    with pytest.raises(ValueError, match="stores labels"):
+        index.add(np.ones((2, 4)))
+    with pytest.raises(ValueError, match="without labels"):
+        EmbeddingIndex.build(np.eye(4)).add(np.ones((1, 4)), labels=[1])
+
+
+def test_bad_queries_and_k_get_clear_errors():
+    index = EmbeddingIndex.build(np.eye(4))
+    with pytest.raises(ValueError, match="index holds 4 items"):
+        index.search(np.eye(4), k=5)
+    with pytest.raises(ValueError, match="choose 1 <= k"):
+        index.search(np.eye(4), k=0)
+    with pytest.raises(ValueError, match="embed them with the model that built the index"):
+        index.search(np.ones((1, 5)), k=1)
+    with pytest.raises(ValueError, match="NaN or inf"):
+        index.search(np.array([[np.nan, 0, 0, 0]]), k=1)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        EmbeddingIndex.build(np.eye(4), kind="annoy")
+    with pytest.raises(ValueError, match="one entry per item"):
+        EmbeddingIndex.build(np.eye(4), ids=[1, 2])
+    with pytest.raises(ValueError, match="holds None"):
+        EmbeddingIndex.build(np.eye(2), ids=np.array(["a", None], dtype=object))
+
+
+def test_model_checksum_follows_the_weights():
+    model = torch.nn.Linear(3, 2)
+    before = model_checksum(model.state_dict())
+    assert model_checksum(model.state_dict()) == before
+    with torch.no_grad():
+        model.weight[0, 0] += 1e-6
+    assert model_checksum(model.state_dict()) != before
+
+
+def test_zip_layout_has_no_pickled_member(tmp_path):
+    path = EmbeddingIndex.build(np.eye(3), ids=["a", "b", "c"], labels=["x", "y", 3]).save(
+        tmp_path / "g.npz"
+    )
+    with zipfile.ZipFile(path) as archive:
+        for name in archive.namelist():
+            with archive.open(name) as member:
+                np.lib.format.read_array(member, allow_pickle=False)
+
+
+@pytest.mark.parametrize("kind", ["ivf", "hnsw"])
+def test_a_tiny_approximate_gallery_is_searched_whole(kind):
+    gallery = np.random.default_rng(0).normal(size=(12, 3)).astype(np.float32)
+    index = EmbeddingIndex.build(gallery, kind=kind)
+    assert index.recall_at_10 is None
+    _, rows, _ = index.search(gallery, k=4)
+    _, want = brute_force(gallery, gallery, 4, "euclidean")
+    np.testing.assert_array_equal(rows, want)
