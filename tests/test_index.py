@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from clusterable import index as index_module
+from clusterable import archive
 from clusterable.index import EmbeddingIndex, model_checksum
 
 
@@ -125,12 +125,12 @@ def test_a_truncated_or_foreign_file_is_refused(tmp_path):
     path = EmbeddingIndex.build(blobs(100)[0]).save(tmp_path / "g.npz")
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
-    with pytest.raises(ValueError, match="not a readable index file"):
+    with pytest.raises(ValueError, match="not a readable clusterable search index file"):
         EmbeddingIndex.load(path)
     np.savez(tmp_path / "other.npz", x=np.zeros(3))
-    with pytest.raises(ValueError, match="no index manifest"):
+    with pytest.raises(ValueError, match="no clusterable search index manifest"):
         EmbeddingIndex.load(tmp_path / "other.npz")
-    with pytest.raises(FileNotFoundError, match="no index file"):
+    with pytest.raises(FileNotFoundError, match="no clusterable search index file at"):
         EmbeddingIndex.load(tmp_path / "missing.npz")
 
 
@@ -142,7 +142,7 @@ def test_an_interrupted_save_keeps_the_previous_file(tmp_path, monkeypatch):
         out.write(b"half of a zip")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(index_module.np, "savez", broken_savez)
+    monkeypatch.setattr(archive.np, "savez", broken_savez)
     with pytest.raises(KeyboardInterrupt):
         EmbeddingIndex.build(blobs(60)[0], model="second").save(path)
     monkeypatch.undo()

@@ -9,20 +9,13 @@ widens its search until recall@10 against exact search reaches a target for a sa
 items held out as new queries, then measures recall@10 for other held-out items and keeps it, so
 the user sees what the speed costs.
 
-A saved index is one ``.npz`` file (no pickle): the arrays, and a JSON manifest with the SHA-256 of
-each, checked on load so that a truncated or edited file is refused rather than half-read. Saving
-writes a temporary file beside the target and renames it, so an interrupted save leaves the previous
-file (or none), never half of one.
+A saved index is one checksummed ``.npz`` file written atomically (`clusterable.archive`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
-import json
 import os
-import tempfile
-import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,12 +23,14 @@ from typing import Any, Literal
 
 import numpy as np
 
+from clusterable.archive import load_archive, save_archive
 from clusterable.evaluate.neighbors import faiss_available, knn_search
 
 Metric = Literal["euclidean", "cosine"]
 Kind = Literal["exact", "ivf", "hnsw"]
 
-#: Version of the file layout written by `EmbeddingIndex.save`.
+#: What `EmbeddingIndex.save` writes, and the version of its layout.
+ARCHIVE_KIND = "clusterable search index"
 FORMAT_VERSION = 1
 
 #: Gallery items used as queries to tune an approximate index, and as many others to report its
@@ -222,10 +217,7 @@ class EmbeddingIndex:
         return distances, rows, self.ids[rows]
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the index to one ``.npz`` file, atomically; returns the path written."""
-        target = Path(path)
-        if target.suffix != ".npz":
-            target = target.with_name(target.name + ".npz")
+        """Write the index to one checksummed ``.npz`` file, atomically; returns its path."""
         arrays = {"vectors": self.vectors, "ids": self.ids}
         if self.labels is not None:
             arrays["labels"] = self.labels
@@ -234,31 +226,19 @@ class EmbeddingIndex:
 
             arrays["faiss"] = faiss.serialize_index(self._faiss)
             arrays["faiss_rows"] = self._faiss_rows
-        manifest = {
-            "format": "clusterable.EmbeddingIndex",
-            "version": FORMAT_VERSION,
-            "metric": self.metric,
-            "kind": self.kind,
-            "model": self.model,
-            "recall_at_10": self.recall_at_10,
-            "search_breadth": self.search_breadth,
-            "count": len(self),
-            "dim": self.dim,
-            "sha256": {name: _digest(array) for name, array in arrays.items()},
-        }
-        arrays["manifest"] = np.frombuffer(json.dumps(manifest).encode(), dtype=np.uint8)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        try:
-            with os.fdopen(handle, "wb") as out:
-                np.savez(out, **arrays)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temporary, target)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
-        return target
+        return save_archive(
+            path,
+            ARCHIVE_KIND,
+            FORMAT_VERSION,
+            arrays,
+            metric=self.metric,
+            kind=self.kind,
+            model=self.model,
+            recall_at_10=self.recall_at_10,
+            search_breadth=self.search_breadth,
+            count=len(self),
+            dim=self.dim,
+        )
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> EmbeddingIndex:
@@ -271,19 +251,9 @@ class EmbeddingIndex:
         ValueError
             If the file is not an index, is truncated, or an array does not match its checksum.
         """
-        source = Path(path)
-        if not source.is_file():
-            raise FileNotFoundError(
-                f"no index file at {source}; build one with `clusterable index`"
-            )
-        arrays = _read_arrays(source)
-        manifest = _read_manifest(arrays, source)
-        for name, expected in manifest["sha256"].items():
-            if name not in arrays or _digest(arrays[name]) != expected:
-                raise ValueError(
-                    f"{source} is damaged: its {name!r} array does not match the checksum written "
-                    "with it (a truncated copy or an edited file); rebuild the index"
-                )
+        arrays, manifest = load_archive(
+            path, ARCHIVE_KIND, FORMAT_VERSION, "rebuild it with `clusterable index`"
+        )
         index = cls(
             vectors=arrays["vectors"],
             ids=arrays["ids"],
@@ -297,7 +267,7 @@ class EmbeddingIndex:
         if "faiss" in arrays:
             if not faiss_available():
                 raise ImportError(
-                    f"{source} is an approximate ({index.kind}) index, which needs faiss: "
+                    f"{path} is an approximate ({index.kind}) index, which needs faiss: "
                     "pip install faiss-cpu"
                 )
             import faiss
@@ -467,37 +437,3 @@ def _check_choice(value: str, choices: tuple[str, ...], name: str) -> Any:
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
     return value
-
-
-def _digest(array: np.ndarray) -> str:
-    buffer = io.BytesIO()
-    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
-    return hashlib.sha256(buffer.getvalue()).hexdigest()
-
-
-def _read_arrays(source: Path) -> dict[str, np.ndarray]:
-    try:
-        with np.load(source, allow_pickle=False) as data:
-            return {name: data[name] for name in data.files}
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
-        raise ValueError(
-            f"{source} is not a readable index file ({type(err).__name__}: {err}); it may be "
-            "truncated or another kind of file: rebuild it with `clusterable index`"
-        ) from err
-
-
-def _read_manifest(arrays: dict[str, np.ndarray], source: Path) -> dict[str, Any]:
-    try:
-        manifest = json.loads(arrays.pop("manifest").tobytes().decode())
-    except (KeyError, ValueError) as err:
-        raise ValueError(
-            f"{source} has no index manifest; it was not written by EmbeddingIndex.save"
-        ) from err
-    if manifest.get("format") != "clusterable.EmbeddingIndex":
-        raise ValueError(f"{source} is not an EmbeddingIndex file")
-    if manifest.get("version") != FORMAT_VERSION:
-        raise ValueError(
-            f"{source} uses index format {manifest.get('version')}, this version reads "
-            f"{FORMAT_VERSION}; rebuild the index"
-        )
-    return manifest
