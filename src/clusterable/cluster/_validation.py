@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numbers
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -68,6 +69,33 @@ def check_n_clusters(k: object, n_samples: int) -> int:
     return k
 
 
+@dataclass(frozen=True)
+class Rescaling:
+    """The map ``x -> (x / peak - centre) / spread`` that `rescaled` applies, kept for new points.
+
+    A partition fitted on rescaled points assigns new points after the same map (see
+    `clusterable.cluster.partition`). ``peak`` and ``spread`` are 1 where the fitted points left
+    nothing to divide by (all zero, or all equal).
+    """
+
+    peak: float
+    centre: np.ndarray  # (d,)
+    spread: float
+
+    @classmethod
+    def of(cls, points: np.ndarray) -> Rescaling:
+        """The rescaling that centres ``points`` (n, d) and scales them into ``[-1, 1]``."""
+        x = np.asarray(points, dtype=np.float64)
+        peak = float(np.abs(x).max(initial=0.0)) or 1.0
+        centre = (x / peak).mean(axis=0) if x.shape[0] else np.zeros(x.shape[1])
+        spread = float(np.abs(x / peak - centre).max(initial=0.0)) or 1.0
+        return cls(peak, centre, spread)
+
+    def apply(self, points: np.ndarray) -> np.ndarray:
+        """``(m, d)`` points in the rescaled frame, float64."""
+        return (np.asarray(points, dtype=np.float64) / self.peak - self.centre) / self.spread
+
+
 def rescaled(points: np.ndarray) -> np.ndarray:
     """``points`` moved to the origin and scaled into ``[-1, 1]``, in float64.
 
@@ -88,11 +116,4 @@ def rescaled(points: np.ndarray) -> np.ndarray:
         ``(n, d)`` float64, centred, with largest absolute value 1 (all zeros when every point is
         the same).
     """
-    x = np.asarray(points, dtype=np.float64)
-    peak = np.abs(x).max(initial=0.0)
-    if peak == 0.0:
-        return np.zeros_like(x)
-    x = x / peak
-    x = x - x.mean(axis=0)
-    spread = np.abs(x).max(initial=0.0)
-    return x / spread if spread > 0.0 else x
+    return Rescaling.of(points).apply(points)

@@ -16,17 +16,19 @@ from clusterable.cluster._validation import (
     warn_cluster_count,
 )
 
-__all__ = ["ClusterCountWarning", "affinity_propagation"]
+__all__ = ["ClusterCountWarning", "affinity_propagation", "fit_affinity_propagation"]
 
 #: Above this many points the three dense n x n float64 matrices of affinity propagation pass 10 GB.
 MAX_POINTS = 20_000
 
 
-def _run(similarity: np.ndarray, preference: float, damping: float) -> np.ndarray | None:
-    """Labels of one affinity-propagation run, or None if it did not converge."""
+def _run(
+    similarity: np.ndarray, preference: float, damping: float
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Labels and exemplar rows of one affinity-propagation run, or None if it did not converge."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        _, labels = sklearn_affinity_propagation(
+        exemplars, labels = sklearn_affinity_propagation(
             similarity,
             preference=preference,
             damping=damping,
@@ -36,7 +38,7 @@ def _run(similarity: np.ndarray, preference: float, damping: float) -> np.ndarra
         )
     if labels.size and labels[0] == -1:
         return None
-    return labels.astype(np.int64)
+    return labels.astype(np.int64), np.asarray(exemplars, dtype=np.int64)
 
 
 def affinity_propagation(
@@ -104,6 +106,23 @@ def affinity_propagation(
     >>> len(np.unique(affinity_propagation(x, 3)))
     3
     """
+    return fit_affinity_propagation(x, k, max_steps=max_steps, damping=damping)[0]
+
+
+def fit_affinity_propagation(
+    x: np.ndarray, k: int, *, max_steps: int = 40, damping: float = 0.9
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`affinity_propagation`, also returning each cluster's exemplar.
+
+    Returns
+    -------
+    labels : np.ndarray
+        ``(n,)`` int64 cluster ids in ``[0, clusters)``.
+    exemplars : np.ndarray
+        ``(clusters,)`` int64 row of ``x`` that is cluster ``c``'s exemplar (empty when
+        ``k == 1``: one cluster needs none). Every point's cluster is that of its most similar
+        (nearest) exemplar.
+    """
     points = check_points(x)
     n = points.shape[0]
     k = check_n_clusters(k, n)
@@ -113,9 +132,11 @@ def affinity_propagation(
             "points (subsample) or another method such as kmeans"
         )
     if k == 1:
-        return np.zeros(n, dtype=np.int64)
+        return np.zeros(n, dtype=np.int64), np.zeros(0, dtype=np.int64)
     distinct, location, copies = np.unique(points, axis=0, return_inverse=True, return_counts=True)
     location = location.ravel().astype(np.int64)  # (n,) index of each point's distinct point
+    first_row = np.full(distinct.shape[0], n, dtype=np.int64)
+    np.minimum.at(first_row, location, np.arange(n))  # (m,) a row of x holding each distinct point
     if distinct.shape[0] == 1:
         raise ValueError(
             f"all points are equal, so affinity propagation cannot tell {k} clusters apart; "
@@ -126,7 +147,7 @@ def affinity_propagation(
         if m < k:
             reason = f"the {n} points hold only {m} distinct points; each is one cluster"
             warn_cluster_count("affinity propagation", m, k, reason)
-        return location
+        return location, first_row
 
     work = rescaled(distinct)
     squared_norms = np.einsum("ij,ij->i", work, work)
@@ -136,19 +157,20 @@ def affinity_propagation(
     off_diagonal = similarity[~np.eye(similarity.shape[0], dtype=bool)]
     low, high = float(off_diagonal.min()), float(off_diagonal.max())
 
-    best_labels, best_gap = None, None
+    best, best_gap = None, None
     # Equidistant points give one similarity value (low < 0, the points being distinct).
     span = high - low if high > low else -low
     for _ in range(max_steps):
         preference = 0.5 * (low + high)
-        labels = _run(similarity, preference, damping)
-        count = None if labels is None else int(np.unique(labels).size)
+        run = _run(similarity, preference, damping)
+        count = None if run is None else int(run[1].size)
         if count is not None:
+            labels, exemplars = run[0][location], first_row[run[1]]
             gap = (abs(count - k), count)
             if best_gap is None or gap < best_gap:
-                best_labels, best_gap = labels[location], gap
+                best, best_gap = (labels, exemplars), gap
             if count == k:
-                return labels[location]
+                return labels, exemplars
         if count is None or count > k:
             high = preference
             if high - low < 1e-9 * span:  # the lower end itself gives too many: widen it
@@ -156,7 +178,7 @@ def affinity_propagation(
                 span *= 2.0
         else:
             low = preference
-    if best_labels is None:
+    if best is None:
         raise ValueError(
             f"affinity propagation did not converge in {max_steps} runs; try a larger damping "
             "(closer to 1) or another method such as kmeans"
@@ -167,4 +189,4 @@ def affinity_propagation(
         k,
         f"no preference in {max_steps} bisection steps gave {k}; returning the closest labelling",
     )
-    return best_labels
+    return best

@@ -6,9 +6,9 @@ import numpy as np
 from sklearn.mixture import GaussianMixture
 
 from clusterable.cluster._validation import (
+    Rescaling,
     check_n_clusters,
     check_points,
-    rescaled,
     warn_cluster_count,
 )
 
@@ -70,11 +70,29 @@ def gmm(x: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
     >>> bool((labels[:10] == labels[0]).all() and (labels[10:] != labels[0]).all())
     True
     """
+    return fit_gmm(x, k, seed)[0]
+
+
+def fit_gmm(
+    x: np.ndarray, k: int, seed: int = 0
+) -> tuple[np.ndarray, GaussianMixture | None, Rescaling]:
+    """:func:`gmm`, also returning the fitted mixture and the frame it was fitted in.
+
+    Returns
+    -------
+    labels : np.ndarray
+        ``(n,)`` int64 component ids.
+    mixture : GaussianMixture or None
+        The fitted mixture over ``rescaling.apply(x)``; None when ``k == 1`` (nothing to fit).
+    rescaling : Rescaling
+        The map from ``x``'s units to the mixture's.
+    """
     points = check_points(x)
     k = check_n_clusters(k, points.shape[0])
+    rescaling = Rescaling.of(points)
     if k == 1:  # one component holds every point; scikit-learn also refuses a single sample
-        return np.zeros(points.shape[0], dtype=np.int64)
-    work = rescaled(points)
+        return np.zeros(points.shape[0], dtype=np.int64), None, rescaling
+    work = rescaling.apply(points)
     mean_variance = float(work.var(axis=0).mean())
     # Constant data has no scale to be relative to: fall back to scikit-learn's absolute default.
     reg_covar = RELATIVE_REG_COVAR * (mean_variance if mean_variance > 0.0 else 1.0)
@@ -94,4 +112,4 @@ def gmm(x: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
                 "use every component; ask for fewer clusters or use kmeans)"
             )
         warn_cluster_count("gmm", found, k, reason)
-    return labels
+    return labels, mixture, rescaling

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import numbers
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
-from clusterable.cluster._validation import check_n_clusters, check_points, rescaled
+from clusterable.cluster._validation import Rescaling, check_n_clusters, check_points
 from clusterable.cluster.kmeans import kmeans
 
 
@@ -42,21 +43,43 @@ def spectral_embedding(x: np.ndarray, rank: int | None = None) -> np.ndarray:
     M. T. Law, R. Urtasun and R. S. Zemel, "Deep Spectral Clustering Learning", ICML 2017,
     Algorithm 2 (steps 1-4) and Section 4.2.
     """
-    if rank is not None and (
-        isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or rank < 1
-    ):
-        raise ValueError(
-            f"rank must be a positive number of singular vectors or None (rank(M_t)), got {rank!r}"
-        )
-    centred = rescaled(check_points(x))  # M_t (step 1), scaled into [-1, 1]
-    u, singular_values, _ = np.linalg.svd(centred, full_matrices=False)
+    return _project(check_points(x), _checked_rank(rank, allow_k=False))[1]
+
+
+@dataclass(frozen=True)
+class SpectralProjection:
+    """Steps 1-4 of Algorithm 2 as a map that also takes points it was not fitted on.
+
+    ``M_t = U_t S V^T`` gives ``U_t = M_t V S^-1``, so a new point ``x`` lands at the unit row
+    ``T(x) = normalise(rescale(x) V_r S_r^-1)``; on the fitted points this is the ``T`` of
+    :func:`spectral_embedding`.
+    """
+
+    rescaling: Rescaling
+    components: np.ndarray  # (d, r): V_r S_r^-1 in the rescaled frame
+
+    def transform(self, points: np.ndarray) -> np.ndarray:
+        """``(m, r)`` rows of ``T`` for ``(m, d)`` points."""
+        return _unit_rows(self.rescaling.apply(points) @ self.components)
+
+
+def _project(points: np.ndarray, rank: int | None) -> tuple[SpectralProjection, np.ndarray]:
+    """The projection of Algorithm 2 fitted on ``points`` and their rows of ``T``."""
+    rescaling = Rescaling.of(points)
+    centred = rescaling.apply(points)  # M_t (step 1), scaled into [-1, 1]
+    u, singular_values, vt = np.linalg.svd(centred, full_matrices=False)
     # Numerical rank (step 2), numpy's matrix_rank tolerance, so that U_t U_t^T = M_t M_t^+.
     tolerance = singular_values.max(initial=0.0) * max(centred.shape) * np.finfo(np.float64).eps
     numerical_rank = int((singular_values > tolerance).sum())
     r = numerical_rank if rank is None else min(int(rank), numerical_rank)
-    leading = u[:, :r]  # U_t, step 3
-    norms = np.linalg.norm(leading, axis=1, keepdims=True)
-    return leading / np.where(norms > 0.0, norms, 1.0)  # T, step 4
+    projection = SpectralProjection(rescaling, vt[:r].T / singular_values[:r])
+    return projection, _unit_rows(u[:, :r])  # T from U_t (step 3), step 4
+
+
+def _unit_rows(u: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit norm; an exactly zero row (a point on the mean) stays zero."""
+    norms = np.linalg.norm(u, axis=1, keepdims=True)
+    return u / np.where(norms > 0.0, norms, 1.0)
 
 
 def spectral(
@@ -117,18 +140,41 @@ def spectral(
     >>> bool((labels[:20] == labels[0]).all() and (labels[20:] != labels[0]).all())
     True
     """
+    return fit_spectral(x, k, seed, rank=rank)[0]
+
+
+def fit_spectral(
+    x: np.ndarray, k: int, seed: int = 0, *, rank: int | Literal["k"] | None = "k"
+) -> tuple[np.ndarray, SpectralProjection, np.ndarray]:
+    """:func:`spectral`, also returning the fitted projection and ``T`` (to assign new points).
+
+    Returns
+    -------
+    labels : np.ndarray
+        ``(n,)`` int64 cluster ids in ``[0, k)``.
+    projection : SpectralProjection
+        Steps 1-4 of Algorithm 2 fitted on ``x``.
+    embedding : np.ndarray
+        ``(n, r)`` the rows of ``T`` that k-means partitioned.
+    """
     points = check_points(x)
     k = check_n_clusters(k, points.shape[0])
-    if isinstance(rank, str) and rank != "k":
-        raise ValueError(
-            f"rank must be 'k', None (Algorithm 2's rank(M_t)) or a positive int, got {rank!r}"
-        )
+    rank = _checked_rank(rank, allow_k=True)
+    projection, embedding = _project(points, k if rank == "k" else rank)
     if k == 1:
-        return np.zeros(points.shape[0], dtype=np.int64)
-    embedding = spectral_embedding(points, rank=k if rank == "k" else rank)
+        return np.zeros(points.shape[0], dtype=np.int64), projection, embedding
     if embedding.shape[1] == 0:
         raise ValueError(
             "all points are equal, so the mean-centred matrix has rank 0 and spectral clustering "
             f"has nothing to partition into {k} clusters; use k=1 or check the embeddings"
         )
-    return kmeans(embedding, k, seed=seed)
+    return kmeans(embedding, k, seed=seed), projection, embedding
+
+
+def _checked_rank(rank: object, *, allow_k: bool) -> int | Literal["k"] | None:
+    if rank is None or (allow_k and rank == "k"):
+        return rank  # type: ignore[return-value]
+    if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or rank < 1:
+        choices = "'k', None (Algorithm 2's rank(M_t))" if allow_k else "None (rank(M_t))"
+        raise ValueError(f"rank must be {choices} or a positive int, got {rank!r}")
+    return int(rank)

@@ -1,0 +1,164 @@
+"""Persistent partitions: predict on the fitted points returns labels_, new points follow each
+method's own rule (checked against brute force or the library it uses), save/load round trips."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import adjusted_rand_score
+
+from clusterable.cluster import (
+    METHODS,
+    Partition,
+    affinity_propagation,
+    fit,
+    kmeans,
+    spectral_embedding,
+)
+from clusterable.cluster.gmm import fit_gmm
+
+CENTRES = np.array([[0.0, 0.0, 0.0], [8.0, 0.0, 1.0], [0.0, 8.0, -1.0], [8.0, 8.0, 0.0]])
+
+
+def blobs(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    truth = np.arange(n) % len(CENTRES)
+    return CENTRES[truth] + rng.normal(scale=0.7, size=(n, 3)), truth
+
+
+def fitted(method: str, x: np.ndarray) -> Partition:
+    if method == "aas":
+        return fit(x, "aas", k_graph=39, eps=0.5, gamma=10.0)
+    return fit(x, method, n_clusters=len(CENTRES), seed=0)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_predict_on_the_fitted_points_returns_labels(method):
+    x, _ = blobs(160, seed=0)
+    partition = fitted(method, x)
+    np.testing.assert_array_equal(partition.predict(x), partition.labels_)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_new_points_join_their_blobs_cluster(method):
+    x, truth = blobs(160, seed=0)
+    new, new_truth = blobs(80, seed=1)
+    partition = fitted(method, x)
+    assert adjusted_rand_score(truth, partition.labels_) == 1.0
+    assigned = partition.predict(new)
+    # Each new point lands in the cluster that holds its blob's fitted points.
+    blob_cluster = {t: partition.labels_[truth == t][0] for t in range(len(CENTRES))}
+    np.testing.assert_array_equal(assigned, [blob_cluster[t] for t in new_truth])
+
+
+def test_kmeans_assigns_to_the_nearest_member_mean():
+    x, _ = blobs(200, seed=2)
+    partition = fit(x, "kmeans", n_clusters=4, seed=3)
+    assert adjusted_rand_score(kmeans(x, 4, seed=3), partition.labels_) == 1.0
+    means = np.stack([x[partition.labels_ == c].mean(axis=0) for c in range(4)])
+    new = np.random.default_rng(4).uniform(-3, 11, size=(500, 3))
+    brute = np.argmin(((new[:, None, :] - means[None]) ** 2).sum(-1), axis=1)
+    np.testing.assert_array_equal(partition.predict(new), brute)
+
+
+def test_spectral_projects_new_points_like_algorithm_2():
+    x, _ = blobs(120, seed=5)
+    partition = fit(x, "spectral", n_clusters=4, rank=None)
+    # The stored projection maps the fitted points onto spectral_embedding's T.
+    t_rows = spectral_embedding(x, rank=None)
+    u = partition.rescaling.apply(x) @ partition.projection
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    np.testing.assert_allclose(np.abs(u), np.abs(t_rows), atol=1e-9)
+    np.testing.assert_allclose(u * t_rows, np.abs(u * t_rows), atol=1e-9)  # same signs per column
+
+
+def test_gmm_predicts_with_the_fitted_mixture():
+    x, _ = blobs(200, seed=6)
+    partition = fit(x, "gmm", n_clusters=4, seed=1)
+    _, mixture, rescaling = fit_gmm(x, 4, seed=1)
+    new = np.random.default_rng(7).uniform(-3, 11, size=(300, 3))
+    np.testing.assert_array_equal(partition.predict(new), mixture.predict(rescaling.apply(new)))
+
+
+def test_affinity_propagation_assigns_to_the_nearest_exemplar():
+    x, _ = blobs(80, seed=8)
+    partition = fit(x, "affinity_propagation", n_clusters=4)
+    assert adjusted_rand_score(affinity_propagation(x, 4), partition.labels_) == 1.0
+    # The stored centres are fitted points: find their rows, then assign by brute force.
+    z = partition.rescaling.apply(x)
+    rows = np.array([np.flatnonzero((z == centre).all(axis=1))[0] for centre in partition.centres])
+    new = np.random.default_rng(9).uniform(-3, 11, size=(300, 3))
+    brute = np.argmin(((new[:, None, :] - x[rows][None]) ** 2).sum(-1), axis=1)
+    np.testing.assert_array_equal(partition.predict(new), partition.labels_[rows][brute])
+
+
+def test_aas_calls_far_points_and_copies_of_noise_noise():
+    x, _ = blobs(160, seed=0)
+    outlier = np.array([[40.0, -30.0, 5.0]])
+    data = np.concatenate([x, outlier])
+    partition = fit(data, "aas", k_graph=39, eps=0.5, gamma=10.0, theta_min=1.0)
+    assert partition.labels_[-1] == -1
+    far = np.array([[200.0, 200.0, 200.0]])
+    assert partition.predict(far).tolist() == [-1]
+    assert partition.predict(outlier).tolist() == [-1]
+    near_first = x[:1] + 0.01
+    assert partition.predict(near_first).tolist() == partition.labels_[:1].tolist()
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("scale", [1e-25, 1e25])
+def test_assignment_does_not_depend_on_scale(method, scale):
+    x, _ = blobs(160, seed=0)
+    new, _ = blobs(40, seed=1)
+    at_unit = fitted(method, x).predict(new)
+    at_scale = fitted(method, x * scale + 3 * scale).predict(new * scale + 3 * scale)
+    assert adjusted_rand_score(at_unit, at_scale) == 1.0
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_save_and_load_keep_every_rule(tmp_path, method):
+    x, _ = blobs(160, seed=0)
+    partition = fitted(method, x)
+    path = partition.save(tmp_path / method)
+    loaded = Partition.load(path)
+    new = np.random.default_rng(3).uniform(-3, 11, size=(200, 3))
+    np.testing.assert_array_equal(loaded.predict(new), partition.predict(new))
+    np.testing.assert_array_equal(loaded.labels_, partition.labels_)
+    assert (type(loaded), loaded.method, loaded.options) == (
+        type(partition),
+        method,
+        partition.options,
+    )
+
+
+def test_a_damaged_partition_file_is_refused(tmp_path):
+    path = fit(blobs(40, 0)[0], "kmeans", n_clusters=2).save(tmp_path / "p.npz")
+    with np.load(path) as data:
+        arrays = {name: data[name] for name in data.files}
+    arrays["centres"] = arrays["centres"] + 1.0
+    np.savez(path, **arrays)
+    with pytest.raises(ValueError, match="damaged: its 'centres' array"):
+        Partition.load(path)
+
+
+def test_bad_calls_get_clear_errors():
+    x, _ = blobs(40, 0)
+    with pytest.raises(ValueError, match="needs n_clusters"):
+        fit(x, "kmeans")
+    with pytest.raises(ValueError, match="aas finds its own number of clusters"):
+        fit(x, "aas", n_clusters=3)
+    with pytest.raises(ValueError, match="unknown clustering method 'dbscan'"):
+        fit(x, "dbscan", n_clusters=3)
+    partition = fit(x, "kmeans", n_clusters=2)
+    with pytest.raises(ValueError, match="fitted on 3-dimensional points, got 5"):
+        partition.predict(np.ones((2, 5)))
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        partition.predict(np.array([[np.nan, 0.0, 0.0]]))
+
+
+@pytest.mark.parametrize("method", ["kmeans", "spectral", "gmm", "affinity_propagation"])
+def test_one_cluster_takes_every_point(method):
+    x, _ = blobs(30, 0)
+    partition = fit(x, method, n_clusters=1)
+    assert partition.labels_.tolist() == [0] * 30
+    assert partition.predict(x[:5] * 3).tolist() == [0] * 5
