@@ -1,4 +1,4 @@
-"""Tensor helpers every loss shares: pairwise distances, centring, unit rows, label masks, log-sum-exp.
+"""Tensor helpers every loss shares: pairwise distances, centring, unit rows, masks, log-sum-exp.
 
 Pairwise distances are the one mechanism behind every distance-based loss and miner, accurate to a
 few units in the last place of the input precision wherever the result is representable:
@@ -59,7 +59,7 @@ def _times_power_of_two(x: Tensor, exponent: int) -> Tensor:
 def _exact_differences(
     points_x: Tensor, points_y: Tensor, rows: Tensor, cols: Tensor, exponent: int
 ) -> Tensor:
-    """``(x_i - x_j) * 2^exponent`` for the pairs ``(rows, cols)``: ``(p, d)``, one rounding each."""
+    """``(x_i - x_j) * 2^exponent`` of the pairs ``(rows, cols)``: ``(p, d)``, one rounding each."""
     return _times_power_of_two(points_x[rows] - points_y[cols], exponent)
 
 
