@@ -167,8 +167,10 @@ class _PairDistances(torch.autograd.Function):
             resolved = resolved.index_put((cols, rows), weights.new_zeros(()))
         # sum_j w_ij (c_i - c_j) for the pairs the Gram form resolves.
         grad_x = resolved.sum(1, keepdim=True) * centred_x - resolved @ centred_y  # (n, d)
+        # The far ends' gradient is needed to finish x's (y = x) or when y is trainable.
+        needs_grad_y = not ctx.same and ctx.needs_input_grad[1]
         grad_y = (
-            None if ctx.same else resolved.sum(0)[:, None] * centred_y - resolved.T @ centred_x
+            resolved.sum(0)[:, None] * centred_y - resolved.T @ centred_x if needs_grad_y else None
         )  # (m, d)
         grad_ends = grad_x if ctx.same else grad_y
         start = 0
@@ -180,7 +182,8 @@ class _PairDistances(torch.autograd.Function):
             )  # (b, d), c_i - c_j exactly
             terms = block_weights[:, None] * differences  # (b, d)
             grad_x.index_add_(0, block_rows, terms)
-            grad_ends.index_add_(0, block_cols, -terms)
+            if grad_ends is not None:
+                grad_ends.index_add_(0, block_cols, -terms)
         grad_x = _times_power_of_two(grad_x, out_exponent)
         grad_y = None if grad_y is None else _times_power_of_two(grad_y, out_exponent)
         return grad_x, grad_y, None

@@ -158,7 +158,7 @@ class CosineCORELLoss(AttractiveRepulsiveLoss):
     wrong classes sit at negative cosine for free; we do not copy that, so a sample whose nearest
     wrong class has cosine -0.5 still pays 0.25.
 
-    A zero embedding has cosine 0 with every class (``F.normalize`` guards the division).
+    A zero embedding has cosine 0 with every class (``unit_rows`` guards the division).
 
     Parameters
     ----------
