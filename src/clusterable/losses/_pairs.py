@@ -22,6 +22,7 @@ Memory is O(n^2) for a batch of n items: the near pairs are processed in blocks 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -63,7 +64,7 @@ def _exact_differences(
     return _times_power_of_two(points_x[rows] - points_y[cols], exponent)
 
 
-def _blocks(rows: Tensor, cols: Tensor, dim: int):
+def _blocks(rows: Tensor, cols: Tensor, dim: int) -> Iterator[tuple[Tensor, Tensor]]:
     """The near pairs in slices of at most ``DIFFERENCE_BLOCK`` difference elements."""
     step = max(1, DIFFERENCE_BLOCK // max(dim, 1))
     for start in range(0, rows.numel(), step):
@@ -106,7 +107,8 @@ class _PairDistances(torch.autograd.Function):
         # Against a reference set y (class centres, a memory bank) centre on y: its rows set the
         # geometry, and a loss whose weights over y cancel (a softmax against a target) then
         # meets its rounding at the scale of y's spread, not of x's offset from y.
-        centred = points - points[n if not same else 0 :].mean(0)  # (n + m, d)
+        reference = points if same else points[n:]  # (m, d)
+        centred = points - reference.mean(0)  # (n + m, d)
         inner = _exponent_of_peak(centred)
         centred = _times_power_of_two(centred, -inner)  # (n + m, d)
         # x_i - y_j = 2^exponent (c_i - c_j): distances come out in units of 2^exponent.
