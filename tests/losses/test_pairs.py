@@ -1,16 +1,19 @@
-"""The shared tensor helpers against brute-force loops."""
+"""The shared tensor helpers against brute-force loops, and in float32 against float64."""
 
 from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
+from clusterable.losses import _pairs
 from clusterable.losses._pairs import (
     euclidean_distances,
     label_masks,
     masked_logsumexp,
     squared_distances,
+    unit_rows,
 )
 
 
@@ -20,7 +23,7 @@ def test_distances_match_a_loop():
         [[float(((a - b) ** 2).sum()) for b in x] for a in x], dtype=torch.float64
     )
     torch.testing.assert_close(squared_distances(x), expected, rtol=1e-10, atol=1e-12)
-    torch.testing.assert_close(euclidean_distances(x, eps=0.0), expected.sqrt())
+    torch.testing.assert_close(euclidean_distances(x), expected.sqrt())
     assert (squared_distances(x).diagonal() == 0).all()
 
 
@@ -48,3 +51,95 @@ def test_masked_logsumexp_matches_a_loop_and_handles_empty_rows():
     out.sum().backward()
     assert torch.isfinite(x.grad).all()
     assert x.grad[1].abs().sum() == 0 and x.grad[0, 1] == 0
+
+
+# ---------------------------------------------------------------- float32 accuracy (issue 9)
+
+
+def float32_and_float64(function, *inputs: torch.Tensor, seed: int = 0):
+    """Values and input gradients of ``(w * function(*inputs)).sum()``, w random, in both dtypes.
+
+    The float64 pass runs on the float32 values upcast: only the arithmetic differs.
+    """
+    results, weights = [], None
+    for dtype in (torch.float32, torch.float64):
+        leaves = [t.detach().to(dtype).requires_grad_(True) for t in inputs]
+        out = function(*leaves)
+        if weights is None:
+            weights = torch.rand(out.shape, generator=torch.Generator().manual_seed(seed))
+        gradients = torch.autograd.grad((weights.to(dtype) * out).sum(), leaves)
+        results.append((out.detach(), gradients))
+    return results
+
+
+def relative(approximate: torch.Tensor, exact: torch.Tensor) -> float:
+    return float((approximate.double() - exact).abs().max() / exact.abs().max())
+
+
+def near_duplicates(offset: float = 0.0) -> torch.Tensor:
+    """A 40 x 5 float32 batch whose items 0 and 1 are 4e-4 apart, shifted by ``offset``."""
+    x = torch.randn(40, 5, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    x[1] = x[0] + 4e-4 * torch.nn.functional.normalize(torch.ones(5, dtype=torch.float64), dim=0)
+    return (x + offset).float()
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e3])
+@pytest.mark.parametrize("function", [squared_distances, euclidean_distances])
+def test_distances_and_gradients_are_float32_exact(function, offset):
+    x = near_duplicates(offset)
+    (d32, (g32,)), (d64, (g64,)) = float32_and_float64(function, x)
+    # Every entry to its own relative precision, the near pair's 1.6e-7 squared distance included.
+    off_diagonal = ~torch.eye(40, dtype=torch.bool)
+    pair_errors = (d32.double() - d64).abs()[off_diagonal] / d64[off_diagonal]
+    assert float(pair_errors.max()) < 1e-5
+    assert relative(g32, g64) < 1e-5
+
+
+def test_distances_to_a_reference_set_are_float32_exact():
+    x = near_duplicates(1e3)
+    references = torch.cat([x[:1] + 1e-3, x[5:8] + 0.5]).detach()  # (4, d), one near x_0
+    (d32, grads32), (d64, grads64) = float32_and_float64(squared_distances, x, references)
+    assert float(((d32.double() - d64).abs() / d64).max()) < 1e-5
+    for g32, g64 in zip(grads32, grads64, strict=True):
+        assert relative(g32, g64) < 1e-5
+
+
+def test_near_pairs_in_many_blocks(monkeypatch):
+    """Two collapsed clusters (every within-cluster pair near) go through the blocks 4 pairs at a
+    time."""
+    monkeypatch.setattr(_pairs, "DIFFERENCE_BLOCK", 16)
+    centres = torch.tensor([[1.0, 0.0, 0.0, 0.0], [-1.0, 0.0, 0.0, 0.0]], dtype=torch.float64)
+    noise = 1e-4 * torch.randn(
+        30, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64
+    )
+    x = (1e3 + centres.repeat(15, 1) + noise).float()  # (30, 4)
+    (d32, (g32,)), (d64, (g64,)) = float32_and_float64(euclidean_distances, x)
+    assert relative(d32, d64) < 1e-5
+    assert relative(g32, g64) < 1e-5
+
+
+@pytest.mark.parametrize("scale", [1e-19, 1e-30, 1e19, 1e30])
+def test_euclidean_distances_keep_their_geometry_at_any_scale(scale):
+    """D is 1-homogeneous: D(s x) = s D(x), and the gradient of sum w D is scale-free."""
+    x = torch.randn(9, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    (d_unit, (g_unit,)), _ = float32_and_float64(euclidean_distances, x)
+    (d_scaled, (g_scaled,)), _ = float32_and_float64(euclidean_distances, x * scale)
+    assert relative(d_scaled.double() / scale, d_unit.double()) < 1e-6
+    assert relative(g_scaled, g_unit.double()) < 1e-6
+
+
+@pytest.mark.parametrize(
+    ("scale", "message"),
+    [(1e20, "beyond the torch.float32 range"), (1e-25, "cannot be told apart")],
+)
+def test_unrepresentable_squared_distances_raise(scale, message):
+    x = (scale * torch.randn(5, 3, generator=torch.Generator().manual_seed(3))).float()
+    with pytest.raises(ValueError, match=f"{message}.*float64"):
+        squared_distances(x)
+
+
+@pytest.mark.parametrize("scale", [1e30, 1e-30])
+def test_unit_rows_at_any_scale(scale):
+    x = torch.tensor([[3.0, -4.0], [0.0, 0.0], [1.0, 1.0]])
+    expected = torch.nn.functional.normalize(x, dim=1)
+    torch.testing.assert_close(unit_rows((x.double() * scale).float()), expected)

@@ -195,6 +195,19 @@ def test_float32_matches_float64():
     torch.testing.assert_close(grad32.double(), grad64, rtol=1e-3, atol=1e-4)
 
 
+@pytest.mark.parametrize("seed", SEEDS)
+def test_float16_rank_is_decided_at_half_precision(seed):
+    """Issue 9: a rank-3 F given in float16 has rank 3; after the upcast, float32's tolerance would
+    count its half-precision rounding as 3 more dimensions (1.76 instead of 2.83 for seed 0)."""
+    generator = torch.Generator().manual_seed(seed)
+    low_rank = torch.randn(12, 3, generator=generator, dtype=torch.float64)
+    features = low_rank @ torch.randn(3, 6, generator=generator, dtype=torch.float64)  # (12, 6)
+    labels = torch.arange(12) % 4
+    loss = SpectralClusteringLoss()
+    exact = float(loss(features, labels))
+    assert float(loss(features.half(), labels)) == pytest.approx(exact, abs=1e-3)
+
+
 def test_registered_without_arguments():
     assert isinstance(get_loss("spectral"), SpectralClusteringLoss)
     with pytest.raises(ValueError, match="none"):

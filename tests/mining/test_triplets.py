@@ -7,6 +7,7 @@ import torch
 from pytorch_metric_learning import distances as pml_distances
 from pytorch_metric_learning import miners as pml_miners
 
+from clusterable.losses._pairs import squared_distances
 from clusterable.mining import (
     all_triplets,
     batch_hard_triplets,
@@ -140,3 +141,19 @@ def test_mining_does_not_track_gradient():
         batch_hard_triplets(distances, labels),
     ):
         assert all(not t.requires_grad for t in triplets)
+
+
+@pytest.mark.parametrize("strategy", ["semi-hard", "batch-hard"])
+def test_float32_mining_equals_float64_near_duplicates_far_from_the_origin(strategy):
+    """Issue 9: mined from the losses' distances, float32 picks the triplets float64 picks on the
+    same values, with a cross-class pair 4e-4 apart in a batch 1e3 from the origin."""
+    generator = torch.Generator().manual_seed(0)
+    points = torch.randn(40, 5, generator=generator, dtype=torch.float64)
+    labels = torch.arange(40) % 8
+    points[1] = points[0] + 4e-4 / 5**0.5  # label 1 next to label 0
+    points = (points + 1e3).float()
+    mined = [
+        as_set(mine_triplets(strategy, squared_distances(points.to(dtype)), labels, margin=1.0))
+        for dtype in (torch.float32, torch.float64)
+    ]
+    assert mined[0] == mined[1]

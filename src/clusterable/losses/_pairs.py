@@ -1,19 +1,198 @@
-"""Tensor helpers every loss shares: pairwise distances, label masks, masked log-sum-exp.
+"""Tensor helpers every loss shares: pairwise distances, centring, unit rows, masks, log-sum-exp.
 
-All are O(n^2) in memory for a batch of n items (never O(n^2 d) or O(n^3)).
+Pairwise distances are the one mechanism behind every distance-based loss and miner, accurate to a
+few units in the last place of the input precision wherever the result is representable:
+
+- the points are rescaled by a power of two (exact) and centred on their mean (on the reference
+  set's mean for distances to a reference set), so the Gram form
+  ``|c_i|^2 + |c_j|^2 - 2 c_i.c_j`` sees the batch's spread, not its offset from the origin, and
+  neither overflows nor underflows;
+- a pair the Gram form cannot resolve (squared distance below ``NEAR_PAIR_RTOL`` of
+  ``|c_i|^2 + |c_j|^2``: near-duplicates) is recomputed from the exact difference ``x_i - x_j``;
+- the backward pass uses the difference form ``sum_j w_ij (x_i - x_j)``: the Gram form for the
+  resolved pairs (their differences are not small against the points), the exact differences for
+  the near pairs, never the cancelling ``w_ij x_i - w_ij x_j`` of autograd through the Gram matrix;
+- the Euclidean distance has gradient ``(x_i - x_j) / D_ij``, and 0 at ``D_ij = 0`` (the minimal
+  subgradient), so no epsilon under the square root bends distances at small scales.
+
+Memory is O(n^2) for a batch of n items: the near pairs are processed in blocks of
+``DIFFERENCE_BLOCK`` elements, never as an O(n^2 d) tensor.
 """
 
 from __future__ import annotations
 
-import torch
-from torch import Tensor
+import math
+from collections.abc import Iterator
+from typing import Any
 
-#: Added under the square root so that identical points give a finite gradient, not NaN.
-DISTANCE_EPS = 1e-12
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.autograd.function import FunctionCtx, once_differentiable
+
+#: A pair whose Gram-form squared distance is below this fraction of ``|c_i|^2 + |c_j|^2`` (centred
+#: points) is recomputed from its exact difference. The Gram form's absolute error is a few
+#: ``eps (|c_i|^2 + |c_j|^2)``, so every pair kept has a relative error of at most ~100 eps.
+NEAR_PAIR_RTOL = 1e-2
+
+#: Elements of the ``(pairs, d)`` block of exact differences built at once (16 MiB in float32).
+DIFFERENCE_BLOCK = 1 << 22
+
+#: Largest power-of-two step one multiplication applies: 2^100 is a normal float32.
+_MAX_STEP = 100
+
+
+def _exponent_of_peak(x: Tensor) -> int:
+    """``e`` with ``max |x| < 2^e <= 2 max |x|`` (0 for an empty or all-zero tensor)."""
+    peak = float(x.detach().abs().max()) if x.numel() else 0.0
+    return math.frexp(peak)[1]
+
+
+def _times_power_of_two(x: Tensor, exponent: int) -> Tensor:
+    """``x * 2^exponent``: exact wherever the result is a normal number, in representable steps."""
+    while exponent:
+        step = max(-_MAX_STEP, min(_MAX_STEP, exponent))
+        x = x * 2.0**step
+        exponent -= step
+    return x
+
+
+def _exact_differences(
+    points_x: Tensor, points_y: Tensor, rows: Tensor, cols: Tensor, exponent: int
+) -> Tensor:
+    """``(x_i - x_j) * 2^exponent`` of the pairs ``(rows, cols)``: ``(p, d)``, one rounding each."""
+    return _times_power_of_two(points_x[rows] - points_y[cols], exponent)
+
+
+def _blocks(rows: Tensor, cols: Tensor, dim: int) -> Iterator[tuple[Tensor, Tensor]]:
+    """The near pairs in slices of at most ``DIFFERENCE_BLOCK`` difference elements."""
+    step = max(1, DIFFERENCE_BLOCK // max(dim, 1))
+    for start in range(0, rows.numel(), step):
+        yield rows[start : start + step], cols[start : start + step]
+
+
+def _raise_if_unrepresentable(peak: float, exponent: int, dtype: torch.dtype, what: str) -> None:
+    """Raise a ``ValueError`` when ``peak * 2^exponent`` (the largest result) leaves ``dtype``."""
+    info = torch.finfo(dtype)
+    largest = math.ldexp(peak, exponent)
+    if largest > info.max:
+        raise ValueError(
+            f"{what} between these embeddings reach {largest:.1e}, beyond the {dtype} range "
+            f"({info.max:.1e}): scale the embeddings down, l2-normalise them (normalize=True where "
+            "the loss offers it), or compute the loss in float64"
+        )
+    if 0.0 < largest < info.tiny:
+        raise ValueError(
+            f"the largest of the {what} between these embeddings is {largest:.1e}, below the "
+            f"smallest normal {dtype} ({info.tiny:.1e}), so they cannot be told apart: scale the "
+            "embeddings up, l2-normalise them (normalize=True where the loss offers it), or "
+            "compute the loss in float64"
+        )
+
+
+class _PairDistances(torch.autograd.Function):
+    """``D_ij = ||x_i - y_j||`` or ``D_ij^2``, exact to a few ulps, with a difference-form backward.
+
+    See the module docstring. ``y=None`` means ``y = x``: the diagonal is then exactly 0 and each
+    unordered pair is computed once.
+    """
+
+    @staticmethod
+    def forward(ctx: FunctionCtx, x: Tensor, y: Tensor | None, squared: bool) -> Tensor:
+        same = y is None
+        n = x.shape[0]
+        points = x if same else torch.cat([x, y])  # (n + m, d)
+        outer = _exponent_of_peak(points)
+        points = _times_power_of_two(points, -outer)  # (n + m, d), largest |entry| in [0.5, 1)
+        # Against a reference set y (class centres, a memory bank) centre on y: its rows set the
+        # geometry, and a loss whose weights over y cancel (a softmax against a target) then
+        # meets its rounding at the scale of y's spread, not of x's offset from y.
+        reference = points if same else points[n:]  # (m, d)
+        centred = points - reference.mean(0)  # (n + m, d)
+        inner = _exponent_of_peak(centred)
+        centred = _times_power_of_two(centred, -inner)  # (n + m, d)
+        # x_i - y_j = 2^exponent (c_i - c_j): distances come out in units of 2^exponent.
+        exponent = outer + inner
+        centred_x = centred[:n]  # (n, d)
+        centred_y = centred_x if same else centred[n:]  # (m, d)
+        norms_x = centred_x.square().sum(1)  # (n,)
+        norms_y = norms_x if same else centred_y.square().sum(1)  # (m,)
+        norm_sums = norms_x[:, None] + norms_y  # (n, m)
+        squares = (norm_sums - 2 * centred_x @ centred_y.T).clamp_min(0)  # (n, m)
+        near = squares < NEAR_PAIR_RTOL * norm_sums  # (n, m)
+        if same:
+            near = near.triu(1)  # (n, n), each unordered pair once
+            squares.fill_diagonal_(0.0)
+        rows, cols = near.nonzero(as_tuple=True)  # (p,) each
+        points_x = points[:n]  # (n, d)
+        points_y = points_x if same else points[n:]  # (m, d)
+        for block_rows, block_cols in _blocks(rows, cols, x.shape[1]):
+            exact = (
+                _exact_differences(points_x, points_y, block_rows, block_cols, -inner)
+                .square()
+                .sum(1)
+            )  # (b,)
+            squares[block_rows, block_cols] = exact
+            if same:
+                squares[block_cols, block_rows] = exact
+        peak = float(squares.max()) if squares.numel() else 0.0
+        if squared:
+            _raise_if_unrepresentable(peak, 2 * exponent, x.dtype, "squared distances")
+            distances = _times_power_of_two(squares, 2 * exponent)  # (n, m)
+            roots = None
+        else:
+            _raise_if_unrepresentable(math.sqrt(peak), exponent, x.dtype, "distances")
+            roots = squares.sqrt()  # (n, m), in units of 2^exponent
+            distances = _times_power_of_two(roots, exponent)  # (n, m)
+        ctx.same, ctx.squared, ctx.exponent, ctx.inner = same, squared, exponent, inner
+        ctx.save_for_backward(centred_x, centred_y, points_x, points_y, rows, cols, roots)
+        return distances
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None, None]:
+        centred_x, centred_y, points_x, points_y, rows, cols, roots = ctx.saved_tensors
+        if ctx.squared:
+            # d D_ij^2 / d x_i = 2 (x_i - x_j) = 2^(exponent + 1) (c_i - c_j)
+            weights = grad  # (n, m)
+            out_exponent = ctx.exponent + 1
+        else:
+            # d D_ij / d x_i = (x_i - x_j) / D_ij = (c_i - c_j) / roots_ij, scale-free; 0 at D = 0
+            weights = torch.where(roots > 0, grad / roots, 0.0)  # (n, m)
+            out_exponent = 0
+        if ctx.same:
+            weights = weights + weights.T  # (n, n): x_i is both ends of a pair
+            weights.fill_diagonal_(0.0)
+        near_weights = weights[rows, cols]  # (p,)
+        resolved = weights.index_put((rows, cols), weights.new_zeros(()))  # (n, m)
+        if ctx.same:
+            resolved = resolved.index_put((cols, rows), weights.new_zeros(()))
+        # sum_j w_ij (c_i - c_j) for the pairs the Gram form resolves.
+        grad_x = resolved.sum(1, keepdim=True) * centred_x - resolved @ centred_y  # (n, d)
+        # The far ends' gradient is needed to finish x's (y = x) or when y is trainable.
+        needs_grad_y = not ctx.same and ctx.needs_input_grad[1]
+        grad_y = (
+            resolved.sum(0)[:, None] * centred_y - resolved.T @ centred_x if needs_grad_y else None
+        )  # (m, d)
+        grad_ends = grad_x if ctx.same else grad_y
+        start = 0
+        for block_rows, block_cols in _blocks(rows, cols, centred_x.shape[1]):
+            block_weights = near_weights[start : start + block_rows.numel()]  # (b,)
+            start += block_rows.numel()
+            differences = _exact_differences(
+                points_x, points_y, block_rows, block_cols, -ctx.inner
+            )  # (b, d), c_i - c_j exactly
+            terms = block_weights[:, None] * differences  # (b, d)
+            grad_x.index_add_(0, block_rows, terms)
+            if grad_ends is not None:
+                grad_ends.index_add_(0, block_cols, -terms)
+        grad_x = _times_power_of_two(grad_x, out_exponent)
+        grad_y = None if grad_y is None else _times_power_of_two(grad_y, out_exponent)
+        return grad_x, grad_y, None
 
 
 def squared_distances(x: Tensor, y: Tensor | None = None) -> Tensor:
-    """Squared Euclidean distances ``||x_i - y_j||^2``, clamped at 0.
+    """Squared Euclidean distances ``||x_i - y_j||^2``, accurate near duplicates and far from 0.
 
     Parameters
     ----------
@@ -26,26 +205,51 @@ def squared_distances(x: Tensor, y: Tensor | None = None) -> Tensor:
     -------
     Tensor
         ``(n, m)``.
+
+    Raises
+    ------
+    ValueError
+        When the largest squared distance overflows the dtype, or underflows below its smallest
+        normal number (the distances could no longer be compared).
     """
-    same = y is None
-    y = x if y is None else y
-    gram = x @ y.T  # (n, m)
-    sq = (x * x).sum(1, keepdim=True) + (y * y).sum(1) - 2 * gram  # (n, m)
-    sq = sq.clamp_min(0)
-    if same:
-        eye = torch.eye(sq.shape[0], dtype=torch.bool, device=sq.device)
-        sq = sq.masked_fill(eye, 0.0)
-    return sq
+    return _PairDistances.apply(x, y, True)
 
 
-def euclidean_distances(x: Tensor, y: Tensor | None = None, eps: float = DISTANCE_EPS) -> Tensor:
-    """Euclidean distances ``sqrt(||x_i - y_j||^2 + eps)``: ``(n, m)``, finite gradient at 0."""
-    return (squared_distances(x, y) + eps).sqrt()
+def euclidean_distances(x: Tensor, y: Tensor | None = None) -> Tensor:
+    """Euclidean distances ``||x_i - y_j||``: ``(n, m)``, gradient 0 where two points coincide.
+
+    See :func:`squared_distances`; distances are representable down to the dtype's smallest
+    normal number, so tiny embeddings keep their geometry. Raises ``ValueError`` on overflow.
+    """
+    return _PairDistances.apply(x, y, False)
 
 
 def pairwise_distances(x: Tensor, squared: bool = False) -> Tensor:
     """Distances within one batch, ``(n, n)``, squared or not."""
     return squared_distances(x) if squared else euclidean_distances(x)
+
+
+def centred(x: Tensor) -> Tensor:
+    """``x`` minus its (constant) row mean: ``(n, d) -> (n, d)``, for translation-invariant terms.
+
+    A term that depends on differences only (``x_i - E[x]``, ``L^T (a - p)``) has the same value
+    and gradient on centred rows, but far from the origin float32 rounds the rows at the scale of
+    the offset: centred, the rounding is at the scale of the batch's spread. The mean is detached,
+    so the gradient is exactly the translation-invariant term's own.
+    """
+    return x - x.detach().mean(0)
+
+
+def unit_rows(x: Tensor) -> Tensor:
+    """Rows l2-normalised at any scale the dtype holds (zero rows stay 0): ``(n, d) -> (n, d)``.
+
+    ``F.normalize`` squares the entries, so rows of 1e20 normalise to 0 in float32 (the norm
+    overflows) and rows of 1e-25 to about 1e-13 (its epsilon); rescaling each row by a power of
+    two first (exact, and invisible to the normalised result and its gradient) avoids both.
+    """
+    peak = x.detach().abs().amax(dim=1, keepdim=True)  # (n, 1)
+    exponent = torch.frexp(peak).exponent.clamp(-_MAX_STEP, _MAX_STEP)  # (n, 1)
+    return F.normalize(x * torch.exp2(-exponent.to(x.dtype)), dim=1)
 
 
 def label_masks(labels: Tensor) -> tuple[Tensor, Tensor]:

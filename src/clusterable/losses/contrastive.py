@@ -8,11 +8,10 @@ CVPR 2016, Eq. (1).
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from clusterable.losses._base import EmbeddingLoss
-from clusterable.losses._pairs import DISTANCE_EPS, squared_distances
+from clusterable.losses._pairs import euclidean_distances, unit_rows
 from clusterable.losses._registry import register_loss
 
 
@@ -40,8 +39,8 @@ class ContrastiveLoss(EmbeddingLoss):
 
     Notes
     -----
-    A batch of one item gives 0, which back-propagates. Identical points give a finite gradient
-    (epsilon under the square root of the hinge term; positives use the exact squared distance).
+    A batch of one item gives 0, which back-propagates. Identical points give a finite gradient:
+    the distance's gradient is 0 where two points coincide (see ``clusterable.losses._pairs``).
 
     Examples
     --------
@@ -57,14 +56,12 @@ class ContrastiveLoss(EmbeddingLoss):
 
     def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         if self.normalize:
-            embeddings = F.normalize(embeddings, dim=1)
-        squared = squared_distances(embeddings)  # (n, n)
-        # euclidean_distances(embeddings), without computing the Gram matrix a second time.
-        distances = (squared + DISTANCE_EPS).sqrt()  # (n, n)
+            embeddings = unit_rows(embeddings)
+        distances = euclidean_distances(embeddings)  # (n, n)
         hinge = (self.margin - distances).clamp_min(0).square()  # (n, n)
         same = labels[:, None] == labels[None, :]  # (n, n)
         # The diagonal is a same-label term with D^2 = 0 exactly, and every pair i < j appears
         # twice in the full matrix: its sum is twice the sum over pairs.
-        pair_terms = torch.where(same, squared, hinge)  # (n, n)
+        pair_terms = torch.where(same, distances.square(), hinge)  # (n, n)
         n = labels.shape[0]
         return pair_terms.sum() / max(n * (n - 1), 1)

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from clusterable.losses._base import EmbeddingLoss
-from clusterable.losses._pairs import squared_distances
+from clusterable.losses._pairs import squared_distances, unit_rows
 from clusterable.losses._registry import register_loss
 
 
@@ -158,7 +158,7 @@ class CosineCORELLoss(AttractiveRepulsiveLoss):
     wrong classes sit at negative cosine for free; we do not copy that, so a sample whose nearest
     wrong class has cosine -0.5 still pays 0.25.
 
-    A zero embedding has cosine 0 with every class (``F.normalize`` guards the division).
+    A zero embedding has cosine 0 with every class (``unit_rows`` guards the division).
 
     Parameters
     ----------
@@ -167,8 +167,8 @@ class CosineCORELLoss(AttractiveRepulsiveLoss):
     """
 
     def similarity(self, embeddings: Tensor) -> Tensor:
-        weight = F.normalize(self._class_weight(embeddings), dim=1)  # (k, d)
-        return F.normalize(embeddings, dim=1) @ weight.T  # (n, k)
+        weight = unit_rows(self._class_weight(embeddings))  # (k, d)
+        return unit_rows(embeddings) @ weight.T  # (n, k)
 
     def attractive(self, similarity: Tensor, labels: Tensor) -> Tensor:
         return -similarity.gather(1, labels[:, None]).squeeze(1)

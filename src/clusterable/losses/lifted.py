@@ -7,11 +7,15 @@ CVPR 2016, Eq. (4).
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from clusterable.losses._base import EmbeddingLoss
-from clusterable.losses._pairs import euclidean_distances, label_masks, masked_logsumexp
+from clusterable.losses._pairs import (
+    euclidean_distances,
+    label_masks,
+    masked_logsumexp,
+    unit_rows,
+)
 from clusterable.losses._registry import register_loss
 
 
@@ -51,8 +55,8 @@ class LiftedStructureLoss(EmbeddingLoss):
     Notes
     -----
     A batch without a positive pair or without a negative pair gives 0, which back-propagates
-    (a zero gradient). ``D`` has a small epsilon under the square root, so identical points give
-    a finite gradient.
+    (a zero gradient). Identical points give a finite gradient: the distance's gradient is 0
+    where two points coincide (see ``clusterable.losses._pairs``).
 
     Examples
     --------
@@ -68,7 +72,7 @@ class LiftedStructureLoss(EmbeddingLoss):
 
     def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         if self.normalize:
-            embeddings = F.normalize(embeddings, dim=1)
+            embeddings = unit_rows(embeddings)
         distances = euclidean_distances(embeddings)  # (n, n)
         positive, negative = label_masks(labels)  # (n, n), (n, n)
         # l_i; a row with no negative (one-class batch) gets a finite placeholder, masked below.

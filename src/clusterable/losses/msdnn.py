@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from clusterable.losses._base import EmbeddingLoss
-from clusterable.losses._pairs import label_masks, masked_logsumexp, pairwise_distances
+from clusterable.losses._pairs import centred, label_masks, masked_logsumexp, pairwise_distances
 from clusterable.losses._registry import register_loss
 
 
@@ -60,6 +60,8 @@ def expected_margin(
         ``(n,)`` bool, the items with at least one hit and one miss.
     """
     hit, miss = label_masks(labels)  # (n, n) each
+    # r_i depends on differences only: centring keeps f_i - E[f] exact far from the origin.
+    embeddings = centred(embeddings)  # (n, d)
     source = embeddings.detach() if detach_weights else embeddings
     # Softmax of -D / sigma in the log domain: sigma = 1e-4 would underflow exp(-D / sigma).
     logits = -pairwise_distances(source, squared=squared) / sigma  # (n, n)

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from clusterable.losses._base import EmbeddingLoss
-from clusterable.losses._pairs import squared_distances
+from clusterable.losses._pairs import centred, squared_distances
 from clusterable.losses._registry import register_loss
 from clusterable.mining import semi_hard_triplets
 
@@ -149,7 +149,8 @@ class OPMLLoss(EmbeddingLoss):
             )
         metric = self.metric().to(embeddings.dtype)  # (d, l)
         weight_matrix = self.R.to(embeddings.dtype)  # (d, l)
-        distances = squared_distances(embeddings.detach() @ metric.detach())  # (n, n), mining only
+        mining_view = centred(embeddings.detach()) @ metric.detach()  # (n, l)
+        distances = squared_distances(mining_view)  # (n, n), mining only
         anchor, positive, negative = semi_hard_triplets(distances, labels, self.margin)
         self.last_num_triplets = int(anchor.numel())
         if anchor.numel() == 0:
@@ -197,7 +198,8 @@ class OPMLLoss(EmbeddingLoss):
             ``(t,)`` each; ``weight`` is all ones when ``weighted=False``.
         """
         anchor, positive, negative = triplets
-        projected = embeddings @ metric  # (n, l)
+        # z depends on differences only: centring keeps them exact far from the origin.
+        projected = centred(embeddings) @ metric  # (n, l)
         a, p, n = projected[anchor], projected[positive], projected[negative]  # (t, l) each
         middle = (a + p) / 2  # (t, l)
         z = (a - p).square().sum(1) - self.angle_factor * (n - middle).square().sum(1)  # (t,)

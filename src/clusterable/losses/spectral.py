@@ -11,18 +11,19 @@ import torch
 from torch import Tensor
 from torch.autograd.function import FunctionCtx, once_differentiable
 
-from clusterable.losses._base import EmbeddingLoss
+from clusterable.losses._base import LOW_PRECISION, EmbeddingLoss
 from clusterable.losses._registry import register_loss
 
 
-def _thin_svd(embeddings: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def _thin_svd(embeddings: Tensor, eps: float) -> tuple[Tensor, Tensor, Tensor]:
     """Singular triplets of ``F`` at numerical rank ``r``: ``U (n, r)``, ``s (r,)``, ``V^T (r, d)``.
 
-    The tolerance ``max(s) * max(n, d) * eps`` is ``numpy.linalg.matrix_rank``'s: singular values
-    below it are rounding noise, and inverting them would blow the pseudo-inverse up.
+    The tolerance ``max(s) * max(n, d) * eps`` is ``numpy.linalg.matrix_rank``'s, with ``eps`` the
+    machine epsilon of the precision ``F`` was given in: singular values below it are rounding
+    noise, and inverting them would blow the pseudo-inverse up.
     """
     left, singular, right_t = torch.linalg.svd(embeddings, full_matrices=False)
-    tolerance = singular.max() * max(embeddings.shape) * torch.finfo(embeddings.dtype).eps
+    tolerance = singular.max() * max(embeddings.shape) * eps
     rank = int((singular > tolerance).sum())
     return left[:, :rank], singular[:rank], right_t[:rank]
 
@@ -37,8 +38,10 @@ class _SpectralLossFunction(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx: FunctionCtx, embeddings: Tensor, classes: Tensor, counts: Tensor) -> Tensor:
-        left, singular, right_t = _thin_svd(embeddings)  # (n, r), (r,), (r, d)
+    def forward(
+        ctx: FunctionCtx, embeddings: Tensor, classes: Tensor, counts: Tensor, eps: float
+    ) -> Tensor:
+        left, singular, right_t = _thin_svd(embeddings, eps)  # (n, r), (r,), (r, d)
         # U^T y_c for every class c: the class sums of the rows of U.
         class_sums = torch.zeros(
             counts.shape[0], left.shape[1], dtype=left.dtype, device=left.device
@@ -50,7 +53,7 @@ class _SpectralLossFunction(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: Any, grad_output: Tensor) -> tuple[Tensor, None, None]:
+    def backward(ctx: Any, grad_output: Tensor) -> tuple[Tensor, None, None, None]:
         left, singular, right_t, classes, counts, class_sums = ctx.saved_tensors
         # Eq. (9): G = (Y - F[F^+ Y]) [F^+ (Y^+)^T]^T, with F = U S V^T, F^+ = V S^-1 U^T and
         # F F^+ Y = U (U^T Y): both brackets are thin (d x k), so nothing n x n (or n x k) appears.
@@ -62,7 +65,7 @@ class _SpectralLossFunction(torch.autograd.Function):
             projected_labels @ pinv_label_means_t
         )  # (n, d)  G
         # Loss = k - trace, and d trace / dF = 2 G: the paper's "rescaled gradient" drops the 2.
-        return -2 * grad_output * half_gradient, None, None
+        return -2 * grad_output * half_gradient, None, None, None
 
 
 @register_loss("spectral")
@@ -86,8 +89,9 @@ class SpectralClusteringLoss(EmbeddingLoss):
     The gradient is the paper's closed form, ``-2 (I - F F^+) C (F^+)^T`` (Eq. 8; the paper's
     rescaled gradient ``G`` of Eq. 9 and Algorithm 1 is half of it, a learning-rate constant),
     computed from a thin SVD in ``O(n d^2)`` time and ``O(n d)`` memory. The pseudo-inverse uses the
-    numerical rank (tolerance ``max(s) * max(n, d) * eps``), so rank-deficient ``F`` (duplicate
-    dimensions, ``d > n``) gives a finite loss and gradient; the gradient is exact wherever the rank
+    numerical rank (tolerance ``max(s) * max(n, d) * eps``, ``eps`` of the dtype ``F`` is passed in,
+    float16 included), so rank-deficient ``F`` (duplicate dimensions, ``d > n``) gives a finite
+    loss and gradient; the gradient is exact wherever the rank
     is locally constant, which holds almost everywhere.
 
     Takes no arguments.
@@ -102,6 +106,13 @@ class SpectralClusteringLoss(EmbeddingLoss):
     True
     """
 
+    # The rank is decided at the precision the caller's F is in: after an upcast of float16, its
+    # rounding (1e-3 relative) would count as rank at float32's tolerance.
+    upcasts_half_precision = False
+
     def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+        eps = torch.finfo(embeddings.dtype).eps
+        if embeddings.dtype in LOW_PRECISION:
+            embeddings = embeddings.float()
         _, classes, counts = torch.unique(labels, return_inverse=True, return_counts=True)
-        return _SpectralLossFunction.apply(embeddings, classes, counts.to(embeddings.dtype))
+        return _SpectralLossFunction.apply(embeddings, classes, counts.to(embeddings.dtype), eps)

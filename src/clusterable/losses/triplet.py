@@ -6,11 +6,10 @@ Learning via Lifted Structured Feature Embedding, CVPR 2016, Eq. (2).
 
 from __future__ import annotations
 
-import torch.nn.functional as F
 from torch import Tensor
 
 from clusterable.losses._base import EmbeddingLoss
-from clusterable.losses._pairs import squared_distances
+from clusterable.losses._pairs import squared_distances, unit_rows
 from clusterable.losses._registry import register_loss
 from clusterable.mining.triplets import MINING_STRATEGIES, MiningStrategy, mine_triplets
 
@@ -61,7 +60,7 @@ class TripletMarginLoss(EmbeddingLoss):
 
     def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         if self.normalize:
-            embeddings = F.normalize(embeddings, dim=1)
+            embeddings = unit_rows(embeddings)
         distances = squared_distances(embeddings)  # (n, n)
         anchor, positive, negative = mine_triplets(
             self.mining, distances, labels, self.margin

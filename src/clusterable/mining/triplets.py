@@ -2,6 +2,8 @@
 
 Miners read a distance matrix without gradient and return index tensors; the loss then computes
 its terms on those indices with gradient. Memory is O(|P| n) for |P| positive pairs, never O(n^3).
+The distances are the losses' own, from :func:`clusterable.losses._pairs.squared_distances`: exact
+in float32 for near-duplicates and far from the origin, so float32 mines the triplets float64 would.
 
 References
 ----------
