@@ -130,7 +130,7 @@ def test_a_truncated_or_foreign_file_is_refused(tmp_path):
     np.savez(tmp_path / "other.npz", x=np.zeros(3))
     with pytest.raises(ValueError, match="no clusterable search index manifest"):
         EmbeddingIndex.load(tmp_path / "other.npz")
-    with pytest.raises(FileNotFoundError, match="no clusterable search index file at"):
+    with pytest.raises(FileNotFoundError, match="does not exist: no clusterable search index file"):
         EmbeddingIndex.load(tmp_path / "missing.npz")
 
 

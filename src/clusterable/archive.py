@@ -83,7 +83,7 @@ def load_archive(
     """
     source = Path(path)
     if not source.is_file():
-        raise FileNotFoundError(f"no {kind} file at {source}; {remedy}")
+        raise FileNotFoundError(f"{source} does not exist: no {kind} file there; {remedy}")
     try:
         with np.load(source, allow_pickle=False) as data:
             arrays = {name: data[name] for name in data.files}

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from clusterable.cli_use import add_use_verbs, write_model_identity
+
 CLUSTERINGS = ("kmeans", "spectral", "aas", "ap", "gmm")
 
 
@@ -178,6 +180,11 @@ def command_embed(args: argparse.Namespace) -> int:
     np.save(out / "embeddings.npy", embeddings)
     np.save(out / "labels.npy", labels)
     np.save(out / "fine_labels.npy", fine_labels)
+    if Path(args.source).suffix != ".npy":
+        from clusterable.embedder import Embedder
+
+        embedder = Embedder.from_run(args.source, device="cpu")
+        write_model_identity(out, embedder.model_id, embedder.run)
     print(f"wrote {embeddings.shape[0]} x {embeddings.shape[1]} embeddings and labels to {out}")
     return 0
 
@@ -189,12 +196,11 @@ def command_cluster(args: argparse.Namespace) -> int:
     k = args.k
     if args.method != "aas" and k is None:
         raise ValueError(f"--method {args.method} needs the number of clusters: add --k N")
-    if args.method == "aas":
-        clusters = cluster.aas(embeddings)
-    elif args.method == "ap":
-        clusters = cluster.affinity_propagation(embeddings, k)
-    else:
-        clusters = getattr(cluster, args.method)(embeddings, k, seed=args.seed)
+    method = "affinity_propagation" if args.method == "ap" else args.method
+    partition = cluster.fit(embeddings, method, k, seed=args.seed)
+    clusters = partition.labels_
+    if args.save:
+        print(f"saved the partition ({partition.RULE}) to {partition.save(args.save)}")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     np.save(out, clusters)
@@ -280,9 +286,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verbs = parser.add_subparsers(dest="command", required=True, metavar="VERB")
 
-    def verb(name: str, help: str, example: str, run: Any) -> argparse.ArgumentParser:
+    def verb(name: str, help: str, example: str, handler: Any) -> argparse.ArgumentParser:
         sub = verbs.add_parser(name, help=help, description=help, epilog=f"example: {example}")
-        sub.set_defaults(run=run)
+        sub.set_defaults(handler=handler)
         sub.add_argument(
             "--seed", type=int, default=None if name == "train" else 0, help="seed of random steps"
         )
@@ -368,6 +374,9 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_argument("--k", type=int, help="number of clusters (not for aas)")
     cluster.add_argument("--labels", help="labels .npy: also score the partition")
     cluster.add_argument("--out", default="clusters.npy", help="(default: %(default)s)")
+    cluster.add_argument(
+        "--save", help="also save the partition, to assign new items later (`clusterable assign`)"
+    )
 
     plot = verb(
         "plot",
@@ -377,6 +386,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_source(plot)
     plot.add_argument("--out", default="plots", help="folder for the PNG files")
+
+    add_use_verbs(verb)
 
     reproduce = verb(
         "reproduce",
@@ -400,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.run(args)
+        return args.handler(args)
     except (ValueError, FileNotFoundError, ImportError) as error:
         parser.exit(2, f"clusterable {args.command}: error: {error}\n")
 

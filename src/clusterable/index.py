@@ -66,6 +66,9 @@ class EmbeddingIndex:
     model : str or None
         Identity of the model that embedded the gallery (a checksum of its weights), so that
         queries embedded by another model can be refused.
+    run : str or None
+        The training run folder whose model embedded the gallery (``clusterable search`` embeds
+        image and table queries with it).
     recall_at_10 : float or None
         For approximate kinds, recall@10 against exact search measured when the index was built,
         for up to `RECALL_SAMPLE` gallery items held out of the index while it was measured (so
@@ -82,6 +85,7 @@ class EmbeddingIndex:
     metric: Metric = "euclidean"
     kind: Kind = "exact"
     model: str | None = None
+    run: str | None = None
     recall_at_10: float | None = None
     search_breadth: int | None = None
     _faiss: Any = field(default=None, repr=False)
@@ -98,6 +102,7 @@ class EmbeddingIndex:
         kind: Kind = "exact",
         *,
         model: str | None = None,
+        run: str | None = None,
         target_recall: float = 0.95,
         seed: int = 0,
     ) -> EmbeddingIndex:
@@ -119,6 +124,8 @@ class EmbeddingIndex:
             large galleries; both need faiss and report their measured recall@10.
         model : str, optional
             Identity of the embedding model (see :func:`model_checksum`).
+        run : str, optional
+            The run folder of that model.
         target_recall : float
             Recall@10 against exact search that an approximate index's search breadth is widened
             to reach (on gallery items as queries), as far as the kind allows.
@@ -142,6 +149,7 @@ class EmbeddingIndex:
             metric=_check_choice(metric, ("euclidean", "cosine"), "metric"),
             kind=_check_choice(kind, ("exact", "ivf", "hnsw"), "kind"),
             model=model,
+            run=run,
         )
         if index.kind != "exact":
             index._build_and_tune(target_recall, seed)
@@ -234,6 +242,7 @@ class EmbeddingIndex:
             metric=self.metric,
             kind=self.kind,
             model=self.model,
+            run=self.run,
             recall_at_10=self.recall_at_10,
             search_breadth=self.search_breadth,
             count=len(self),
@@ -261,6 +270,7 @@ class EmbeddingIndex:
             metric=manifest["metric"],
             kind=manifest["kind"],
             model=manifest["model"],
+            run=manifest["run"],
             recall_at_10=manifest["recall_at_10"],
             search_breadth=manifest["search_breadth"],
         )

@@ -1,0 +1,239 @@
+"""The verbs that use a trained model: index, search, cluster --save, assign, export, end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from clusterable.cli import main
+from clusterable.cluster import Partition
+from clusterable.data import load_dataset
+from clusterable.embedder import Embedder
+from clusterable.index import EmbeddingIndex
+
+TRAIN = ["--data", "digits", "--loss", "contrastive", "--embedding-dim", "8", "--epochs", "1"]
+
+
+def train(out: Path, seed: int = 0) -> Path:
+    assert main(["train", *TRAIN, "--seed", str(seed), "--no-progress", "--out", str(out)]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """A trained digits run, its gallery index, and five test digits saved as PNG files."""
+    folder = tmp_path_factory.mktemp("use")
+    run = train(folder / "run")
+    assert (
+        main(
+            [
+                "index",
+                str(run),
+                "--data",
+                "digits",
+                "--split",
+                "train",
+                "--out",
+                str(folder / "gallery.npz"),
+            ]
+        )
+        == 0
+    )
+    test = load_dataset("digits", split="test")
+    pngs = []
+    for i in range(5):
+        path = folder / "queries" / f"q{i}.png"
+        path.parent.mkdir(exist_ok=True)
+        pixels = np.round(test.x[i, 0] * 255).astype(np.uint8)
+        Image.fromarray(pixels, mode="L").save(path)
+        pngs.append(path)
+    return folder, run, pngs
+
+
+def one_line_error(capsys, argv: list[str], verb: str) -> str:
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        err.startswith(f"clusterable {verb}: error:") and "\n" not in err and "Traceback" not in err
+    )
+    return err
+
+
+def test_index_holds_the_gallery_with_labels_and_model_identity(work):
+    folder, run, _ = work
+    index = EmbeddingIndex.load(folder / "gallery.npz")
+    embedder = Embedder.from_run(run)
+    gallery = embedder.embed("digits", split="train")
+    np.testing.assert_array_equal(index.vectors, gallery.embeddings)
+    assert index.labels.tolist() == gallery.labels.tolist()
+    assert (index.model, index.run) == (embedder.model_id, str(run.resolve()))
+
+
+def test_search_images_prints_and_writes_the_neighbours(work, capsys):
+    folder, run, pngs = work
+    out = folder / "hits.json"
+    argv = ["search", str(folder / "gallery.npz"), *map(str, pngs), "-k", "3", "--json", str(out)]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    hits = json.loads(out.read_text())
+    index = EmbeddingIndex.load(folder / "gallery.npz")
+    queries = Embedder.from_run(run).embed([str(p) for p in pngs]).embeddings
+    distances, rows, _ = index.search(queries, 3)
+    assert [q["query"] for q in hits["queries"]] == [str(p) for p in pngs]
+    for q, result in enumerate(hits["queries"]):
+        assert [n["id"] for n in result["neighbours"]] == rows[q].tolist()
+        assert [n["label"] for n in result["neighbours"]] == index.labels[rows[q]].tolist()
+        np.testing.assert_allclose(
+            [n["distance"] for n in result["neighbours"]], distances[q], rtol=1e-6
+        )
+    assert f"query {pngs[0]}" in printed and printed.count("\n") == 5 * 4 + 1  # + "wrote"
+
+
+def test_search_takes_saved_embeddings_and_checks_their_model(work, tmp_path, capsys):
+    folder, run, _ = work
+    assert main(["embed", str(run), "--split", "test", "--out", str(tmp_path / "emb")]) == 0
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "search",
+                str(folder / "gallery.npz"),
+                str(tmp_path / "emb" / "embeddings.npy"),
+                "-k",
+                "2",
+            ]
+        )
+        == 0
+    )
+    assert capsys.readouterr().out.startswith("query 0\n")
+
+    identity = tmp_path / "emb" / "model.json"
+    identity.write_text(json.dumps({"model": "0" * 64, "run": "elsewhere"}))
+    err = one_line_error(
+        capsys,
+        ["search", str(folder / "gallery.npz"), str(tmp_path / "emb" / "embeddings.npy")],
+        "search",
+    )
+    assert "embedded by another model" in err
+
+
+def test_search_refuses_a_run_whose_model_is_not_the_gallerys(work, tmp_path, capsys):
+    folder, _, pngs = work
+    other = train(tmp_path / "other", seed=1)
+    err = one_line_error(
+        capsys, ["search", str(folder / "gallery.npz"), str(pngs[0]), "--run", str(other)], "search"
+    )
+    assert "not the one that built" in err
+
+
+@pytest.mark.parametrize("method", ["kmeans", "aas"])
+def test_cluster_save_then_assign_gives_the_fitted_labels_back(work, tmp_path, capsys, method):
+    _, run, pngs = work
+    assert main(["embed", str(run), "--split", "test", "--out", str(tmp_path / "emb")]) == 0
+    emb = tmp_path / "emb" / "embeddings.npy"
+    k = ["--k", "10"] if method == "kmeans" else []
+    argv = ["cluster", str(emb), "--method", method, *k, "--out", str(tmp_path / "c.npy")]
+    assert main([*argv, "--save", str(tmp_path / "part.npz")]) == 0
+    fitted = np.load(tmp_path / "c.npy")
+    assert Partition.load(tmp_path / "part.npz").labels_.tolist() == fitted.tolist()
+
+    out = tmp_path / "assigned.json"
+    assert main(["assign", str(tmp_path / "part.npz"), str(emb), "--json", str(out)]) == 0
+    assert [item["cluster"] for item in json.loads(out.read_text())["items"]] == fitted.tolist()
+
+    capsys.readouterr()
+    assert main(["assign", str(tmp_path / "part.npz"), str(run), str(pngs[0].parent)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count(".png") == 5 and "assigned 5 items" in printed
+
+
+def test_export_writes_a_checked_model_with_its_description(work, tmp_path, capsys):
+    _, run, _ = work
+    assert (
+        main(["export", str(run), "--format", "torchscript", "--out", str(tmp_path / "m.pt")]) == 0
+    )
+    sidecar = json.loads((tmp_path / "m.pt.json").read_text())
+    assert (
+        sidecar["input"]["shape"] == ["batch", 1, 8, 8]
+        and sidecar["parity_max_abs_difference"] <= 1e-5
+    )
+
+
+def test_bad_input_gets_one_line_errors(work, tmp_path, capsys):
+    folder, run, pngs = work
+    gallery = str(folder / "gallery.npz")
+    size = len(EmbeddingIndex.load(gallery))
+    assert f"choose 1 <= k <= {size}" in one_line_error(
+        capsys, ["search", gallery, str(pngs[0]), "-k", "5000"], "search"
+    )
+    np.save(tmp_path / "wide.npy", np.zeros((2, 9), np.float32))
+    assert "expects grayscale images" in one_line_error(
+        capsys, ["search", gallery, str(tmp_path / "wide.npy")], "search"
+    )
+    assert "does not exist" in one_line_error(
+        capsys, ["search", str(tmp_path / "none.npz"), str(pngs[0])], "search"
+    )
+    cut = tmp_path / "cut.npz"
+    cut.write_bytes((folder / "gallery.npz").read_bytes()[:5000])
+    assert "rebuild it with `clusterable index`" in one_line_error(
+        capsys, ["search", str(cut), str(pngs[0])], "search"
+    )
+
+    np.save(tmp_path / "points.npy", np.random.default_rng(0).normal(size=(30, 3)))
+    assert (
+        main(
+            [
+                "cluster",
+                str(tmp_path / "points.npy"),
+                "--k",
+                "2",
+                "--out",
+                str(tmp_path / "c.npy"),
+                "--save",
+                str(tmp_path / "p3.npz"),
+            ]
+        )
+        == 0
+    )
+    err = one_line_error(
+        capsys, ["assign", str(tmp_path / "p3.npz"), str(tmp_path / "wide.npy")], "assign"
+    )
+    assert "not a .npy of 3-dimensional embeddings" in err
+    err = one_line_error(
+        capsys, ["assign", str(tmp_path / "p3.npz"), str(run), str(pngs[0])], "assign"
+    )
+    assert "fitted on 3-dimensional points" in err
+    assert "does not exist" in one_line_error(
+        capsys,
+        ["index", str(tmp_path / "norun"), "--data", "digits", "--out", str(tmp_path / "i.npz")],
+        "index",
+    )
+
+
+def test_an_interrupted_index_leaves_no_file(work, tmp_path, monkeypatch):
+    _, run, _ = work
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(np, "savez", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        main(["index", str(run), "--data", "digits", "--out", str(tmp_path / "out" / "i.npz")])
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_an_unwritable_index_path_fails_before_embedding(work, tmp_path, capsys):
+    _, run, _ = work
+    (tmp_path / "file").write_text("not a folder")
+    err = one_line_error(
+        capsys,
+        ["index", str(run), "--data", "digits", "--out", str(tmp_path / "file" / "i.npz")],
+        "index",
+    )
+    assert "cannot write" in err and "embedded" not in capsys.readouterr().out

@@ -1,0 +1,128 @@
+"""Embedder: a run's model embeds datasets, image folders, tables and arrays alike."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from clusterable.data import LabelledDataset, load_dataset
+from clusterable.embedder import Embedder, best_device
+from clusterable.index import model_checksum
+from clusterable.train import embed_dataset
+from clusterable.train.config import TrainConfig
+from clusterable.train.run import RunSpec, load_trained, train_run
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("embedder") / "run"
+    spec = RunSpec(data="digits", model="mlp", loss="contrastive", embedding_dim=8)
+    train_run(spec, TrainConfig(epochs=1, batch_size=64, progress=False, eval_every=0), out=out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def test_split():
+    return load_dataset("digits", split="test")
+
+
+def save_pngs(folder, images, labels) -> list:
+    """Digits (values 0..1, ``(1, 8, 8)``) as 8-bit grayscale PNGs in class sub-folders."""
+    paths = []
+    for i, (image, label) in enumerate(zip(images, labels, strict=True)):
+        path = folder / f"class-{label}" / f"{i:03d}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(np.round(image[0] * 255).astype(np.uint8), mode="L").save(path)
+        paths.append(path)
+    return paths
+
+
+def test_from_run_embeds_a_dataset_as_the_trainer_does(run, test_split):
+    embedder = Embedder.from_run(run, device="cpu")
+    model = load_trained(run)[0]
+    expected, _ = embed_dataset(model, test_split)
+    items = embedder.embed("digits", split="test", batch_size=37)
+    np.testing.assert_allclose(items.embeddings, expected, rtol=1e-6, atol=1e-6)
+    names = np.array(test_split.class_names)[test_split.labels]
+    assert items.labels.tolist() == names.tolist()
+    assert items.ids.tolist() == list(range(len(test_split)))
+    assert embedder.model_id == model_checksum(model.state_dict())
+    assert embedder.run == str(run.resolve())
+
+
+def test_array_tensor_and_single_item_give_the_same_embeddings(run, test_split):
+    embedder = Embedder.from_run(run, device="cpu")
+    x = test_split.x[:10]
+    from_array = embedder.embed(x).embeddings
+    np.testing.assert_array_equal(embedder.embed(torch.from_numpy(x)).embeddings, from_array)
+    np.testing.assert_allclose(embedder.embed(x[3]).embeddings, from_array[3:4], atol=1e-6)
+    assert from_array.shape == (10, 8) and from_array.dtype == np.float32
+
+
+def test_an_image_folder_is_read_with_the_runs_preprocessing(run, test_split, tmp_path):
+    embedder = Embedder.from_run(run, device="cpu")
+    x = np.round(test_split.x[:6] * 255) / 255  # what 8-bit PNGs can hold
+    paths = save_pngs(tmp_path / "photos", x, test_split.labels[:6])
+    items = embedder.embed(tmp_path / "photos")
+    order = np.argsort([str(p) for p in paths])
+    np.testing.assert_allclose(
+        items.embeddings, embedder.embed(x[order]).embeddings, rtol=1e-5, atol=1e-6
+    )
+    assert items.ids.tolist() == sorted(str(p) for p in paths)
+    assert items.labels.tolist() == [p.parent.name for p in sorted(paths)]
+    one = embedder.embed(paths[0])
+    assert one.ids.tolist() == [str(paths[0])] and one.labels is None
+
+
+def test_a_table_is_read_row_by_row(run, test_split, tmp_path):
+    embedder = Embedder.from_run(run, device="cpu")
+    x = test_split.x[:5]
+    table = tmp_path / "rows.csv"
+    with table.open("w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow(["label", *[f"p{i}" for i in range(64)]])
+        for label, row in zip(test_split.labels[:5], x.reshape(5, 64), strict=True):
+            writer.writerow([label, *row.tolist()])
+    items = embedder.embed(table)
+    np.testing.assert_allclose(items.embeddings, embedder.embed(x).embeddings, atol=1e-6)
+    np.save(tmp_path / "items.npy", x)
+    np.testing.assert_array_equal(
+        embedder.embed(tmp_path / "items.npy").embeddings, embedder.embed(x).embeddings
+    )
+
+
+def test_wrong_shapes_say_what_the_run_expects(run, tmp_path):
+    embedder = Embedder.from_run(run, device="cpu")
+    with pytest.raises(ValueError, match=r"expects grayscale images of 8x8 pixels \(1x8x8\)"):
+        embedder.embed(np.zeros((4, 3, 8, 8), np.float32))
+    with pytest.raises(ValueError, match="NaN"):
+        embedder.embed(np.full((2, 1, 8, 8), np.nan, np.float32))
+    wide = tmp_path / "wide.npz"
+    np.savez(wide, x=np.zeros((3, 10), np.float32), y=np.arange(3))
+    with pytest.raises(ValueError, match=r"10 feature columns .* give 64"):
+        embedder.embed(wide)
+    with pytest.raises(ValueError, match="trained on other data"):
+        embedder.embed(LabelledDataset("other", np.zeros((3, 1, 28, 28), np.float32), [0, 1, 2]))
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        embedder.embed(tmp_path / "missing.png")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="holds no image files"):
+        embedder.embed(tmp_path / "empty")
+
+
+def test_a_vector_model_refuses_images(tmp_path):
+    embedder = Embedder(torch.nn.Linear(5, 2), (5,), device="cpu")
+    Image.new("L", (5, 5)).save(tmp_path / "a.png")
+    with pytest.raises(ValueError, match=r"takes items of shape \(5\), not images"):
+        embedder.embed(tmp_path / "a.png")
+
+
+def test_the_best_device_is_the_cpu_without_an_accelerator():
+    if torch.cuda.is_available():
+        assert best_device().type == "cuda"
+    elif not torch.backends.mps.is_available():
+        assert best_device() == torch.device("cpu")
