@@ -75,6 +75,18 @@ def test_index_holds_the_gallery_with_labels_and_model_identity(work):
     assert (index.model, index.run) == (embedder.model_id, str(run.resolve()))
 
 
+@pytest.mark.parametrize("kind", ["ivf", "hnsw"])
+def test_an_approximate_index_prints_its_measured_recall(work, tmp_path, capsys, kind):
+    _, run, _ = work
+    out = tmp_path / f"{kind}.npz"
+    argv = ["index", str(run), "--data", "digits", "--split", "train", "--kind", kind]
+    assert main([*argv, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    index = EmbeddingIndex.load(out)
+    assert index.kind == kind and 0.0 < index.recall_at_10 <= 1.0
+    assert f"recall@10 against exact search {100 * index.recall_at_10:.2f} %" in printed
+
+
 def test_search_images_prints_and_writes_the_neighbours(work, capsys):
     folder, run, pngs = work
     out = folder / "hits.json"
