@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
+
+from clusterable.data.locate import SYSTEM_DATA_DIR
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -19,3 +23,12 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(previous)
+
+
+@pytest.fixture(scope="session")
+def fashion_mnist() -> Path:
+    """Debian's Fashion-MNIST files; a test that needs them skips where they are not installed."""
+    folder = SYSTEM_DATA_DIR / "fashion-mnist"
+    if not folder.is_dir():
+        pytest.skip("Fashion-MNIST not installed (as root: apt-get install dataset-fashion-mnist)")
+    return folder

@@ -16,14 +16,7 @@ from clusterable.cli import main
 from clusterable.data import load_dataset
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-FASHION = Path("/usr/share/datasets/fashion-mnist")
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not FASHION.is_dir(),
-        reason="Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)",
-    ),
-]
+pytestmark = pytest.mark.slow
 
 
 def readme_block(marker: str, language: str) -> str:
@@ -34,7 +27,7 @@ def readme_block(marker: str, language: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory):
+def workdir(tmp_path_factory, fashion_mnist):
     """A working folder with ``queries/``: six Fashion-MNIST test images as PNG files."""
     folder = tmp_path_factory.mktemp("readme")
     test = load_dataset("fashion-mnist", split="test")

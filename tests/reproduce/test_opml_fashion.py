@@ -3,23 +3,15 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from clusterable.reproduce import Budget, run_experiment
 
-FASHION = Path("/usr/share/datasets/fashion-mnist")
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        not FASHION.is_dir(),
-        reason="Fashion-MNIST not installed (apt-get install dataset-fashion-mnist)",
-    ),
-]
+pytestmark = pytest.mark.slow
 
 
-def test_quick_run_writes_the_table_and_checks_the_claims(tmp_path):
+def test_quick_run_writes_the_table_and_checks_the_claims(tmp_path, fashion_mnist):
     report = run_experiment("opml-fashion", Budget(mode="quick", folder=tmp_path))
     methods = [row.method for row in report.rows]
     assert methods == [
