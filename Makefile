@@ -9,7 +9,7 @@ PYTEST_ARGS ?= -m "not slow"
 
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
-.PHONY: setup demo test test-all lint format bench fashion-mnist clean
+.PHONY: setup demo test test-all lint format bench fashion-mnist chromium clean
 
 setup: $(STAMP)
 
@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/clusterable demo
 
-test: $(STAMP) fashion-mnist
+test: $(STAMP) fashion-mnist chromium
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -n 2 $(PYTEST_ARGS)
@@ -39,6 +39,15 @@ fashion-mnist:
 		apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1 || \
 		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1; } || \
 		echo "could not install dataset-fashion-mnist: its tests will skip"; \
+	fi
+
+# Headless Chromium for the HTML report's browser test: Debian's package, where apt-get runs as
+# root (Playwright's Python client drives it and downloads no browser); elsewhere that test skips.
+chromium:
+	@if ! command -v chromium >/dev/null && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get install -y -qq chromium >/dev/null 2>&1 || \
+		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium >/dev/null 2>&1; } || \
+		echo "could not install chromium: the report's browser test will skip"; \
 	fi
 
 lint: $(STAMP)

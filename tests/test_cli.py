@@ -73,7 +73,11 @@ def test_demo_quick_writes_its_report(tmp_path, capsys):
     for row in report["results"].values():
         assert all(0.0 <= row[c] <= 1.0 for c in ("recall@1", "map@r", "nmi", "f1"))
     assert "| lifted |" in (tmp_path / "results.md").read_text()
-    assert "wrote" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "wrote" in printed
+    assert printed.rstrip().endswith(f"report (open it in a browser): {tmp_path / 'report.html'}")
+    page = (tmp_path / "report.html").read_text()
+    assert "<td>lifted" in page and page.count('alt="tsne-') == len(available_losses())
 
 
 @pytest.fixture(scope="module")

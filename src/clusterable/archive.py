@@ -14,12 +14,13 @@ import hashlib
 import io
 import json
 import os
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from clusterable._atomic import atomic_write
 
 #: The archive member that holds the manifest.
 MANIFEST = "manifest"
@@ -48,17 +49,7 @@ def save_archive(
         "sha256": {name: _digest(array) for name, array in arrays.items()},
     }
     arrays[MANIFEST] = np.frombuffer(json.dumps(manifest).encode(), dtype=np.uint8)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(handle, "wb") as out:
-            np.savez(out, **arrays)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    atomic_write(target, lambda out: np.savez(out, **arrays))
     return target
 
 

@@ -184,7 +184,8 @@ def command_embed(args: argparse.Namespace) -> int:
         from clusterable.embedder import Embedder
 
         embedder = Embedder.from_run(args.source, device="cpu")
-        write_model_identity(out, embedder.model_id, embedder.run)
+        where = {"data": args.data, "root": args.root, "split": args.split}
+        write_model_identity(out, embedder.model_id, embedder.run, **where)
     print(f"wrote {embeddings.shape[0]} x {embeddings.shape[1]} embeddings and labels to {out}")
     return 0
 

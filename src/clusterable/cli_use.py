@@ -42,9 +42,11 @@ def check_writable(path: Path) -> None:
         ) from None
 
 
-def write_model_identity(folder: Path, model_id: str, run: str) -> None:
-    """Record in ``folder`` which model produced the embeddings saved there."""
-    (folder / MODEL_IDENTITY).write_text(json.dumps({"model": model_id, "run": run}, indent=2))
+def write_model_identity(folder: Path, model_id: str, run: str, **where: str | None) -> None:
+    """Record in ``folder`` which model produced the embeddings saved there, and from which
+    items (``data``, ``root``, ``split``; None: the run's own data)."""
+    identity = {"model": model_id, "run": run, **where}
+    (folder / MODEL_IDENTITY).write_text(json.dumps(identity, indent=2))
 
 
 def _plain(value: Any) -> Any:
@@ -230,6 +232,92 @@ def command_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_report(args: argparse.Namespace) -> int:
+    from clusterable import reports
+
+    source = Path(args.source)
+    if not source.exists():
+        raise FileNotFoundError(
+            f"{source} does not exist; give a run folder, an experiment folder of `reproduce`, "
+            "or a partition (.npz) / cluster ids (.npy) with --embeddings"
+        )
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        check_writable(out)
+    if source.is_dir() and (source / "results.json").is_file():
+        from clusterable.reproduce.report import ExperimentReport
+
+        report = ExperimentReport.from_json(source / "results.json")
+        written = reports.write_reproduction_report(report, source, out)
+    elif source.is_dir():
+        written = reports.write_run_report(source, out, seed=args.seed)
+    else:
+        written = _clustering_report(source, out, args)
+    print(f"wrote {written}")
+    return 0
+
+
+def _clustering_report(source: Path, out: Path | None, args: argparse.Namespace) -> Path:
+    """The report of a saved partition or cluster-id array, on the embeddings it clustered."""
+    from clusterable import reports
+    from clusterable.cluster import Partition
+
+    if args.embeddings is None:
+        raise ValueError(
+            f"{source} holds cluster ids only: add --embeddings EMB.npy, the points it clustered"
+        )
+    embeddings_path = Path(args.embeddings)
+    embeddings = np.load(embeddings_path, allow_pickle=False)
+    if source.suffix == ".npz":
+        partition = Partition.load(source)
+        clusters, method = partition.labels_, partition.method
+    else:
+        clusters, method = np.load(source, allow_pickle=False), "given"
+    beside = embeddings_path.with_name("labels.npy")
+    labels_path = Path(args.labels) if args.labels else beside if beside.is_file() else None
+    labels = None if labels_path is None else np.load(labels_path, allow_pickle=False)
+    class_names, items = _items_of(embeddings_path, len(embeddings))
+    settings = {"method": method, "clusters file": source.resolve(), "embeddings": embeddings_path}
+    if labels_path is not None:
+        settings["labels"] = labels_path
+    return reports.write_clustering_report(
+        embeddings,
+        clusters,
+        out or source.with_name(f"{source.stem}-report.html"),
+        labels=labels,
+        class_names=class_names,
+        items=items,
+        settings=settings,
+        title=f"{method} clusters of {embeddings_path}",
+        seed=args.seed,
+    )
+
+
+def _items_of(embeddings_path: Path, count: int) -> tuple[list[str] | None, np.ndarray | None]:
+    """Class names and item images of embeddings written by ``clusterable embed``, when the
+    identity beside them names the run and split they came from; ``(None, None)`` otherwise."""
+    identity = embeddings_path.with_name(MODEL_IDENTITY)
+    if not identity.is_file():
+        return None, None
+    where = json.loads(identity.read_text())
+    record = Path(where["run"]) / "run.json"
+    if "split" not in where or not record.is_file():
+        return None, None
+    from clusterable.data import load_dataset
+
+    spec = json.loads(record.read_text())["spec"]
+    data = load_dataset(
+        where["data"] or spec["data"],
+        root=where["root"] or spec["root"],
+        split=where["split"],
+        labels=spec["labels"],
+    )
+    if len(data) != count or len(data.input_shape) != 3:
+        return data.class_names if len(data) == count else None, None
+    images = np.stack([np.asarray(data.x[i], dtype=np.float32) for i in range(len(data))])
+    return data.class_names, images
+
+
 # ---------------------------------------------------------------------------------------------
 # parser
 def add_use_verbs(verb: Callable[..., argparse.ArgumentParser]) -> None:
@@ -299,6 +387,25 @@ def add_use_verbs(verb: Callable[..., argparse.ArgumentParser]) -> None:
     )
     assign.add_argument("--out", help="also write the cluster ids to this .npy file")
     assign.add_argument("--json", help="also write item ids and clusters to this JSON file")
+
+    report = verb(
+        "report",
+        "write one self-contained HTML page of a run, a clustering or a reproduction",
+        "clusterable report runs/fm; clusterable report fm.npz --embeddings emb/embeddings.npy",
+        command_report,
+    )
+    report.add_argument(
+        "source",
+        help="a run folder, an experiment folder of `reproduce`, or a partition .npz / cluster "
+        "ids .npy (with --embeddings)",
+    )
+    report.add_argument(
+        "--out", help="HTML file (default: report.html in the run or experiment folder)"
+    )
+    report.add_argument("--embeddings", help="clusterings: the (n, d) .npy that was clustered")
+    report.add_argument(
+        "--labels", help="clusterings: class labels .npy (default: labels.npy beside --embeddings)"
+    )
 
     export = verb(
         "export",

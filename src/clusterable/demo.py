@@ -32,6 +32,8 @@ from clusterable.evaluate import evaluate_embeddings, knn_accuracy
 from clusterable.losses import available_losses, build_loss
 from clusterable.models import build_model
 from clusterable.plots import plot_tsne
+from clusterable.reports import write_reproduction_report
+from clusterable.reproduce.report import ExperimentReport, Row
 from clusterable.train import TrainConfig, Trainer, embed_dataset
 
 COLUMNS = {
@@ -163,8 +165,35 @@ def _run_demo(out: Path, quick: bool, seed: int) -> dict[str, dict[str, float]]:
     (out / "results.md").write_text(intro + table + "\n")
     report = {"config": asdict(config), "columns": COLUMNS, "results": results}
     (out / "results.json").write_text(json.dumps(report, indent=2))
+    page = write_reproduction_report(html_report(results, intro, config), out)
     print(intro + table)
     print(
         f"\nwrote {out / 'results.md'}, {out / 'results.json'} and t-SNE maps tsne-*.png in {out}"
     )
+    print(f"report (open it in a browser): {page}")
     return results
+
+
+def html_report(
+    results: dict[str, dict[str, float]], intro: str, config: DemoConfig
+) -> ExperimentReport:
+    """The demo's table and maps as the page `clusterable.reports` writes for an experiment."""
+    rows = [
+        Row(
+            name,
+            {c: row[c] for c in COLUMNS},
+            note=f"{row['seconds']:.1f} s" if row["seconds"] else "",
+        )
+        for name, row in results.items()
+    ]
+    plots = [f"tsne-{name}.png" for name in results if name != "raw pixels"] if config.plots else []
+    return ExperimentReport(
+        name="demo",
+        title="clusterable demo: every loss on digits",
+        paper="the losses of DSCL, lifted structure, COREL, MsDNN and OPML, and their baselines",
+        setup=intro.strip(),
+        metrics=list(COLUMNS),
+        rows=rows,
+        plots=plots,
+        record={"config": asdict(config)},
+    )

@@ -12,9 +12,9 @@ import torch
 from clusterable.reproduce.report import (
     ExperimentReport,
     command_line,
-    library_versions,
     write_report,
 )
+from clusterable.versions import library_versions
 
 
 @dataclass(frozen=True)

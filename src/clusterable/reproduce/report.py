@@ -8,14 +8,14 @@ versions and wall time that produced it. Values are fractions in [0, 1]; tables 
 from __future__ import annotations
 
 import json
-import platform
 import sys
 from dataclasses import asdict, dataclass, field
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from clusterable.reports import write_reproduction_report
 
 
 @dataclass
@@ -75,12 +75,13 @@ class ExperimentReport:
         values["claims"] = [Claim(**claim) for claim in values["claims"]]
         return cls(**values)
 
-    def markdown(self, plot_prefix: str = "") -> str:
-        lines = [f"## {self.title} (`{self.name}`)", "", f"*{self.paper}*", "", self.setup, ""]
+    def table(self) -> tuple[list[str], list[list[str]]]:
+        """The results as ``(header, rows)`` of text cells in percent: ours (mean +- std over
+        seeds), then the paper's number for every metric the paper reports."""
         header = ["method"] + [f"{m} (ours)" for m in self.metrics]
         with_paper = [m for m in self.metrics if any(m in r.paper for r in self.rows)]
         header += [f"{m} (paper)" for m in with_paper]
-        lines += ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+        rows = []
         for row in self.rows:
             cells = [row.method + (f" ({row.note})" if row.note else "")]
             for m in self.metrics:
@@ -90,7 +91,14 @@ class ExperimentReport:
                     text += f" ± {100 * row.std[m]:.2f}"
                 cells.append(text)
             cells += [f"{100 * row.paper[m]:.2f}" if m in row.paper else "—" for m in with_paper]
-            lines.append("| " + " | ".join(cells) + " |")
+            rows.append(cells)
+        return header, rows
+
+    def markdown(self, plot_prefix: str = "") -> str:
+        lines = [f"## {self.title} (`{self.name}`)", "", f"*{self.paper}*", "", self.setup, ""]
+        header, rows = self.table()
+        lines += ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+        lines += ["| " + " | ".join(cells) + " |" for cells in rows]
         if self.claims:
             lines += ["", "| paper's claim | holds here? | evidence |", "|---|---|---|"]
             verdict = {True: "yes", False: "**no**", None: "not checked"}
@@ -107,21 +115,12 @@ class ExperimentReport:
         return "\n".join(lines) + "\n"
 
 
-def library_versions() -> dict[str, str]:
-    found = {"python": platform.python_version()}
-    for package in ("clusterable", "torch", "numpy", "scikit-learn", "faiss-cpu", "openTSNE"):
-        try:
-            found[package] = version(package)
-        except PackageNotFoundError:
-            found[package] = "not installed"
-    return found
-
-
 def write_report(report: ExperimentReport, folder: Path) -> None:
-    """Write ``results.md`` and ``results.json`` of one experiment into ``folder``."""
+    """Write ``results.md``, ``results.json`` and ``report.html`` of an experiment in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "results.md").write_text(report.markdown())
     (folder / "results.json").write_text(json.dumps(asdict(report), indent=2))
+    write_reproduction_report(report, folder)
 
 
 def command_line() -> str:

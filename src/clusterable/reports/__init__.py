@@ -1,0 +1,13 @@
+"""Self-contained HTML reports of a training run, a clustering and a reproduction.
+
+One page each that opens offline (figures and thumbnails inline, no script, no network request):
+:func:`write_run_report` (``clusterable report RUN``), :func:`write_clustering_report`
+(``clusterable report PARTITION --embeddings EMB.npy``) and :func:`write_reproduction_report`
+(written by ``clusterable reproduce`` beside each experiment's results).
+"""
+
+from clusterable.reports.clustering_report import write_clustering_report
+from clusterable.reports.reproduction_report import write_reproduction_report
+from clusterable.reports.run_report import write_run_report
+
+__all__ = ["write_clustering_report", "write_reproduction_report", "write_run_report"]

@@ -1,0 +1,87 @@
+"""The HTML report of a clustering: each cluster's size, majority class, purity and members, the
+confusion between clusters and classes, the partition metrics and a map
+(``clusterable report PARTITION --embeddings EMB.npy``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from clusterable.evaluate import evaluate_embeddings
+from clusterable.reports.page import render, write_page
+from clusterable.reports.panels import (
+    cluster_section,
+    map_section,
+    metrics_section,
+    settings_section,
+)
+
+#: The keys of the evaluation table that score a partition.
+PARTITION_METRICS = (
+    "nmi",
+    "precision",
+    "recall",
+    "f1",
+    "accuracy",
+    "ari",
+    "v_measure",
+    "silhouette",
+)
+
+#: Points on the map at most (a seeded sample beyond).
+MAP_ITEMS = 2_000
+
+
+def write_clustering_report(
+    embeddings: np.ndarray,
+    clusters: np.ndarray,
+    out: str | os.PathLike[str],
+    *,
+    labels: np.ndarray | None = None,
+    class_names: Sequence[str] | None = None,
+    items: Any = None,
+    settings: dict[str, Any] | None = None,
+    title: str = "Clustering",
+    seed: int = 0,
+) -> Path:
+    """Write the report of ``clusters`` (``(n,)`` ids, -1 noise) of ``embeddings`` ``(n, d)``.
+
+    Parameters
+    ----------
+    labels : array, optional
+        ``(n,)`` int classes: adds purity, the confusion heat map and the partition metrics.
+    items : array, optional
+        ``(n, C, H, W)`` or ``(n, H, W)`` images in [0, 1]: adds member thumbnails.
+    settings : dict, optional
+        What produced the clustering (method, k, source files), shown first.
+    """
+    embeddings = np.asarray(embeddings, dtype=np.float32)
+    clusters = np.asarray(clusters, dtype=np.int64)
+    if clusters.shape != (len(embeddings),):
+        raise ValueError(
+            f"{len(clusters)} cluster ids for {len(embeddings)} embeddings: give the clusters of "
+            "these embeddings (the same rows, in the same order)"
+        )
+    if labels is not None and np.shape(labels) != clusters.shape:
+        raise ValueError(f"{len(labels)} labels for {len(clusters)} items: give one per item")
+    found = len(np.unique(clusters[clusters >= 0]))
+    sections = [settings_section({"items": len(clusters), "clusters": found, **(settings or {})})]
+    if labels is not None:
+        labels = np.asarray(labels, dtype=np.int64)
+        table = evaluate_embeddings(embeddings, labels, clustering=clusters, ks=(1,), seed=seed)
+        scores = {key: table[key] for key in PARTITION_METRICS}
+        classes = len(np.unique(labels))
+        sections.append(metrics_section(scores, f"These clusters against the {classes} classes."))
+    rng = np.random.default_rng(seed)
+    on_map = np.sort(rng.choice(len(clusters), size=min(MAP_ITEMS, len(clusters)), replace=False))
+    colourings = [(clusters[on_map], None, "by cluster")]
+    if labels is not None:
+        colourings.append((labels[on_map], class_names, "by class"))
+    sections.append(map_section(embeddings[on_map], colourings, seed=seed))
+    sections.append(cluster_section(clusters, labels, class_names, items, seed=seed))
+    page = render(title, f"{found} clusters of {len(clusters):,} items", sections, title)
+    return write_page(page, out)

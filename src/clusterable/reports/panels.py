@@ -1,0 +1,340 @@
+"""The panels of a report: settings, metrics, per-class results, curves, map, retrieval, clusters.
+
+Each function takes arrays and returns a :class:`~clusterable.reports.page.Section`; the run,
+clustering and reproduction reports put together the ones that apply. Items are shown as
+thumbnails when they are images (``(C, H, W)`` or ``(H, W)``) and by id and label otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.ticker import MaxNLocator, PercentFormatter
+
+from clusterable.evaluate import knn_search
+from clusterable.plots._figure import new_figure
+from clusterable.reports.page import Html, Section, escape, figure_image, note, table, thumbnail
+from clusterable.tsne import tsne_map
+
+#: What each key of the evaluation table shows, so that no figure can be read as another.
+METRIC_NAMES = {
+    "precision@1": "precision@1 (retrieval: the nearest item shares the query's class)",
+    "map@r": "MAP@R (retrieval, Musgrave et al. 2020)",
+    "r_precision": "R-precision (retrieval)",
+    "nmi": "NMI (clustering vs classes)",
+    "precision": "pairwise precision (clustering: same-cluster pairs of one class)",
+    "recall": "pairwise recall (clustering: same-class pairs in one cluster)",
+    "f1": "pairwise F1 (clustering)",
+    "accuracy": "Hungarian accuracy (clustering, best cluster-to-class matching)",
+    "ari": "adjusted Rand index (clustering)",
+    "v_measure": "V-measure (clustering)",
+    "silhouette": "silhouette (clustering; a seeded sample of items)",
+    "classification_accuracy": "classification accuracy (the loss's own classifier)",
+    "subclass_nmi": "sub-class NMI (clustering vs the fine classes)",
+    "subclass_accuracy": "sub-class Hungarian accuracy",
+    "subclass_f1": "sub-class pairwise F1",
+}
+
+#: Validation metrics drawn as curves, when the log has them.
+CURVE_METRICS = ("recall@1", "map@r", "nmi", "f1", "accuracy", "classification_accuracy")
+
+#: Items per row of a retrieval panel, and queries of each kind shown.
+NEIGHBOURS = 6
+QUERIES_SHOWN = 4
+
+#: Member thumbnails per cluster, and clusters listed at most.
+MEMBERS_SHOWN = 10
+CLUSTERS_SHOWN = 40
+
+
+def metric_name(key: str) -> str:
+    """A readable name for a key of the evaluation table."""
+    if key in METRIC_NAMES:
+        return METRIC_NAMES[key]
+    if key.startswith("recall@"):
+        return f"Recall@{key[7:]} (retrieval: a same-class item among the {key[7:]} nearest)"
+    if key.startswith("knn@"):
+        return f"{key[4:]}-NN classification accuracy (neighbours from the training split)"
+    return key
+
+
+def _as_items(items: Any) -> np.ndarray | None:
+    """Items as an array when they are images (``(n, C, H, W)`` or ``(n, H, W)``), else None."""
+    if items is None:
+        return None
+    array = np.asarray(items)
+    return array if array.ndim in (3, 4) else None
+
+
+def _class_name(label: int, class_names: Sequence[str] | None) -> str:
+    if label < 0:
+        return "noise"
+    if class_names is not None and label < len(class_names):
+        return str(class_names[label])
+    return str(label)
+
+
+def settings_section(
+    settings: Mapping[str, Any], title: str = "Settings", anchor: str = "settings"
+) -> Section:
+    """Every setting as a ``key: value`` row (nested mappings as dotted keys)."""
+    rows = [(key, _short(value)) for key, value in _flatten(settings)]
+    return Section(anchor, title, table(["setting", "value"], rows))
+
+
+def _flatten(values: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    rows: list[tuple[str, Any]] = []
+    for key, value in values.items():
+        if isinstance(value, Mapping) and value:
+            rows += _flatten(value, f"{prefix}{key}.")
+        else:
+            rows.append((f"{prefix}{key}", value))
+    return rows
+
+
+def _short(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+def metrics_section(metrics: Mapping[str, float], description: str) -> Section:
+    """The evaluation table in percent, each metric named in full."""
+    rows = [
+        (metric_name(key), f"{100 * value:.2f}")
+        for key, value in metrics.items()
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
+    ]
+    return Section("metrics", "Metrics", note(description) + table(["metric", "%"], rows))
+
+
+def per_class_section(
+    per_class: Mapping[str, np.ndarray],
+    class_names: Sequence[str] | None,
+    sort_key: str = "map@r",
+    description: str = "",
+) -> Section:
+    """Per-class results sorted worst first; the worst and best fifth are shaded."""
+    columns = [k for k in per_class if k not in ("class", "count")]
+    key = sort_key if sort_key in per_class else columns[0]
+    values = np.asarray(per_class[key], dtype=np.float64)
+    order = np.argsort(np.nan_to_num(values, nan=np.inf), kind="stable")
+    fifth = max(1, len(order) // 5)
+    rows, kinds = [], []
+    for position, row in enumerate(order):
+        name = _class_name(int(per_class["class"][row]), class_names)
+        cells = [f"{100 * per_class[c][row]:.1f}" for c in columns]
+        rows.append([name, int(per_class["count"][row]), *cells])
+        kinds.append(
+            "bad" if position < fifth else "good" if position >= len(order) - fifth else ""
+        )
+    text = f"Sorted by {metric_name(key)}, worst first. Values in %. {description}"
+    header = ["class", "items", *[metric_name(c).split(" (")[0] for c in columns]]
+    return Section("classes", "Per-class results", note(text) + table(header, rows, kinds))
+
+
+def curves_section(records: Sequence[Mapping[str, Any]]) -> Section:
+    """Training loss and every validation metric per epoch (and the learning rate if logged)."""
+    epochs = [r["epoch"] for r in records]
+    numeric = [name for name in CURVE_METRICS if any(name in r for r in records)]
+    with_lr = any("lr" in r for r in records)
+    figure, axes = new_figure(columns=3 if with_lr else 2, size=4.2)
+    axes[0].plot(epochs, [r["loss"] for r in records], marker="o")
+    axes[0].set(title="training loss", xlabel="epoch")
+    for name in numeric:
+        points = [(r["epoch"], r[name]) for r in records if name in r]
+        axes[1].plot(*zip(*points, strict=True), marker="o", label=name)
+    axes[1].set(title="validation (%)", xlabel="epoch", ylim=(0, 1))
+    axes[1].yaxis.set_major_formatter(PercentFormatter(1.0))
+    if numeric:
+        axes[1].legend(fontsize=7)
+    if with_lr:
+        points = [(r["epoch"], r["lr"]) for r in records if "lr" in r]
+        axes[2].plot(*zip(*points, strict=True), marker="o")
+        axes[2].set(title="learning rate", xlabel="epoch", yscale="log")
+    for ax in axes:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    body = figure_image(figure, "training curves")
+    if not numeric:
+        body = note("No validation metric was logged (no validation split).") + body
+    else:
+        names = ", ".join(metric_name(name) for name in numeric)
+        body = note(f"Validation curves: {names}.") + body
+    return Section("curves", "Training curves", body)
+
+
+def map_section(
+    embeddings: np.ndarray,
+    colourings: Sequence[tuple[np.ndarray, Sequence[str] | None, str]],
+    description: str = "",
+    seed: int = 0,
+) -> Section:
+    """A 2-D map of ``embeddings`` once per ``(groups, group names, title)`` colouring: the
+    embedding itself when it is 2-D, t-SNE otherwise."""
+    points = embeddings if embeddings.shape[1] == 2 else tsne_map(embeddings, seed=seed)
+    how = "the embedding itself (2-D)" if embeddings.shape[1] == 2 else "t-SNE (openTSNE)"
+    figure, axes = new_figure(columns=len(colourings), size=5.0)
+    for ax, (groups, names, title) in zip(axes, colourings, strict=True):
+        _scatter(ax, points, np.asarray(groups), names, title)
+    body = note(f"Map: {how} of {len(points):,} items. {description}")
+    return Section("map", "2-D map", body + figure_image(figure, "2-D map"))
+
+
+def _scatter(ax: Any, points: np.ndarray, groups: np.ndarray, names: Any, title: str) -> None:
+    classes = np.unique(groups)
+    colours = _colours(len(classes))
+    for colour, group in zip(colours, classes, strict=True):
+        mine = groups == group
+        colour = (0.75, 0.75, 0.75, 1.0) if group < 0 else colour
+        ax.scatter(*points[mine].T, s=5, color=colour, label=_class_name(int(group), names))
+    ax.set(title=title, xticks=[], yticks=[])
+    if len(classes) <= 20:
+        ax.legend(fontsize=7, markerscale=2.5, loc="center left", bbox_to_anchor=(1.0, 0.5))
+
+
+def _colours(count: int) -> list:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if count <= 10 else "tab20" if count <= 20 else "turbo"]
+    if count <= 20:
+        return [cmap(i) for i in range(count)]
+    return [cmap(i / max(count - 1, 1)) for i in range(count)]
+
+
+def retrieval_section(
+    embeddings: np.ndarray,
+    labels: np.ndarray,
+    ids: np.ndarray,
+    class_names: Sequence[str] | None,
+    items: Any = None,
+    seed: int = 0,
+) -> Section:
+    """Queries with their nearest items (the query excluded): the best, the worst and a random
+    few, by the share of their neighbours in the query's class."""
+    k = min(NEIGHBOURS, len(labels) - 1)
+    distances, neighbours = knn_search(embeddings, k)  # (n, k) each, the query excluded
+    hits = labels[neighbours] == labels[:, None]  # (n, k)
+    share = hits.mean(axis=1)
+    # Best: most hits, then the nearest neighbours; worst: fewest hits, then the nearest wrong ones.
+    order = np.lexsort((distances[:, 0], -share))
+    rng = np.random.default_rng(seed)
+    shown = QUERIES_SHOWN
+    groups = [
+        ("best", order[:shown]),
+        ("worst", order[::-1][:shown]),
+        ("random", rng.choice(len(labels), size=min(shown, len(labels)), replace=False)),
+    ]
+    images = _as_items(items)
+    body = note(
+        f"Each row: a query, then its {k} nearest items (the query excluded), framed green when "
+        f"they share the query's class and red when not. {np.mean(share):.1%} of all neighbours "
+        f"share their query's class over {len(labels):,} queries."
+    )
+    for title, queries in groups:
+        rows = []
+        for query in queries:
+            found = neighbours[query]
+            if images is not None:
+                strip = thumbnail(images[query], "query", _class_name(labels[query], class_names))
+                strip += "".join(
+                    thumbnail(
+                        images[n],
+                        "hit" if labels[n] == labels[query] else "miss",
+                        f"{_class_name(labels[n], class_names)} at {distances[query, j]:.3g}",
+                    )
+                    for j, n in enumerate(found)
+                )
+                cells: list[object] = [Html(f'<div class="strip">{strip}</div>')]
+            else:
+                cells = [
+                    ids[query],
+                    Html(
+                        " ".join(
+                            f'<span class="{"hit" if labels[n] == labels[query] else "miss"}">'
+                            f"{escape(ids[n])} ({escape(_class_name(labels[n], class_names))})"
+                            "</span>"
+                            for n in found
+                        )
+                    ),
+                ]
+            rows.append([*cells, _class_name(labels[query], class_names), f"{share[query]:.0%}"])
+        header = (
+            ["query, then neighbours"] if images is not None else ["query", "neighbours (class)"]
+        )
+        body += f"<h3>{title} queries</h3>" + table([*header, "class", "same class"], rows)
+    return Section("retrieval", "Retrieval", body)
+
+
+def cluster_section(
+    clusters: np.ndarray,
+    labels: np.ndarray | None,
+    class_names: Sequence[str] | None,
+    items: Any = None,
+    description: str = "",
+    seed: int = 0,
+) -> Section:
+    """Each cluster's size, majority class and purity, a strip of its members, and the confusion
+    between clusters and classes as a heat map. AAS noise (-1) is its own group."""
+    images = _as_items(items)
+    rng = np.random.default_rng(seed)
+    ids, sizes = np.unique(clusters, return_counts=True)
+    order = np.argsort(-sizes, kind="stable")
+    listed = order[:CLUSTERS_SHOWN]
+    rows, kinds = [], []
+    for position in listed:
+        cluster, size = int(ids[position]), int(sizes[position])
+        members = np.flatnonzero(clusters == cluster)
+        row: list[object] = ["noise" if cluster < 0 else cluster, size]
+        if labels is not None:
+            classes, counts = np.unique(labels[members], return_counts=True)
+            purity = counts.max() / size
+            row += [_class_name(int(classes[counts.argmax()]), class_names), f"{purity:.0%}"]
+            kinds.append("bad" if purity < 0.5 else "good" if purity >= 0.9 else "")
+        if images is not None:
+            sample = rng.choice(members, size=min(MEMBERS_SHOWN, size), replace=False)
+            strip = "".join(
+                thumbnail(
+                    images[m], "", _class_name(labels[m], class_names) if labels is not None else ""
+                )
+                for m in sample
+            )
+            row.append(Html(f'<div class="strip">{strip}</div>'))
+        rows.append(row)
+    header = ["cluster", "items"]
+    header += ["majority class", "purity"] if labels is not None else []
+    header += ["members (a sample)"] if images is not None else []
+    text = (
+        f"{len(ids) - int((ids < 0).any())} clusters of {len(clusters):,} items"
+        + (f", {int((clusters < 0).sum())} items called noise" if (ids < 0).any() else "")
+        + "; largest first"
+        + (f", the {CLUSTERS_SHOWN} largest listed" if len(ids) > CLUSTERS_SHOWN else "")
+        + f". {description}"
+    )
+    body = note(text) + table(header, rows, kinds)
+    if labels is not None:
+        body += _confusion_figure(clusters, labels, class_names, ids[listed])
+    return Section("clusters", "Clusters", body)
+
+
+def _confusion_figure(
+    clusters: np.ndarray, labels: np.ndarray, class_names: Any, shown: np.ndarray
+) -> Html:
+    """Heat map: share of each listed cluster's items in each class (rows sum to 1)."""
+    classes = np.unique(labels)
+    counts = np.zeros((len(shown), len(classes)))  # (clusters shown, classes)
+    for row, cluster in enumerate(shown):
+        found, number = np.unique(labels[clusters == cluster], return_counts=True)
+        counts[row, np.searchsorted(classes, found)] = number
+    shares = counts / counts.sum(axis=1, keepdims=True)
+    figure, (ax,) = new_figure(size=1.0)
+    figure.set_size_inches(min(2 + 0.35 * len(classes), 16), min(1.5 + 0.3 * len(shown), 14))
+    image = ax.imshow(shares, aspect="auto", cmap="Blues", vmin=0, vmax=1)
+    figure.colorbar(image, ax=ax, label="share of the cluster", format=PercentFormatter(1.0))
+    if len(classes) <= 40:
+        ax.set_xticks(range(len(classes)))
+        ax.set_xticklabels([_class_name(int(c), class_names) for c in classes], rotation=90)
+    ax.set_yticks(range(len(shown)))
+    ax.set_yticklabels(["noise" if c < 0 else str(c) for c in shown])
+    ax.set(xlabel="class", ylabel="cluster", title="clusters vs classes")
+    return figure_image(figure, "confusion between clusters and classes")

@@ -1,0 +1,183 @@
+"""The HTML report of a training run: settings, metrics, per-class results, curves, map,
+retrieval and clusters, on one self-contained page (``clusterable report RUN``).
+
+The metrics table is the run's own test evaluation (``test_metrics.json``, the whole test split).
+The panels below it embed the test split with the best checkpoint again; a large split is
+sampled (seeded) for them, and the t-SNE map takes a smaller sample still: the page says how many.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from clusterable import cluster
+from clusterable.data import LabelledDataset, load_dataset
+from clusterable.evaluate import evaluate_embeddings
+from clusterable.plots.curves import read_epoch_records
+from clusterable.reports.page import Section, render, write_page
+from clusterable.reports.panels import (
+    cluster_section,
+    curves_section,
+    map_section,
+    metrics_section,
+    per_class_section,
+    retrieval_section,
+    settings_section,
+)
+from clusterable.versions import library_versions
+
+#: Test items the panels use at most (a seeded sample beyond), and the t-SNE map at most.
+PANEL_ITEMS = 5_000
+MAP_ITEMS = 2_000
+
+#: The report's file name in the run folder.
+REPORT_NAME = "report.html"
+
+
+def write_run_report(
+    run: str | os.PathLike[str], out: str | os.PathLike[str] | None = None, seed: int = 0
+) -> Path:
+    """Write the report of the training run in folder ``run``; returns its path.
+
+    Parameters
+    ----------
+    run : path
+        The folder ``clusterable train`` wrote (``run.json``, ``checkpoints/``, ``log.jsonl``).
+    out : path, optional
+        The HTML file to write; ``RUN/report.html`` by default.
+    seed : int
+        Seed of the samples, the t-SNE map and the clustering.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``run`` is not a run folder (no ``run.json``) or holds no checkpoint.
+    """
+    from clusterable.embedder import Embedder
+
+    folder = Path(run)
+    record_path = folder / "run.json"
+    if not record_path.is_file():
+        raise FileNotFoundError(
+            f"{folder} is not a run folder (no run.json): give the folder `clusterable train` wrote"
+        )
+    record = json.loads(record_path.read_text())
+    spec = record["spec"]
+    embedder = Embedder.from_run(folder, device="cpu")
+    test = load_dataset(spec["data"], root=spec.get("root"), split="test", labels=spec["labels"])
+    sample = _sample(test, PANEL_ITEMS, seed)
+    embeddings = embedder.embed(sample, progress=False).embeddings  # (m, d)
+    labelled = sample.labels >= 0  # distractors (-1) take part in retrieval only as gallery
+    config = dict(record.get("config", {}))
+    config["extra"] = {k: v for k, v in config.get("extra", {}).items() if k != "run"}  # = spec
+    sections = [settings_section({"run": spec, "train": config})]
+    sections.append(settings_section(library_versions(), "Versions", "versions"))
+    metrics_file = folder / "test_metrics.json"
+    if metrics_file.is_file():
+        metrics = json.loads(metrics_file.read_text())
+        sections.append(
+            metrics_section(
+                metrics,
+                f"The run's test evaluation: all {len(test):,} items of the {test.name} test "
+                "split, k-means with k = the number of classes for the clustering metrics.",
+            )
+        )
+    log = folder / "log.jsonl"
+    records = read_epoch_records(log) if log.is_file() else []
+    if records:
+        sections.append(curves_section(records))
+    described = _sample_description(len(sample), len(test), spec["data"])
+    items = _images(sample)
+    names = test.class_names
+    sections += _embedding_sections(
+        embeddings[labelled],
+        sample.labels[labelled],
+        names,
+        None if items is None else items[labelled],
+        described,
+        seed,
+        subclasses=sample.fine_labels[labelled],
+        subclass_names=test.fine_class_names,
+    )
+    title = f"{folder.resolve().name}: {spec['loss']} on {spec['data']}"
+    subtitle = (
+        f"model {spec['model']}, embedding {spec['embedding_dim']}-d, labels {spec['labels']}"
+    )
+    page = render(title, subtitle, sections, f"clusterable report of {folder.resolve()}")
+    return write_page(page, out if out is not None else folder / REPORT_NAME)
+
+
+def _embedding_sections(
+    embeddings: np.ndarray,
+    labels: np.ndarray,
+    class_names: list[str] | None,
+    items: np.ndarray | None,
+    described: str,
+    seed: int,
+    subclasses: np.ndarray | None = None,
+    subclass_names: list[str] | None = None,
+) -> list[Section]:
+    """Per-class results, the map, retrieval and k-means clusters of labelled embeddings."""
+    table = evaluate_embeddings(embeddings, labels, ks=(1,), seed=seed, per_class=True)
+    clusters = cluster.kmeans(embeddings, len(np.unique(labels)), seed=seed)
+    rng = np.random.default_rng(seed)
+    on_map = np.sort(rng.choice(len(labels), size=min(MAP_ITEMS, len(labels)), replace=False))
+    return [
+        per_class_section(table["per_class"], class_names, description=described),
+        map_section(
+            embeddings[on_map],
+            _colourings(labels[on_map], class_names, subclasses, subclass_names, on_map),
+            description=f"A seeded sample of the items below. {described}",
+            seed=seed,
+        ),
+        retrieval_section(
+            embeddings, labels, np.arange(len(labels)), class_names, items, seed=seed
+        ),
+        cluster_section(
+            clusters,
+            labels,
+            class_names,
+            items,
+            description=f"k-means, k = {len(np.unique(labels))} (the number of classes). "
+            + described,
+            seed=seed,
+        ),
+    ]
+
+
+def _colourings(
+    labels: np.ndarray,
+    class_names: list[str] | None,
+    subclasses: np.ndarray | None,
+    subclass_names: list[str] | None,
+    rows: np.ndarray,
+) -> list[tuple[np.ndarray, list[str] | None, str]]:
+    """Colour by class, and by sub-class where the run trained on coarse labels."""
+    colourings = [(labels, class_names, "by class")]
+    if subclasses is not None and not np.array_equal(subclasses[rows], labels):
+        colourings.append((subclasses[rows], subclass_names, "by sub-class"))
+    return colourings
+
+
+def _sample(dataset: LabelledDataset, size: int, seed: int) -> LabelledDataset:
+    if len(dataset) <= size:
+        return dataset
+    rows = np.random.default_rng(seed).choice(len(dataset), size=size, replace=False)
+    return dataset.subset(np.sort(rows))
+
+
+def _sample_description(used: int, total: int, name: str) -> str:
+    if used == total:
+        return f"All {total:,} items of the {name} test split."
+    return f"A seeded sample of {used:,} of the {total:,} items of the {name} test split."
+
+
+def _images(dataset: LabelledDataset) -> np.ndarray | None:
+    """The items as ``(n, C, H, W)`` when they are images, else None (tables)."""
+    if len(dataset.input_shape) != 3:
+        return None
+    return np.stack([np.asarray(dataset.x[i], dtype=np.float32) for i in range(len(dataset))])

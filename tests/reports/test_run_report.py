@@ -1,0 +1,86 @@
+"""The report of a training run: every panel that applies, every image inline, nothing remote."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from clusterable.cli import main
+from clusterable.reports import write_run_report
+from clusterable.reports.panels import metric_name
+
+from _html import decoded_png, image_sources, section_ids
+
+PANELS = ["settings", "versions", "metrics", "curves", "classes", "map", "retrieval", "clusters"]
+
+
+def test_an_image_run_shows_every_panel(digits_run):
+    page = (digits_run / "report.html").read_text()
+    assert section_ids(page) == PANELS
+    # Queries framed against their neighbours, and member strips of the clusters.
+    assert page.count('class="thumb query"') == 12  # best, worst and random: 4 each
+    assert 'class="thumb hit"' in page and 'class="thumb miss"' in page
+    assert "majority class" in page and "purity" in page
+
+
+def test_every_image_is_inline_and_nothing_is_fetched(digits_run):
+    page = (digits_run / "report.html").read_text()
+    sources = image_sources(page)
+    assert len(sources) > 30
+    for source in sources:
+        assert decoded_png(source).size[0] > 0
+    assert not re.search(r'(src|href)="(?!data:|#)', page)  # no file, http or relative link
+    assert "default-src 'none'" in page  # the browser refuses any request the page might make
+
+
+def test_the_metrics_are_the_runs_test_evaluation(digits_run):
+    page = (digits_run / "report.html").read_text()
+    metrics = json.loads((digits_run / "test_metrics.json").read_text())
+    for key in ("recall@1", "map@r", "nmi", "f1", "accuracy"):
+        row = f"<td>{metric_name(key)}</td><td>{100 * metrics[key]:.2f}</td>"
+        assert row in page.replace("&#x27;", "'"), key
+
+
+def test_per_class_results_put_the_worst_class_first(digits_run):
+    page = (digits_run / "report.html").read_text()
+    classes = page.split('<section id="classes">')[1].split("</section>")[0]
+    header = re.findall(r"<th>([^<]+)</th>", classes)
+    column = header.index("MAP@R")
+    rows = re.findall(r"<tr[^>]*>((?:<td[^>]*>[^<]*</td>)+)</tr>", classes)
+    values = [float(re.findall(r">([^<]*)</td>", row)[column]) for row in rows]
+    assert len(values) == 10 and values == sorted(values)
+
+
+def test_a_table_run_shows_ids_instead_of_images(tmp_path):
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(4), 40)
+    features = rng.normal(size=(4, 6))[labels] + 0.3 * rng.normal(size=(160, 6))
+    np.savez(tmp_path / "points.npz", x=features.astype(np.float32), y=labels)
+    run = tmp_path / "run"
+    argv = ["train", "--data", f"table:{tmp_path / 'points.npz'}", "--loss", "lifted"]
+    assert main([*argv, "--epochs", "1", "--no-progress", "--out", str(run)]) == 0
+    page = write_run_report(run).read_text()
+    assert section_ids(page) == PANELS
+    assert 'class="thumb' not in page  # no thumbnails of feature rows
+    retrieval = page.split('<section id="retrieval">')[1]
+    assert '<span class="hit">' in retrieval and "<th>neighbours (class)</th>" in retrieval
+    assert "members (a sample)" not in page
+
+
+def test_a_coarse_run_maps_the_sub_classes_too(tmp_path):
+    run = tmp_path / "coarse"
+    argv = ["train", "--data", "digits", "--labels", "coarse", "--loss", "lifted"]
+    assert main([*argv, "--epochs", "1", "--no-progress", "--out", str(run)]) == 0
+    written = write_run_report(run, tmp_path / "page.html")
+    assert written == tmp_path / "page.html" and not (run / "report.html").exists()
+    page = written.read_text()
+    map_image = decoded_png(image_sources(page.split('<section id="map">')[1])[0])
+    assert map_image.size[0] > 1.6 * map_image.size[1]  # two panels: by class, by sub-class
+
+
+def test_a_folder_that_is_not_a_run_is_refused(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a run folder"):
+        write_run_report(tmp_path)
