@@ -1,0 +1,129 @@
+"""A hyper-parameter search space, from the command line or YAML, and where each value goes.
+
+Forms (the command line, then YAML)::
+
+    --param sigma=log:0.001:1000        sigma: {log: [0.001, 1000]}     log-uniform float
+    --param margin=float:0.1:2          margin: {float: [0.1, 2]}       uniform float
+    --param epochs=int:5:30             epochs: {int: [5, 30]}          uniform integer
+    --param lam=choice:0.1,0.5,1,10     lam: {choice: [0.1, 0.5, 1, 10]}
+
+A name is a field of :class:`~clusterable.train.TrainConfig` (``lr``, ``batch_size``, ...), of
+:class:`~clusterable.train.run.RunSpec` (``embedding_dim``, ...), or a keyword of the loss
+(``margin``, ``sigma``, ...); ``train.NAME``, ``run.NAME`` and ``loss.NAME`` say which when a name
+could be both.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, Literal
+
+import yaml
+
+from clusterable.train.config import TrainConfig
+
+Kind = Literal["log", "float", "int", "choice"]
+Target = Literal["train", "run", "loss"]
+
+#: RunSpec fields a search may set (data and names of pieces are not hyper-parameters).
+RUN_FIELDS = ("embedding_dim", "normalize", "val_fraction")
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One searched hyper-parameter: its name, where it goes, and its range or choices."""
+
+    name: str
+    target: Target
+    kind: Kind
+    low: float = 0.0
+    high: float = 0.0
+    choices: tuple[Any, ...] = ()
+
+    def suggest(self, trial: Any) -> Any:
+        """The value an Optuna ``trial`` draws for this parameter."""
+        key = f"{self.target}.{self.name}"
+        if self.kind == "choice":
+            return trial.suggest_categorical(key, list(self.choices))
+        if self.kind == "int":
+            return trial.suggest_int(key, int(self.low), int(self.high))
+        return trial.suggest_float(key, self.low, self.high, log=self.kind == "log")
+
+    def describe(self) -> str:
+        if self.kind == "choice":
+            return f"{self.name} in {{{', '.join(map(str, self.choices))}}}"
+        return f"{self.name} {self.kind} [{self.low:g}, {self.high:g}]"
+
+
+def parse_parameter(text: str) -> Parameter:
+    """``NAME=KIND:...`` of ``--param`` (see the module docstring)."""
+    name, sep, rest = text.partition("=")
+    kind, sep2, values = rest.partition(":")
+    if not sep or not sep2 or not name.strip():
+        raise ValueError(
+            f"--param {text!r}: write NAME=log:LOW:HIGH, NAME=float:LOW:HIGH, NAME=int:LOW:HIGH "
+            "or NAME=choice:A,B,C"
+        )
+    if kind == "choice":
+        return _parameter(name.strip(), "choice", [_scalar(v) for v in values.split(",")])
+    return _parameter(name.strip(), kind, [_scalar(v) for v in values.split(":")])
+
+
+def parse_space(search: Mapping[str, Any]) -> list[Parameter]:
+    """A YAML `search:` mapping: ``NAME: {KIND: [LOW, HIGH]}`` or ``NAME: {choice: [...]}``."""
+    parameters = []
+    for name, form in search.items():
+        if not isinstance(form, Mapping) or len(form) != 1:
+            raise ValueError(
+                f"search: {name}: write one of {{log: [LOW, HIGH]}}, {{float: [LOW, HIGH]}}, "
+                f"{{int: [LOW, HIGH]}} or {{choice: [A, B, ...]}}, got {form!r}"
+            )
+        ((kind, values),) = form.items()
+        parameters.append(_parameter(str(name), str(kind), list(values)))
+    return parameters
+
+
+def _parameter(name: str, kind: str, values: Sequence[Any]) -> Parameter:
+    target, key = _target(name)
+    if kind == "choice":
+        if not values:
+            raise ValueError(f"{name}: choice needs at least one value")
+        return Parameter(key, target, "choice", choices=tuple(values))
+    if kind not in ("log", "float", "int"):
+        raise ValueError(f"{name}: unknown kind {kind!r}; use log, float, int or choice")
+    if len(values) != 2 or not all(isinstance(v, (int, float)) for v in values):
+        raise ValueError(f"{name}: {kind} needs two numbers LOW and HIGH, got {list(values)}")
+    low, high = float(values[0]), float(values[1])
+    if not (math.isfinite(low) and math.isfinite(high)) or low >= high:
+        raise ValueError(f"{name}: LOW must be below HIGH, got {low:g} and {high:g}")
+    if kind == "log" and low <= 0:
+        raise ValueError(f"{name}: a log range needs LOW > 0, got {low:g}")
+    if kind == "int" and (low != int(low) or high != int(high)):
+        raise ValueError(f"{name}: an int range needs whole numbers, got {low:g} and {high:g}")
+    return Parameter(key, target, kind, low, high)  # type: ignore[arg-type]
+
+
+def _target(name: str) -> tuple[Target, str]:
+    prefix, dot, key = name.partition(".")
+    if dot:
+        if prefix not in ("train", "run", "loss"):
+            raise ValueError(
+                f"{name}: the prefix says where a value goes: train., run. or loss. (model "
+                "arguments are not searchable yet)"
+            )
+        return prefix, key  # type: ignore[return-value]
+    if name in {f.name for f in fields(TrainConfig)}:
+        return "train", name
+    if name in RUN_FIELDS:
+        return "run", name
+    return "loss", name
+
+
+def _scalar(text: str) -> Any:
+    """A command-line value as YAML reads it, with ``1e-3`` a number (YAML 1.1 reads it as text)."""
+    try:
+        return float(text) if any(c in text for c in ".eE") else int(text)
+    except ValueError:
+        return yaml.safe_load(text)

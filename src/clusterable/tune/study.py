@@ -1,0 +1,353 @@
+"""Hyper-parameter search by cross-validation on the training split, with Optuna.
+
+Each trial draws its values (TPE sampler, seeded), trains one model per fold on the other folds
+and scores the held-out fold with one metric of the evaluation table (or k-NN accuracy from the
+fold's training items); the trial's value is the mean over folds. After each fold the running
+mean is reported, so that Optuna's median pruner stops a trial that is already worse than the
+median of earlier trials at the same fold. The study lives in SQLite (``study.db`` in the output
+folder): a killed search resumes where it stopped, and a trial that was running when it was
+killed runs again. The best configuration is written as a YAML file that ``clusterable train
+--config`` takes, and the search as a plot of the objective against each parameter.
+
+Reference: T. Akiba et al., "Optuna: a next-generation hyperparameter optimization framework",
+KDD 2019. Protocols: K. Musgrave, S. Belongie and S.-N. Lim, "A metric learning reality check",
+ECCV 2020 (class-disjoint folds); MsDNN (sigma by 5-fold cross-validation).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+
+from clusterable.data import LabelledDataset, load_dataset
+from clusterable.evaluate import evaluate_embeddings, knn_accuracy
+from clusterable.plots._figure import new_figure, save_figure
+from clusterable.train.config import TrainConfig
+from clusterable.train.embed import embed_dataset
+from clusterable.train.run import RunSpec, build_pieces
+from clusterable.train.trainer import Trainer
+from clusterable.tune.folds import Protocol, cross_validation_folds
+from clusterable.tune.space import Parameter
+
+#: File names in the output folder.
+STUDY_FILE, BEST_FILE, PLOT_FILE = "study.db", "best.yaml", "search.png"
+
+#: Keys of the evaluation table a search can maximise (besides recall@K and knn@K).
+METRICS = (
+    "map@r",
+    "precision@1",
+    "r_precision",
+    "nmi",
+    "f1",
+    "precision",
+    "recall",
+    "accuracy",
+    "ari",
+    "v_measure",
+    "silhouette",
+)
+
+#: The study's name inside its SQLite file.
+STUDY_NAME = "clusterable-tune"
+
+
+@dataclass
+class TuneResult:
+    """The best trial of a search and where its files are."""
+
+    best_values: dict[str, Any]  # "target.name" -> value, e.g. {"loss.sigma": 0.5}
+    best_score: float  # mean of the metric over the folds
+    spec: RunSpec  # the run with the best values applied
+    config: TrainConfig
+    completed: int  # trials that ran every fold
+    pruned: int  # trials stopped early by the pruner
+    folder: Path | None  # study.db, best.yaml, search.png
+
+
+def tune(
+    spec: RunSpec,
+    space: Sequence[Parameter],
+    *,
+    config: TrainConfig | None = None,
+    folds: int = 3,
+    protocol: Protocol = "stratified",
+    trials: int = 20,
+    metric: str = "map@r",
+    out: str | Path | None = None,
+    seed: int = 0,
+    report: Callable[[str], None] = print,
+) -> TuneResult:
+    """Search ``space`` for the run ``spec`` by ``folds``-fold cross-validation on its training
+    split; ``trials`` in all, counting those of an earlier, interrupted search in ``out``.
+
+    Parameters
+    ----------
+    space : sequence of Parameter
+        What to search (:func:`~clusterable.tune.space.parse_parameter`, ``parse_space``).
+    config : TrainConfig, optional
+        Training settings of every trial (the searched ones are overridden).
+    protocol : {"stratified", "class-disjoint"}
+        Stratified k-fold, or folds that hold out whole classes (zero-shot protocols).
+    metric : str
+        A key of :func:`~clusterable.evaluate.evaluate_embeddings` (``"map@r"``,
+        ``"recall@1"``, ``"nmi"``, ...) or ``"knn@K"``: K-NN accuracy of the held-out fold
+        from the fold's training items. Maximised.
+    out : path, optional
+        Folder for ``study.db``, ``best.yaml`` and ``search.png``; without it the study is kept
+        in memory only.
+    report : callable
+        Receives one line per trial (and the resume notice).
+
+    Raises
+    ------
+    ValueError
+        On an empty space, an unsupervised spec, an unknown metric, a folder holding a study
+        of other settings, or a value a trial's loss, run or trainer would refuse (checked before
+        the first trial).
+    """
+    optuna = _optuna()
+    if not space:
+        raise ValueError("nothing to search: give at least one --param NAME=KIND:...")
+    if spec.unsupervised:
+        raise ValueError("tune searches supervised runs: its folds are scored with the labels")
+    config = config or TrainConfig()
+    train = load_dataset(spec.data, root=spec.root, split="train", labels=spec.labels)
+    train = train.subset(np.flatnonzero(train.labels >= 0))  # distractors are never scored
+    splits = cross_validation_folds(train.labels, folds, protocol, seed)
+    _check_metric(metric)
+    for parameter in space:  # every end of every range must build, before hours of training
+        for value in _extremes(parameter):
+            _apply(spec, config, {f"{parameter.target}.{parameter.name}": value}, train)
+
+    settings = {
+        "spec": asdict(spec),
+        "config": {k: v for k, v in config.to_dict().items() if k != "extra"},
+        "space": [asdict(p) for p in space],
+        "folds": folds,
+        "protocol": protocol,
+        "metric": metric,
+        "seed": seed,
+    }
+    folder = Path(out) if out is not None else None
+    study = _open_study(folder, settings, seed, report)
+
+    def objective(trial: Any) -> float:
+        values = {f"{p.target}.{p.name}": p.suggest(trial) for p in space}
+        run, settings_of_trial = _apply(spec, config, values, train)
+        scores = []
+        for fold, (fit_rows, held_rows) in enumerate(splits):
+            scores.append(
+                _fold_score(run, settings_of_trial, train, fit_rows, held_rows, metric, seed)
+            )
+            trial.report(float(np.mean(scores)), step=fold)
+            if trial.should_prune():
+                raise optuna.TrialPruned(f"pruned after fold {fold + 1}")
+        return float(np.mean(scores))
+
+    done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    remaining = trials - len(study.get_trials(deepcopy=False, states=done))
+    if remaining > 0:
+        study.optimize(objective, n_trials=remaining, callbacks=[_progress(trials, metric, report)])
+    finished = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if not finished:
+        raise ValueError("no trial finished (all were pruned or failed); widen the space")
+    best = study.best_trial
+    run, best_config = _apply(spec, config, best.params, train)
+    result = TuneResult(
+        best_values=dict(best.params),
+        best_score=float(best.value),
+        spec=run,
+        config=best_config,
+        completed=len(finished),
+        pruned=len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.PRUNED,))),
+        folder=folder,
+    )
+    if folder is not None:
+        write_best_yaml(result, folder / BEST_FILE, metric)
+        plot_search(study, space, metric, folder / PLOT_FILE)
+    return result
+
+
+def _optuna() -> Any:
+    try:
+        import optuna
+    except ImportError:
+        raise ImportError(
+            "tune needs Optuna: pip install 'clusterable[tune]' (or pip install optuna)"
+        ) from None
+    return optuna
+
+
+def _open_study(folder: Path | None, settings: dict[str, Any], seed: int, report: Any) -> Any:
+    """A new study, or the one in ``folder`` when it was started with the same settings."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = None
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        storage = f"sqlite:///{(folder / STUDY_FILE).resolve()}"
+    study = optuna.create_study(
+        study_name=STUDY_NAME,
+        storage=storage,
+        direction="maximize",
+        load_if_exists=True,
+        sampler=optuna.samplers.TPESampler(seed=seed),
+        pruner=optuna.pruners.MedianPruner(n_startup_trials=3),
+    )
+    stored = study.user_attrs.get("settings")
+    settings = json.loads(json.dumps(settings))  # as SQLite gives it back (tuples as lists)
+    if stored is None:
+        study.set_user_attr("settings", settings)
+    elif stored != settings:
+        changed = sorted(k for k in settings if settings[k] != stored.get(k))
+        raise ValueError(
+            f"{folder} holds a search with other settings ({', '.join(changed)} differ): give "
+            "the same settings to resume it, or another --out for a new search"
+        )
+    else:
+        _rerun_interrupted(study, folder, report)
+    return study
+
+
+def _rerun_interrupted(study: Any, folder: Path | None, report: Callable[[str], None]) -> None:
+    """Queue again the values of trials a kill (left running) or Ctrl-C (failed) cut short."""
+    import optuna
+
+    state = optuna.trial.TrialState
+    rerun = set(study.user_attrs.get("rerun", []))
+    interrupted = [
+        t
+        for t in study.get_trials(deepcopy=False, states=(state.RUNNING, state.FAIL))
+        if t.number not in rerun
+    ]
+    for trial in interrupted:
+        if trial.state == state.RUNNING:
+            study.tell(trial.number, state=state.FAIL)
+        study.enqueue_trial(trial.params)
+    study.set_user_attr("rerun", sorted(rerun | {t.number for t in interrupted}))
+    kept = sum(t.state in (state.COMPLETE, state.PRUNED) for t in study.get_trials(deepcopy=False))
+    report(
+        f"resuming the search in {folder}: {kept} earlier trials kept"
+        + (f", {len(interrupted)} interrupted one(s) run again" if interrupted else "")
+    )
+
+
+def _progress(trials: int, metric: str, report: Callable[[str], None]) -> Callable:
+    def after_trial(study: Any, trial: Any) -> None:
+        import optuna
+
+        values = ", ".join(f"{k.split('.', 1)[1]}={_short(v)}" for k, v in trial.params.items())
+        if trial.state == optuna.trial.TrialState.PRUNED:
+            steps = trial.intermediate_values
+            outcome = f"pruned after fold {len(steps)} ({metric} {steps[max(steps)]:.4f} so far)"
+        else:
+            outcome = f"{metric} {trial.value:.4f}"
+        best = study.best_trial
+        report(
+            f"trial {trial.number + 1}/{trials}: {values} -> {outcome} "
+            f"(best {best.value:.4f}, trial {best.number + 1})"
+        )
+
+    return after_trial
+
+
+def _short(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _apply(
+    spec: RunSpec, config: TrainConfig, values: dict[str, Any], train: LabelledDataset
+) -> tuple[RunSpec, TrainConfig]:
+    """``spec`` and ``config`` with ``values`` set; the pieces are built once to check them."""
+    run_values = {k[4:]: v for k, v in values.items() if k.startswith("run.")}
+    train_values = {k[6:]: v for k, v in values.items() if k.startswith("train.")}
+    loss_values = {k[5:]: v for k, v in values.items() if k.startswith("loss.")}
+    run = replace(spec, **run_values, loss_args={**spec.loss_args, **loss_values})
+    settings = replace(config, **train_values)
+    build_pieces(run, train.input_shape, train.num_classes)  # raises on a value it refuses
+    return run, settings
+
+
+def _extremes(parameter: Parameter) -> list[Any]:
+    if parameter.kind == "choice":
+        return list(parameter.choices)
+    if parameter.kind == "int":
+        return [int(parameter.low), int(parameter.high)]
+    return [parameter.low, parameter.high]
+
+
+def _check_metric(metric: str) -> None:
+    name, at, k = metric.partition("@")
+    if metric in METRICS or (at and name in ("recall", "knn") and k.isdigit() and int(k) >= 1):
+        return
+    raise ValueError(
+        f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}, recall@K or knn@K"
+    )
+
+
+def _fold_score(
+    spec: RunSpec,
+    config: TrainConfig,
+    train: LabelledDataset,
+    fit_rows: np.ndarray,
+    held_rows: np.ndarray,
+    metric: str,
+    seed: int,
+) -> float:
+    """Train on ``fit_rows`` of ``train``, score ``held_rows`` with ``metric``."""
+    fit, held = train.subset(fit_rows), train.subset(held_rows)
+    torch.manual_seed(config.seed)
+    model, loss, decoder = build_pieces(spec, train.input_shape, train.num_classes)
+    quiet = replace(config, eval_every=0, checkpoint_every=0, progress=False)
+    Trainer(model, loss, fit, None, config=quiet, decoder=decoder).fit()
+    held_emb, held_y = embed_dataset(model.eval(), held)
+    if metric.startswith("knn@"):
+        fit_emb, fit_y = embed_dataset(model, fit)
+        return knn_accuracy(fit_emb, fit_y, held_emb, held_y, k=int(metric[4:]))
+    ks = (int(metric[7:]),) if metric.startswith("recall@") else (1,)
+    score = float(evaluate_embeddings(held_emb, held_y, ks=ks, seed=seed)[metric])
+    return score if math.isfinite(score) else float("-inf")
+
+
+def write_best_yaml(result: TuneResult, path: Path, metric: str) -> Path:
+    """The best configuration as a ``clusterable train --config`` file."""
+    settings = asdict(result.spec)
+    settings["train"] = {k: v for k, v in result.config.to_dict().items() if k != "extra"}
+    header = (
+        f"# best of {result.completed} completed trials ({result.pruned} pruned): "
+        f"{metric} {result.best_score:.4f} by cross-validation\n"
+        f"# searched: {', '.join(f'{k}={_short(v)}' for k, v in result.best_values.items())}\n"
+    )
+    path.write_text(header + yaml.safe_dump(settings, sort_keys=False))
+    return path
+
+
+def plot_search(study: Any, space: Sequence[Parameter], metric: str, path: Path) -> Path:
+    """The objective of every completed trial against each parameter's value."""
+    import optuna
+
+    done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    figure, axes = new_figure(columns=len(space), size=3.6)
+    for ax, parameter in zip(axes, space, strict=True):
+        key = f"{parameter.target}.{parameter.name}"
+        values = [t.params[key] for t in done]
+        scores = [t.value for t in done]
+        if parameter.kind == "choice":
+            labels = [str(c) for c in parameter.choices]
+            ax.scatter([labels.index(str(v)) for v in values], scores)
+            ax.set_xticks(range(len(labels)), labels)
+        else:
+            ax.scatter(values, scores)
+            ax.set_xscale("log" if parameter.kind == "log" else "linear")
+        ax.set(xlabel=parameter.name, ylabel=f"{metric} (mean over folds)")
+    figure.suptitle(f"{len(done)} completed trials")
+    return save_figure(figure, path)

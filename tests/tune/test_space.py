@@ -1,0 +1,54 @@
+"""Search spaces from --param flags and YAML: kinds, targets, and errors that say what to write."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from clusterable.tune import Parameter, parse_parameter, parse_space
+
+
+def test_every_kind_and_target_from_the_command_line():
+    assert parse_parameter("sigma=log:0.001:1000") == Parameter("sigma", "loss", "log", 1e-3, 1e3)
+    assert parse_parameter("lr=float:1e-4:1e-2") == Parameter("lr", "train", "float", 1e-4, 1e-2)
+    assert parse_parameter("epochs=int:5:30") == Parameter("epochs", "train", "int", 5, 30)
+    assert parse_parameter("embedding_dim=choice:16,32") == Parameter(
+        "embedding_dim", "run", "choice", choices=(16, 32)
+    )
+    # Numbers stay numbers (YAML 1.1 would read 1e-3 as text), words stay words.
+    assert parse_parameter("lam=choice:1e-3,0.5,10").choices == (1e-3, 0.5, 10)
+    assert parse_parameter("train.sampler=choice:random,class-balanced").choices == (
+        "random",
+        "class-balanced",
+    )
+    assert parse_parameter("loss.lr=float:1:2").target == "loss"  # the prefix decides
+
+
+def test_the_yaml_form_gives_the_same_space():
+    search = yaml.safe_load("sigma: {log: [0.001, 1000]}\nlam: {choice: [0.1, 0.5, 1, 10]}\n")
+    assert parse_space(search) == [
+        parse_parameter("sigma=log:0.001:1000"),
+        parse_parameter("lam=choice:0.1,0.5,1,10"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("sigma", "write NAME=log:LOW:HIGH"),
+        ("sigma=log:0:1", "LOW > 0"),
+        ("sigma=float:2:1", "LOW must be below HIGH"),
+        ("sigma=float:1", "two numbers LOW and HIGH"),
+        ("n=int:1.5:3", "whole numbers"),
+        ("x=normal:0:1", "unknown kind 'normal'"),
+        ("model.channels=choice:1,2", "train., run. or loss."),
+    ],
+)
+def test_bad_parameters_say_what_to_write(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_parameter(text)
+
+
+def test_a_yaml_entry_of_the_wrong_shape_is_refused():
+    with pytest.raises(ValueError, match="search: sigma"):
+        parse_space({"sigma": [0.1, 1]})

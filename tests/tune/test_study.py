@@ -1,0 +1,134 @@
+"""tune: a search on digits that prunes, resumes after a kill, and writes a YAML that trains."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from clusterable.cli import main
+from clusterable.train.config import TrainConfig
+from clusterable.train.run import RunSpec
+from clusterable.tune import parse_parameter, study, tune
+
+SPEC = RunSpec(data="digits", loss="contrastive", embedding_dim=8)
+CONFIG = TrainConfig(epochs=1, batch_size=60, items_per_class=6)
+SPACE = [parse_parameter("margin=log:0.1:2"), parse_parameter("lr=choice:0.001,0.003")]
+
+
+def search(out, trials, lines=None, **options):
+    report = lines.append if lines is not None else (lambda line: None)
+    arguments = {"config": CONFIG, "folds": 2, "trials": trials, "out": out, "report": report}
+    return tune(SPEC, SPACE, **{**arguments, **options})
+
+
+def stored_trials(out):
+    storage = f"sqlite:///{out / study.STUDY_FILE}"
+    return optuna.load_study(study_name=study.STUDY_NAME, storage=storage).trials
+
+
+def test_a_search_writes_its_study_best_yaml_and_plot(tmp_path):
+    lines = []
+    result = search(tmp_path, 4, lines)
+    assert [line.split(":")[0] for line in lines] == [f"trial {n}/4" for n in range(1, 5)]
+    assert result.completed + result.pruned == 4
+    trials = stored_trials(tmp_path)
+    best = max(
+        (t for t in trials if t.value is not None and t.state.name == "COMPLETE"),
+        key=lambda t: t.value,
+    )
+    assert result.best_score == best.value and result.best_values == best.params
+    assert result.spec.loss_args["margin"] == best.params["loss.margin"]
+    assert result.config.lr == best.params["train.lr"]
+    assert (tmp_path / study.PLOT_FILE).stat().st_size > 1000
+    written = yaml.safe_load((tmp_path / study.BEST_FILE).read_text())
+    assert written["loss_args"] == {"margin": best.params["loss.margin"]}
+    assert written["train"]["lr"] == best.params["train.lr"]
+
+
+def test_the_best_yaml_trains(tmp_path):
+    result = search(tmp_path / "search", 3)
+    run = tmp_path / "run"
+    argv = ["train", "--config", str(result.folder / study.BEST_FILE), "--out", str(run)]
+    assert main([*argv, "--no-progress"]) == 0
+    recorded = yaml.safe_load((run / "run.json").read_text())
+    assert recorded["spec"]["loss_args"]["margin"] == pytest.approx(result.spec.loss_args["margin"])
+
+
+def test_a_killed_search_resumes_and_reruns_the_interrupted_trial(tmp_path, monkeypatch):
+    real = study._fold_score
+    calls = []
+
+    def killed_in_the_third_trial(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 5:  # trial 3, fold 1
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(study, "_fold_score", killed_in_the_third_trial)
+    with pytest.raises(KeyboardInterrupt):
+        search(tmp_path, 4)
+    before = stored_trials(tmp_path)
+    assert [t.state.name for t in before] == ["COMPLETE", "COMPLETE", "FAIL"]
+    monkeypatch.setattr(study, "_fold_score", real)
+
+    lines = []
+    result = search(tmp_path, 4, lines)
+    assert (
+        lines[0].startswith("resuming the search") and "1 interrupted one(s) run again" in lines[0]
+    )
+    after = stored_trials(tmp_path)
+    assert [t.value for t in after[:2]] == [t.value for t in before[:2]]  # kept, not rerun
+    assert after[2].state.name == "FAIL" and after[3].params == before[2].params
+    assert result.completed + result.pruned == 4 and len(after) == 5
+
+
+KILLED = """
+import os, sys
+from clusterable.tune import study
+sys.path.insert(0, {tests!r})
+from test_study import search
+real, calls = study._fold_score, []
+def killed(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == 3:
+        os._exit(9)  # as kill -9: no handler runs, the trial stays RUNNING in the database
+    return real(*args, **kwargs)
+study._fold_score = killed
+search(__import__("pathlib").Path({out!r}), 3)
+"""
+
+
+def test_a_search_killed_outright_resumes_too(tmp_path):
+    code = KILLED.format(tests=str(Path(__file__).parent), out=str(tmp_path))
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 9
+    assert [t.state.name for t in stored_trials(tmp_path)] == ["COMPLETE", "RUNNING"]
+    interrupted = stored_trials(tmp_path)[1].params
+    lines = []
+    result = search(tmp_path, 3, lines)
+    assert "1 interrupted one(s) run again" in lines[0]
+    after = stored_trials(tmp_path)
+    assert [t.state.name for t in after[:2]] == ["COMPLETE", "FAIL"]
+    assert after[2].params == interrupted and result.completed + result.pruned == 3
+    # A second resume does not run the same interrupted trial again.
+    lines.clear()
+    search(tmp_path, 3, lines)
+    assert lines == [f"resuming the search in {tmp_path}: 3 earlier trials kept"]
+
+
+def test_another_search_in_the_same_folder_is_refused(tmp_path):
+    search(tmp_path, 1)
+    with pytest.raises(ValueError, match="other settings \\(folds differ\\)"):
+        search(tmp_path, 1, folds=3)
+
+
+def test_values_the_loss_refuses_fail_before_any_training(tmp_path, monkeypatch):
+    monkeypatch.setattr(study, "_fold_score", lambda *a, **k: pytest.fail("trained"))
+    with pytest.raises((TypeError, ValueError), match="nonsense"):
+        tune(SPEC, [parse_parameter("nonsense=float:0:1")], config=CONFIG, folds=2, trials=1)
+    with pytest.raises(ValueError, match="unknown metric 'mapr'"):
+        tune(SPEC, SPACE, config=CONFIG, folds=2, trials=1, metric="mapr")
