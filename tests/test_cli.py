@@ -35,7 +35,7 @@ def test_evaluate_prints_and_writes_the_table(saved_embeddings, capsys):
     table = json.loads(out.read_text())
     assert table["recall@1"] == pytest.approx(1.0)
     assert table["nmi"] == pytest.approx(1.0)
-    assert "recall@8" in capsys.readouterr().out
+    assert "Recall@8 (retrieval)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -140,7 +140,7 @@ def test_evaluate_embed_cluster_plot_a_trained_run(trained_run, tmp_path, capsys
         == 0
     )
     assert np.load(clusters).shape == labels.shape
-    assert "nmi" in capsys.readouterr().out
+    assert "NMI (clusters)" in capsys.readouterr().out
 
     assert main(["plot", str(trained_run), "--out", str(tmp_path / "plots")]) == 0
     from PIL import Image
