@@ -177,3 +177,13 @@ def test_curves_are_in_percent_with_whole_epoch_ticks(monkeypatch, run_and_outpu
     assert max(plotted) > 1.0, "validation scores drawn in %"
     ticks = loss_ax.get_xticks()
     assert np.allclose(ticks, np.round(ticks))
+
+
+def test_no_progress_still_prints_a_line_per_epoch(tmp_path, capsys):
+    argv = ["train", "--data", "digits", "--epochs", "2", "--embedding-dim", "8", "--no-progress"]
+    assert main([*argv, "--batch-size", "60", "--out", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    assert [line.split()[1] for line in out.splitlines() if line.startswith("epoch ")] == [
+        "1/2",
+        "2/2",
+    ]

@@ -3,7 +3,7 @@
 Examples
 --------
     clusterable demo
-    clusterable train --data fashion-mnist --loss msdnn --loss-arg sigma=0.5 --labels coarse \\
+    clusterable train --data fashion-mnist --loss msdnn --loss-arg sigma=0.5 --label-view coarse \\
         --model lenet --epochs 10 --out runs/msdnn
     clusterable evaluate runs/msdnn --json table.json
     clusterable evaluate emb.npy labels.npy --clustering spectral
@@ -220,15 +220,12 @@ def command_train(args: argparse.Namespace) -> int:
     from clusterable.train.run_folder import default_run_folder, interrupted_message
 
     spec_given, train_given = _given_settings(args)
+    spec = RunSpec.from_dict(spec_given)
+    out = Path(args.out) if args.out else default_run_folder(spec.data, spec.loss)
     if args.resume:
-        if not args.out:
-            raise ValueError("--resume needs the run folder: add --out RUN")
-        out = Path(args.out)
         spec, config = _resumed_settings(out, spec_given, train_given)
     else:
-        spec = RunSpec.from_dict(spec_given)
         config = TrainConfig.from_dict({**train_given, "verbose": True})
-        out = Path(args.out) if args.out else default_run_folder(spec.data, spec.loss)
     main_process = os.environ.get("RANK", "0") == "0"  # under torchrun, one process reports
     try:
         train_run(spec, config, out=out, resume=args.resume, overwrite=args.overwrite)

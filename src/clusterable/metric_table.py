@@ -39,7 +39,7 @@ def metric_label(name: str) -> str:
     if name in METRIC_LABELS:
         return METRIC_LABELS[name]
     if name.startswith("recall@"):
-        return f"Recall@{name[7:]} (retrieval)"
+        return f"{name} (retrieval)"
     if name.startswith("knn@"):
         return f"{name[4:]}-NN accuracy (from training items)"
     return name

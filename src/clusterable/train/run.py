@@ -162,9 +162,10 @@ def describe_start(
 ) -> str:
     """The banner a run prints before its first step: what it trains on, with what, where."""
     counts = ", ".join(f"{name} {n}" for name, n in sizes.items())
+    labels = "pseudo-labels of t-SNE + AAS" if spec.unsupervised else f"{spec.labels} labels"
     loss_args = ", ".join(f"{k}={v}" for k, v in spec.loss_args.items())
     lines = [
-        f"data      {spec.data} ({spec.labels} labels, {train.num_classes} classes, items of "
+        f"data      {spec.data} ({labels}, {train.num_classes} classes, items of "
         f"shape {train.input_shape}): {counts} items",
         f"files     {train.source or 'in memory'}",
         f"model     {spec.model}, {spec.embedding_dim}-d embeddings"
