@@ -35,7 +35,7 @@ def test_evaluate_prints_and_writes_the_table(saved_embeddings, capsys):
     table = json.loads(out.read_text())
     assert table["recall@1"] == pytest.approx(1.0)
     assert table["nmi"] == pytest.approx(1.0)
-    assert "recall@8" in capsys.readouterr().out
+    assert "recall@8 (retrieval)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -144,7 +144,7 @@ def test_evaluate_embed_cluster_plot_a_trained_run(trained_run, tmp_path, capsys
         == 0
     )
     assert np.load(clusters).shape == labels.shape
-    assert "nmi" in capsys.readouterr().out
+    assert "NMI (clusters)" in capsys.readouterr().out
 
     assert main(["plot", str(trained_run), "--out", str(tmp_path / "plots")]) == 0
     from PIL import Image
@@ -243,7 +243,8 @@ def test_train_under_torchrun_with_two_processes(tmp_path):
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stdout.count("recall@1") == 1, "exactly one process reports"
+    assert done.stdout.count("test split of digits") == 1, "exactly one process reports"
+    assert done.stdout.count("data      digits") == 1, "one banner"
     meta = json.loads((tmp_path / "checkpoints" / "epoch-0001" / "meta.json").read_text())
     assert meta["world_size"] == 2
     assert 0.5 < json.loads((tmp_path / "test_metrics.json").read_text())["recall@1"] <= 1.0

@@ -3,7 +3,7 @@
 Examples
 --------
     clusterable demo
-    clusterable train --data fashion-mnist --loss msdnn --loss-arg sigma=0.5 --labels coarse \\
+    clusterable train --data fashion-mnist --loss msdnn --loss-arg sigma=0.5 --label-view coarse \\
         --model lenet --epochs 10 --out runs/msdnn
     clusterable evaluate runs/msdnn --json table.json
     clusterable evaluate emb.npy labels.npy --clustering spectral
@@ -16,13 +16,24 @@ import argparse
 import json
 import os
 import sys
+import warnings
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
 
+from clusterable import __version__
 from clusterable.cli_use import add_use_verbs, write_model_identity
+from clusterable.metric_table import clustering_heading, format_metric_table
+from clusterable.train.checkpoint import CheckpointWriteError
+from clusterable.train.run_folder import (
+    RunFolderError,
+    check_parent_writable,
+    check_writable,
+    describe_os_error,
+)
 
 CLUSTERINGS = ("kmeans", "spectral", "aas", "ap", "gmm")
 
@@ -54,17 +65,22 @@ def _parse_assignments(pairs: list[str], flag: str) -> dict[str, Any]:
     return values
 
 
-def _print_table(table: dict[str, float]) -> None:
-    width = max(len(name) for name in table)
-    for name, value in table.items():
-        print(f"{name:<{width}}  {100 * value:6.2f}")
-
-
 def _write_json(table: dict[str, Any], path: str | None) -> None:
     if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(table, indent=2) + "\n")
         print(f"wrote {path}")
+
+
+def _label_codes(labels: np.ndarray) -> np.ndarray:
+    """Integer labels as they are; any other labels (text) numbered in sorted order."""
+    if labels.dtype.kind in "iu":
+        return labels.astype(np.int64)
+    if labels.dtype.kind == "f" and np.all(np.isfinite(labels)) and np.all(labels == labels // 1):
+        return labels.astype(np.int64)
+    if labels.dtype.kind == "O" and any(value is None for value in labels):
+        raise ValueError("labels hold None; give every item a label")
+    _, codes = np.unique(labels.astype(str), return_inverse=True)
+    return codes.astype(np.int64)
 
 
 def _embeddings_of(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
@@ -82,15 +98,31 @@ def _embeddings_of(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, np
                 f"labels has shape {labels.shape} but embeddings has {len(embeddings)} rows; "
                 "give one label per embedding row"
             )
+        labels = _label_codes(labels)
         return embeddings, labels, labels, None
     from clusterable.data import load_dataset
     from clusterable.train import embed_dataset
+    from clusterable.train.checkpoint import load_meta
     from clusterable.train.run import load_trained
 
     model, _, spec, checkpoint = load_trained(source)
     data = args.data or spec.data
-    dataset = load_dataset(data, root=args.root or spec.root, split=args.split, labels=spec.labels)
-    print(f"embedding {dataset.name} ({len(dataset)} items) with {checkpoint}")
+    dataset = load_dataset(
+        data,
+        root=args.root or (spec.root if args.data is None else None),
+        split=args.split,
+        labels=spec.labels,
+        image_size=spec.image_size,
+        channels=spec.channels,
+    )
+    trained_shape = tuple(load_meta(checkpoint)["config"]["extra"]["input_shape"])
+    if dataset.input_shape != trained_shape:
+        raise ValueError(
+            f"the run {source} was trained on {spec.data}, items of shape {trained_shape}; "
+            f"{data} has items of shape {dataset.input_shape}, which its model cannot embed: "
+            "give data of the run's shape, or train a run on this data"
+        )
+    print(f"embedding {dataset.name} ({len(dataset)} items, {dataset.source}) with {checkpoint}")
     embeddings, labels = embed_dataset(model, dataset)
     return embeddings, labels, dataset.fine_labels, dataset
 
@@ -100,83 +132,147 @@ def _embeddings_of(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, np
 def command_demo(args: argparse.Namespace) -> int:
     from clusterable.demo import run_demo
 
-    run_demo(Path(args.out), quick=args.quick, seed=args.seed)
+    run_demo(check_writable(args.out), quick=args.quick, seed=args.seed)
     return 0
+
+
+#: ``clusterable train`` flags that set a RunSpec field, and those that set a TrainConfig field.
+SPEC_FLAGS = (
+    "data",
+    "root",
+    "labels",
+    "image_size",
+    "channels",
+    "loss",
+    "model",
+    "embedding_dim",
+    "val_fraction",
+)
+CONFIG_FLAGS = (
+    "epochs",
+    "batch_size",
+    "lr",
+    "sampler",
+    "items_per_class",
+    "chunk_size",
+    "patience",
+    "seed",
+)
+
+
+def _given_settings(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The run and training settings this command names (YAML file, then flags), untyped."""
+    spec: dict[str, Any] = {}
+    if args.config:
+        spec = yaml.safe_load(Path(args.config).read_text()) or {}
+        if not isinstance(spec, dict):
+            raise ValueError(f"{args.config} must hold a mapping of setting: value")
+    train = dict(spec.pop("train", {}) or {})
+    for name in SPEC_FLAGS:
+        if getattr(args, name) is not None:
+            spec[name] = getattr(args, name)
+    for name in ("normalize", "autoencoder", "unsupervised"):
+        if getattr(args, name):
+            spec[name] = True
+    loss_args = {**spec.get("loss_args", {}), **_parse_assignments(args.loss_arg, "--loss-arg")}
+    if loss_args:
+        spec["loss_args"] = loss_args
+    for name in CONFIG_FLAGS:
+        if getattr(args, name) is not None:
+            train[name] = getattr(args, name)
+    train.update(_parse_assignments(args.set, "--set"))
+    if args.no_progress:
+        train["progress"] = False
+    return spec, train
+
+
+def _resumed_settings(
+    out: Path, spec_given: dict[str, Any], train_given: dict[str, Any]
+) -> tuple[Any, Any]:
+    """The run's own stored settings; the ones named again must agree (epochs may grow)."""
+    from clusterable.train import TrainConfig
+    from clusterable.train.run import RunSpec
+    from clusterable.train.run_folder import (
+        CHANGEABLE_ON_RESUME,
+        check_resume_settings,
+        read_run_record,
+    )
+
+    record = read_run_record(out)
+    stored_train = {k: v for k, v in record["config"].items() if k != "extra"}
+    stored_spec = asdict(RunSpec.from_dict(record["spec"]))
+    stored_config = TrainConfig.from_dict(stored_train).to_dict()
+    wanted_spec = asdict(RunSpec.from_dict({**record["spec"], **spec_given}))
+    wanted_config = TrainConfig.from_dict({**stored_train, **train_given}).to_dict()
+    check_resume_settings(stored_spec, wanted_spec, spec_given, "run setting")
+    check_resume_settings(
+        stored_config, wanted_config, train_given, "training setting", CHANGEABLE_ON_RESUME
+    )
+    config = TrainConfig.from_dict(
+        {**stored_train, **{k: wanted_config[k] for k in train_given}, "verbose": True}
+    )
+    return RunSpec.from_dict(record["spec"]), config
 
 
 def command_train(args: argparse.Namespace) -> int:
     from clusterable.train import TrainConfig
     from clusterable.train.run import RunSpec, train_run
+    from clusterable.train.run_folder import default_run_folder, interrupted_message
 
-    settings: dict[str, Any] = {}
-    if args.config:
-        settings = yaml.safe_load(Path(args.config).read_text()) or {}
-        if not isinstance(settings, dict):
-            raise ValueError(f"{args.config} must hold a mapping of setting: value")
-    train_settings = dict(settings.pop("train", {}) or {})
-    spec_flags = ("data", "root", "labels", "loss", "model", "embedding_dim", "val_fraction")
-    for name in spec_flags:
-        if getattr(args, name) is not None:
-            settings[name] = getattr(args, name)
-    if args.normalize:
-        settings["normalize"] = True
-    if args.autoencoder:
-        settings["autoencoder"] = True
-    if args.unsupervised:
-        settings["unsupervised"] = True
-    settings["loss_args"] = {
-        **settings.get("loss_args", {}),
-        **_parse_assignments(args.loss_arg, "--loss-arg"),
-    }
-    config_flags = (
-        "epochs",
-        "batch_size",
-        "lr",
-        "sampler",
-        "items_per_class",
-        "chunk_size",
-        "patience",
-        "seed",
-    )
-    for name in config_flags:
-        if getattr(args, name) is not None:
-            train_settings[name] = getattr(args, name)
-    train_settings.update(_parse_assignments(args.set, "--set"))
-    if args.no_progress:
-        train_settings["progress"] = False
-    spec = RunSpec.from_dict(settings)
-    config = TrainConfig.from_dict(train_settings)
-    out = Path(args.out) if args.out else Path("runs") / f"{spec.data}-{spec.loss}"
-    result, metrics = train_run(spec, config, out=out, resume=args.resume)
-    if os.environ.get("RANK", "0") == "0":  # under torchrun, one process reports
-        print(f"\ntest split of {spec.data}, best checkpoint {result.checkpoint}:")
-        _print_table(metrics)
+    spec_given, train_given = _given_settings(args)
+    spec = RunSpec.from_dict(spec_given)
+    out = Path(args.out) if args.out else default_run_folder(spec.data, spec.loss)
+    if args.resume:
+        spec, config = _resumed_settings(out, spec_given, train_given)
+    else:
+        config = TrainConfig.from_dict({**train_given, "verbose": True})
+    main_process = os.environ.get("RANK", "0") == "0"  # under torchrun, one process reports
+    try:
+        train_run(spec, config, out=out, resume=args.resume, overwrite=args.overwrite)
+    except KeyboardInterrupt:
+        if main_process:
+            print(f"\nclusterable train: {interrupted_message(out)}", file=sys.stderr)
+        return 130
+    if main_process:
         print(f"run folder: {out}")
     return 0
 
 
 def command_evaluate(args: argparse.Namespace) -> int:
     from clusterable.evaluate import evaluate_embeddings
+    from clusterable.evaluate.report import partition
 
+    if args.json:
+        check_parent_writable(args.json)
     embeddings, labels, _, _ = _embeddings_of(args)
     keep = labels >= 0
+    embeddings, labels = embeddings[keep], labels[keep]
+    k = None if args.clustering == "aas" else args.n_clusters or len(np.unique(labels))
+    if args.clustering == "aas" and args.n_clusters is not None:
+        raise ValueError("--clustering aas chooses its own number of clusters: drop --n-clusters")
+    if args.clustering == "ap":
+        print(
+            f"affinity propagation on {len(embeddings)} items: O(n^2) memory and time, "
+            "may take minutes"
+        )
+    clusters = partition(embeddings, args.clustering, k, args.seed)
     table = evaluate_embeddings(
-        embeddings[keep],
-        labels[keep],
-        clustering=args.clustering,
-        n_clusters=args.n_clusters,
+        embeddings,
+        labels,
+        clustering=clusters,
         ks=tuple(int(k) for k in args.ks.split(",")),
         seed=args.seed,
     )
-    _print_table(table)
+    found = len(set(clusters.tolist()) - {-1})
+    heading = clustering_heading(args.clustering, k, found, len(labels), "evaluated")
+    print(format_metric_table(table, heading))
     _write_json(table, args.json)
     return 0
 
 
 def command_embed(args: argparse.Namespace) -> int:
+    out = check_writable(args.out)
     embeddings, labels, fine_labels, _ = _embeddings_of(args)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     np.save(out / "embeddings.npy", embeddings)
     np.save(out / "labels.npy", labels)
     np.save(out / "fine_labels.npy", fine_labels)
@@ -194,44 +290,77 @@ def command_cluster(args: argparse.Namespace) -> int:
     from clusterable import cluster
 
     embeddings = _load_array(Path(args.embeddings), "embeddings")
+    labels = None
+    if args.labels:
+        labels = _label_codes(_load_array(Path(args.labels), "labels"))
+        if len(labels) != len(embeddings):
+            raise ValueError(
+                f"--labels holds {len(labels)} labels but the embeddings {len(embeddings)} rows; "
+                "give one label per row"
+            )
+    check_parent_writable(args.out)
+    if args.save:
+        check_parent_writable(args.save)
     k = args.k
-    if args.method != "aas" and k is None:
-        raise ValueError(f"--method {args.method} needs the number of clusters: add --k N")
+    if args.method == "aas":
+        if k is not None:
+            raise ValueError(
+                "--method aas chooses its own number of clusters (it marks noise too): drop --k, "
+                "or use another method to ask for k clusters"
+            )
+    elif k is None:
+        if labels is None:
+            raise ValueError(f"--method {args.method} needs the number of clusters: add --k N")
+        k = len(np.unique(labels[labels >= 0]))
+        print(f"k = {k}: the number of classes in --labels")
+    if args.method == "ap":
+        print(
+            f"affinity propagation on {len(embeddings)} points: O(n^2) memory and time, "
+            "may take minutes"
+        )
     method = "affinity_propagation" if args.method == "ap" else args.method
     partition = cluster.fit(embeddings, method, k, seed=args.seed)
     clusters = partition.labels_
     if args.save:
         print(f"saved the partition ({partition.RULE}) to {partition.save(args.save)}")
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     np.save(out, clusters)
     found = len(set(clusters.tolist()) - {-1})
     print(f"{found} clusters, {int((clusters < 0).sum())} noise points; wrote {out}")
-    if args.labels:
+    if labels is not None:
         from clusterable.evaluate import ari, cluster_accuracy, nmi, pairwise_f1
 
-        labels = _load_array(Path(args.labels), "labels")
         precision, recall, f1 = pairwise_f1(labels, clusters)
-        _print_table(
-            {
-                "nmi": nmi(labels, clusters),
-                "precision": precision,
-                "recall": recall,
-                "f1": f1,
-                "accuracy": cluster_accuracy(labels, clusters),
-                "ari": ari(labels, clusters),
-            }
-        )
+        table = {
+            "nmi": nmi(labels, clusters),
+            "precision": precision,
+            "recall": recall,
+            "f1": f1,
+            "accuracy": cluster_accuracy(labels, clusters),
+            "ari": ari(labels, clusters),
+        }
+        heading = clustering_heading(args.method, k, found, len(labels), "scored")
+        print(format_metric_table(table, heading))
     return 0
 
 
 def command_plot(args: argparse.Namespace) -> int:
     from clusterable.plots import plot_retrieval_grid, plot_training_curves, plot_tsne
 
+    out = check_writable(args.out)
     embeddings, labels, fine_labels, dataset = _embeddings_of(args)
-    out = Path(args.out)
+    names = dataset.class_names if dataset is not None else None
+    fine_names = dataset.fine_class_names if dataset is not None else None
     written = [
-        plot_tsne(embeddings, labels, out / "tsne.png", subclasses=fine_labels, seed=args.seed)
+        plot_tsne(
+            embeddings,
+            labels,
+            out / "tsne.png",
+            subclasses=fine_labels,
+            seed=args.seed,
+            class_names=names,
+            subclass_names=fine_names,
+        )
     ]
     log = Path(args.source) / "log.jsonl"
     if log.is_file():
@@ -239,7 +368,9 @@ def command_plot(args: argparse.Namespace) -> int:
     if dataset is not None and len(dataset.input_shape) == 3:
         images = np.stack([dataset[i][0].numpy() for i in range(len(dataset))])
         grid = out / "retrieval.png"
-        written.append(plot_retrieval_grid(images, embeddings, labels, grid, seed=args.seed))
+        written.append(
+            plot_retrieval_grid(images, embeddings, labels, grid, seed=args.seed, class_names=names)
+        )
     for path in written:
         print(f"wrote {path}")
     return 0
@@ -273,26 +404,46 @@ def command_reproduce(args: argparse.Namespace) -> int:
 # parser
 def _add_source(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("source", help="a run folder or checkpoint, or an embeddings .npy file")
-    parser.add_argument("labels", nargs="?", help="labels .npy (when source is an .npy file)")
+    parser.add_argument(
+        "labels", nargs="?", help="labels .npy, integers or text (when source is an .npy file)"
+    )
     parser.add_argument("--data", help="dataset to embed (default: the one the run trained on)")
-    parser.add_argument("--root", help="folder of the dataset's files")
+    parser.add_argument(
+        "--root", help="folder of the dataset's files (default: the run's, for the run's data)"
+    )
     parser.add_argument("--split", default="test", help="dataset split (default: %(default)s)")
 
 
+def _defaults_of(cls: type) -> dict[str, Any]:
+    return {f.name: f.default for f in fields(cls)}
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from clusterable.train.config import TrainConfig
+    from clusterable.train.run import RunSpec
+
+    spec_default, config_default = _defaults_of(RunSpec), _defaults_of(TrainConfig)
     parser = argparse.ArgumentParser(
         prog="clusterable",
         description="Clustering-oriented deep metric learning.",
         epilog="Run `clusterable VERB --help` for a verb's options and examples.",
     )
+    parser.add_argument("--version", action="version", version=f"clusterable {__version__}")
     verbs = parser.add_subparsers(dest="command", required=True, metavar="VERB")
 
     def verb(name: str, help: str, example: str, handler: Any) -> argparse.ArgumentParser:
-        sub = verbs.add_parser(name, help=help, description=help, epilog=f"example: {example}")
-        sub.set_defaults(handler=handler)
-        sub.add_argument(
-            "--seed", type=int, default=None if name == "train" else 0, help="seed of random steps"
+        # `help` is %-formatted by argparse in the verb list, the description is printed as is.
+        sub = verbs.add_parser(
+            name, help=help, description=help.replace("%%", "%"), epilog=f"example: {example}"
         )
+        sub.set_defaults(handler=handler)
+        if name == "train":
+            seed_help = f"seed of every random step (default: {config_default['seed']})"
+            sub.add_argument("--seed", type=int, default=None, help=seed_help)
+        else:
+            sub.add_argument(
+                "--seed", type=int, default=0, help="seed of random steps (default: %(default)s)"
+            )
         return sub
 
     demo = verb(
@@ -306,20 +457,62 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = verb(
         "train",
-        "train an embedding on a dataset with a loss; checkpoints, logs and test metrics",
+        "train an embedding on a dataset with a loss; checkpoints, logs and test metrics. "
+        "Every setting has a default (below): `clusterable train` alone trains "
+        f"{spec_default['data']}/{spec_default['loss']} for {config_default['epochs']} epochs",
         "clusterable train --data digits --loss lifted --loss-arg margin=1.0 --epochs 20",
         command_train,
     )
+
+    def setting(flag: str, default: Any, text: str, **options: Any) -> None:
+        train.add_argument(flag, help=f"{text} (default: {default})", **options)
+
     train.add_argument("--config", help="YAML run file: RunSpec keys and a `train:` mapping")
-    train.add_argument("--data", help="dataset name (clusterable.data.available_datasets())")
-    train.add_argument("--root", help="folder of the dataset's files")
-    train.add_argument("--labels", choices=("fine", "coarse"), help="label view (default fine)")
-    train.add_argument("--loss", help="loss name (clusterable.losses.available_losses())")
-    train.add_argument(
-        "--loss-arg", action="append", default=[], metavar="NAME=VALUE", help="loss keyword"
+    setting(
+        "--data",
+        spec_default["data"],
+        "dataset: a name of clusterable.data.available_datasets(), folder:PATH (one sub-folder "
+        "of images per class) or table:PATH (.npz, .csv, .npy); see the README's data rules",
     )
-    train.add_argument("--model", help="model name (clusterable.models.available_models())")
-    train.add_argument("--embedding-dim", type=int)
+    train.add_argument(
+        "--root",
+        help="folder of the dataset's files; when given, the only place looked in (default: "
+        "/usr/share/datasets/NAME, then ~/.cache/clusterable/NAME)",
+    )
+    setting(
+        "--label-view",
+        spec_default["labels"],
+        "which labels train: fine (the dataset's classes) or coarse (MsDNN's merged classes of a "
+        "10-class set: 0-4 -> 0, 5-9 -> 1; the fine classes then score sub-class clustering)",
+        dest="labels",
+        choices=("fine", "coarse"),
+    )
+    train.add_argument(
+        "--labels", dest="labels", choices=("fine", "coarse"), help=argparse.SUPPRESS
+    )
+    setting(
+        "--image-size",
+        "a folder's own image size; 64 for cub200/cars196/sop",
+        "resize image files to this square",
+        type=int,
+    )
+    setting(
+        "--channels",
+        "1 when a folder's images are all grayscale, else 3",
+        "read image files as 1 (grayscale) or 3 (RGB) channels",
+        type=int,
+        choices=(1, 3),
+    )
+    setting("--loss", spec_default["loss"], "loss (clusterable.losses.available_losses())")
+    train.add_argument(
+        "--loss-arg",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a keyword of the loss, typed as the loss declares it (repeatable)",
+    )
+    setting("--model", spec_default["model"], "model (clusterable.models.available_models())")
+    setting("--embedding-dim", spec_default["embedding_dim"], "embedding size", type=int)
     train.add_argument("--normalize", action="store_true", help="l2-normalise embeddings")
     train.add_argument("--autoencoder", action="store_true", help="MsDNN-AE: add a decoder")
     train.add_argument(
@@ -327,20 +520,65 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="OPML: train on t-SNE + AAS pseudo-labels; labels only evaluate",
     )
-    train.add_argument("--val-fraction", type=float, help="held out per class (default 0.1)")
-    train.add_argument("--epochs", type=int)
-    train.add_argument("--batch-size", type=int)
-    train.add_argument("--lr", type=float)
-    train.add_argument("--sampler", choices=("class-balanced", "random", "pairs-hard-negatives"))
-    train.add_argument("--items-per-class", type=int)
-    train.add_argument("--chunk-size", type=int, help="DSCL large-batch trick chunk size")
-    train.add_argument("--patience", type=int, help="early stopping patience (evaluations)")
-    train.add_argument(
-        "--set", action="append", default=[], metavar="NAME=VALUE", help="any TrainConfig field"
+    setting(
+        "--val-fraction",
+        spec_default["val_fraction"],
+        "share of each training class held out for validation",
+        type=float,
     )
-    train.add_argument("--out", help="run folder (default: runs/DATA-LOSS)")
-    train.add_argument("--resume", action="store_true", help="continue from the latest checkpoint")
-    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    setting("--epochs", config_default["epochs"], "passes over the training set", type=int)
+    setting("--batch-size", config_default["batch_size"], "items per batch", type=int)
+    setting("--lr", config_default["lr"], "learning rate", type=float)
+    setting(
+        "--sampler",
+        config_default["sampler"],
+        "how batches are drawn",
+        choices=("class-balanced", "random", "pairs-hard-negatives"),
+    )
+    setting(
+        "--items-per-class",
+        config_default["items_per_class"],
+        "items of each class in a class-balanced batch",
+        type=int,
+    )
+    setting(
+        "--chunk-size",
+        "none: the whole batch at once",
+        "DSCL large-batch trick: embed in chunks of this many items",
+        type=int,
+    )
+    setting(
+        "--patience",
+        "none: never stop early",
+        "stop after this many evaluations without improvement",
+        type=int,
+    )
+    train.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="any TrainConfig field, typed as the field declares it (repeatable)",
+    )
+    train.add_argument(
+        "--out",
+        help="run folder, absent or empty unless --resume or --overwrite (default: "
+        "runs/DATA-LOSS, DATA the folder or file name for folder:/table: data)",
+    )
+    train.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out from its latest checkpoint, with its own settings "
+        "(only --epochs and output flags may change)",
+    )
+    train.add_argument(
+        "--overwrite", action="store_true", help="delete what --out holds, then start a new run"
+    )
+    train.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bars (bars are shown only on a terminal; the line per epoch stays)",
+    )
 
     evaluate = verb(
         "evaluate",
@@ -350,8 +588,15 @@ def build_parser() -> argparse.ArgumentParser:
         command_evaluate,
     )
     _add_source(evaluate)
-    evaluate.add_argument("--clustering", choices=CLUSTERINGS, default="kmeans")
-    evaluate.add_argument("--n-clusters", type=int, help="default: number of classes")
+    evaluate.add_argument(
+        "--clustering",
+        choices=CLUSTERINGS,
+        default="kmeans",
+        help="partition the cluster scores are computed on (default: %(default)s)",
+    )
+    evaluate.add_argument(
+        "--n-clusters", type=int, help="clusters to ask for (default: the number of classes)"
+    )
     evaluate.add_argument("--ks", default="1,2,4,8", help="Recall@K list (default: %(default)s)")
     evaluate.add_argument("--json", help="also write the table to this JSON file")
 
@@ -371,10 +616,20 @@ def build_parser() -> argparse.ArgumentParser:
         command_cluster,
     )
     cluster.add_argument("embeddings", help="(n, d) .npy file")
-    cluster.add_argument("--method", choices=CLUSTERINGS, default="kmeans")
-    cluster.add_argument("--k", type=int, help="number of clusters (not for aas)")
-    cluster.add_argument("--labels", help="labels .npy: also score the partition")
-    cluster.add_argument("--out", default="clusters.npy", help="(default: %(default)s)")
+    cluster.add_argument(
+        "--method", choices=CLUSTERINGS, default="kmeans", help="(default: %(default)s)"
+    )
+    cluster.add_argument(
+        "--k",
+        type=int,
+        help="number of clusters (default: the classes in --labels; aas takes none)",
+    )
+    cluster.add_argument(
+        "--labels", help="a .npy file of labels (integers or text): also score the partition"
+    )
+    cluster.add_argument(
+        "--out", default="clusters.npy", help="cluster ids .npy (default: %(default)s)"
+    )
     cluster.add_argument(
         "--save", help="also save the partition, to assign new items later (`clusterable assign`)"
     )
@@ -386,7 +641,9 @@ def build_parser() -> argparse.ArgumentParser:
         command_plot,
     )
     _add_source(plot)
-    plot.add_argument("--out", default="plots", help="folder for the PNG files")
+    plot.add_argument(
+        "--out", default="plots", help="folder for the PNG files (default: %(default)s)"
+    )
 
     add_use_verbs(verb)
 
@@ -404,17 +661,30 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument(
         "--from-json", action="store_true", help="with all: rebuild OUT.md from OUT/*/results.json"
     )
-    reproduce.add_argument("--out", default="docs/results", help="(default: %(default)s)")
+    reproduce.add_argument(
+        "--out", default="docs/results", help="results folder (default: %(default)s)"
+    )
     return parser
+
+
+def _one_line_warning(message: Any, category: type, *_: Any, **__: Any) -> None:
+    """Warnings as one line, without the library's source path."""
+    print(f"clusterable: warning: {message}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        return args.handler(args)
-    except (ValueError, FileNotFoundError, ImportError) as error:
-        parser.exit(2, f"clusterable {args.command}: error: {error}\n")
+    with warnings.catch_warnings():
+        warnings.showwarning = _one_line_warning
+        try:
+            return args.handler(args)
+        except (RunFolderError, CheckpointWriteError, FileNotFoundError) as error:
+            parser.exit(2, f"clusterable {args.command}: error: {error}\n")
+        except OSError as error:
+            parser.exit(2, f"clusterable {args.command}: error: {describe_os_error(error)}\n")
+        except (ValueError, ImportError) as error:
+            parser.exit(2, f"clusterable {args.command}: error: {error}\n")
 
 
 if __name__ == "__main__":

@@ -33,27 +33,33 @@ class ImageFiles:
     ----------
     paths : sequence of str or Path
         One image file per item.
-    size : int
+    size : int or (int, int)
         Images are resized (bilinear, aspect ratio not kept, as the lifted-structure reference code
-        does before cropping) to ``size x size``.
+        does before cropping) to ``size x size`` (or ``height x width``); an image already of that
+        size is kept as it is.
     channels : int
         3 converts every image to RGB (CUB has a few grayscale images), 1 to grayscale.
     """
 
     def __init__(
-        self, paths: Sequence[str | Path], size: int = DEFAULT_IMAGE_SIZE, channels: int = 3
+        self,
+        paths: Sequence[str | Path],
+        size: int | tuple[int, int] = DEFAULT_IMAGE_SIZE,
+        channels: int = 3,
     ) -> None:
-        if size < 1:
+        height, width = (size, size) if isinstance(size, (int, np.integer)) else size
+        if height < 1 or width < 1:
             raise ValueError(f"image size must be a positive number of pixels, got {size}")
         if channels not in (1, 3):
             raise ValueError(f"channels must be 1 (grayscale) or 3 (RGB), got {channels}")
         self.paths = [Path(p) for p in paths]
-        self.size = size
+        self.size: int | tuple[int, int] = size
+        self.height, self.width = int(height), int(width)
         self.channels = channels
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return (len(self.paths), self.channels, self.size, self.size)
+        return (len(self.paths), self.channels, self.height, self.width)
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -67,7 +73,8 @@ class ImageFiles:
         try:
             with Image.open(path) as image:
                 image = image.convert("RGB" if self.channels == 3 else "L")
-                image = image.resize((self.size, self.size), Image.Resampling.BILINEAR)
+                if image.size != (self.width, self.height):
+                    image = image.resize((self.width, self.height), Image.Resampling.BILINEAR)
                 pixels = np.asarray(image, dtype=np.float32) / 255.0
         except FileNotFoundError:
             raise FileNotFoundError(
@@ -98,6 +105,8 @@ class LabelledDataset(Dataset):
         ``class_names[c]`` names label ``c``; defaults to the label numbers.
     fine_class_names : list of str, optional
         ``fine_class_names[c]`` names fine label ``c``; defaults to ``class_names``.
+    source : str, optional
+        Where the items were read from (files or folder), shown when a run starts.
 
     Attributes
     ----------
@@ -122,10 +131,12 @@ class LabelledDataset(Dataset):
         fine_labels: Sequence[int] | np.ndarray | None = None,
         class_names: list[str] | None = None,
         fine_class_names: list[str] | None = None,
+        source: str = "",
     ) -> None:
         if isinstance(x, np.ndarray):
             x = np.asarray(x, dtype=np.float32)
         self.name = name
+        self.source = source
         self.x = x
         self.labels = np.asarray(labels, dtype=np.int64).reshape(-1)
         self.fine_labels = (
@@ -175,6 +186,7 @@ class LabelledDataset(Dataset):
             "fine_labels": self.fine_labels,
             "class_names": self.class_names,
             "fine_class_names": self.fine_class_names,
+            "source": self.source,
         }
         fields.update(changes)
         return LabelledDataset(**fields)  # type: ignore[arg-type]

@@ -12,8 +12,9 @@ import csv
 from pathlib import Path
 
 import numpy as np
+from PIL import Image, UnidentifiedImageError
 
-from clusterable.data.dataset import DEFAULT_IMAGE_SIZE, ImageFiles, LabelledDataset
+from clusterable.data.dataset import ImageFiles, LabelledDataset
 from clusterable.data.splits import check_split, stratified_split
 
 #: File extensions read as images in an image folder (lower case).
@@ -41,14 +42,56 @@ def _images_in(folder: Path) -> list[Path]:
     )
 
 
+def _grayscale(mode: str) -> bool:
+    return mode in ("1", "L", "LA", "I", "I;16", "F")  # "P" (palette) may hold colours
+
+
+def _check_images(files: list[Path]) -> tuple[set[tuple[int, int]], bool]:
+    """Open and verify every image once (chunk structure and checksums, no pixel decoding), so a
+    corrupt file fails the load, not a run that already trained for hours.
+
+    Returns the (width, height) sizes found and whether every image is grayscale.
+    """
+    sizes: set[tuple[int, int]] = set()
+    gray = True
+    for path in files:
+        try:
+            with Image.open(path) as image:
+                size, mode = image.size, image.mode
+                image.verify()
+        except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
+            raise ValueError(
+                f"cannot decode image file {path} ({error}); replace or delete the file"
+            ) from None
+        sizes.add(size)
+        gray = gray and _grayscale(mode)
+    return sizes, gray
+
+
 def load_image_folder(
-    root: str | Path, split: str, image_size: int = DEFAULT_IMAGE_SIZE
+    root: str | Path,
+    split: str,
+    image_size: int | None = None,
+    channels: int | None = None,
 ) -> LabelledDataset:
     """Images in ``root/<class>/`` (or ``root/train/<class>/`` and ``root/test/<class>/``).
 
     Classes are the sub-folder names in sorted order (label 0 is the first); images are every file
-    with an image extension under a class folder, sorted by path; all are read as RGB and resized
-    to ``image_size`` square.
+    with an image extension under a class folder, sorted by path. Every file is opened and
+    verified once here, so a corrupt image is reported before any training.
+
+    Parameters
+    ----------
+    root : str or Path
+        The folder.
+    split : {"train", "test", "all"}
+        Without ``train/`` and ``test/`` sub-folders, ``train`` and ``test`` are a seeded
+        stratified 70 % / 30 % split of the images.
+    image_size : int, optional
+        Resize every image to this square. By default images keep their own size, which must then
+        be the same for all.
+    channels : {1, 3}, optional
+        1 reads grayscale, 3 RGB. By default 1 when every image is grayscale, else 3.
     """
     check_split(split, "an image folder")
     root = Path(root).expanduser()
@@ -90,8 +133,26 @@ def load_image_folder(
             f"{', '.join(sorted(IMAGE_EXTENSIONS))}); give a directory with one sub-folder of "
             "images per class"
         )
+    sizes, gray = _check_images(files)
+    if image_size is None:
+        if len(sizes) > 1:
+            shown = ", ".join(f"{w}x{h}" for w, h in sorted(sizes)[:4])
+            raise ValueError(
+                f"image folder {root} holds images of {len(sizes)} sizes ({shown}, ...); give "
+                "an image size to resize them all to (image_size=N, `--image-size N`)"
+            )
+        width, height = next(iter(sizes))
+        size: int | tuple[int, int] = (height, width)
+    else:
+        size = image_size
+    if channels is None:
+        channels = 1 if gray else 3
     ds = LabelledDataset(
-        f"{root.name}/{split}", ImageFiles(files, image_size), labels, class_names=names
+        f"{root.name}/{split}",
+        ImageFiles(files, size, channels),
+        labels,
+        class_names=names,
+        source=f"{len(files)} images in {root}",
     )
     return ds if own_split else _split_part(ds, split)
 
@@ -109,46 +170,96 @@ def _encode_labels(values: np.ndarray) -> tuple[np.ndarray, list[str]]:
     return codes.astype(np.int64), [str(n) for n in names]
 
 
+def _column_named(header: list[str], name: str) -> int | None:
+    """Index of the column called ``name`` in any letter case, or None."""
+    found = [i for i, column in enumerate(header) if column.strip().lower() == name]
+    return found[0] if found else None
+
+
+def _raise_at_first_bad_cell(
+    path: Path, header: list[str], feature_at: list[int], body: list[tuple[int, list[str]]]
+) -> None:
+    for line, row in body:
+        for i in feature_at:
+            text = row[i].strip()
+            try:
+                with np.errstate(over="ignore"):
+                    finite = bool(np.isfinite(np.float32(float(text))))
+                problem = f"holds {text!r}, which is NaN or beyond the float32 range"
+            except ValueError:
+                finite = False
+                problem = f"holds {text!r}, which is not a number" if text else "is empty"
+            if not finite:
+                raise ValueError(
+                    f"table {path}, line {line}, column {header[i]!r} {problem}; every feature "
+                    "must be a number (only 'label' and 'split' may hold text)"
+                )
+
+
 def _read_csv(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     with path.open(newline="", encoding="utf-8") as file:
         rows = list(csv.reader(file))
-    if not rows or "label" not in rows[0]:
+    header = rows[0] if rows else []
+    label_at = _column_named(header, "label")
+    if label_at is None:
+        shown = ", ".join(repr(c) for c in header[:5]) + (", ..." if len(header) > 5 else "")
         raise ValueError(
-            f"table {path} needs a header row with a 'label' column (found "
-            f"{rows[0] if rows else 'an empty file'}); every other column is a feature, except an "
-            "optional 'split' column of train/test"
+            f"table {path} needs a header row with a 'label' column (its first row holds "
+            f"{len(header)} columns: {shown or 'an empty file'}); every other column is a "
+            "feature, except an optional 'split' column of train/test"
         )
-    header, body = rows[0], [row for row in rows[1:] if row]
-    columns = {name: [row[i] for row in body] for i, name in enumerate(header)}
-    features = [name for name in header if name not in ("label", "split")]
+    split_at = _column_named(header, "split")
+    feature_at = [i for i in range(len(header)) if i not in (label_at, split_at)]
+    body = [(line, row) for line, row in enumerate(rows[1:], start=2) if row]
+    for line, row in body:
+        if len(row) != len(header):
+            raise ValueError(
+                f"table {path}, line {line}: {len(row)} values but the header has "
+                f"{len(header)} columns; give every row one value per column"
+            )
+        if not row[label_at].strip():
+            raise ValueError(f"table {path}, line {line}: the label is empty; give every row one")
     try:
-        x = np.array([columns[name] for name in features], dtype=np.float32).T.reshape(
-            len(body), len(features)
-        )
-    except ValueError as error:
-        raise ValueError(
-            f"table {path}: a feature column holds a value that is not a number ({error}); "
-            "only 'label' and 'split' may hold text"
-        ) from error
-    split = np.array(columns["split"]) if "split" in columns else None
-    return x, np.array(columns["label"]), split
+        x = np.array([[row[i] for i in feature_at] for _, row in body], dtype=np.float32)
+        x = x.reshape(len(body), len(feature_at))  # (n, d)
+        clean = bool(np.isfinite(x).all())
+    except ValueError:
+        clean = False
+    if not clean:
+        _raise_at_first_bad_cell(path, header, feature_at, body)
+    labels = np.array([row[label_at].strip() for _, row in body])
+    split = np.array([row[split_at] for _, row in body]) if split_at is not None else None
+    return x, labels, split
 
 
 def _read_npz(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     with np.load(path, allow_pickle=False) as arrays:
-        keys = set(arrays.files)
-        if {"x_train", "y_train", "x_test", "y_test"} <= keys:
-            parts = [(arrays[f"x_{p}"], arrays[f"y_{p}"], p) for p in ("train", "test")]
+        by_name = {key.lower(): key for key in arrays.files}  # X and x alike
+        if {"x_train", "y_train", "x_test", "y_test"} <= by_name.keys():
+            parts = [
+                (arrays[by_name[f"x_{p}"]], arrays[by_name[f"y_{p}"]], p) for p in ("train", "test")
+            ]
             x = np.concatenate([part[0] for part in parts])
             y = np.concatenate([part[1] for part in parts])
             split = np.concatenate([np.full(len(part[1]), part[2]) for part in parts])
             return x, y, split
-        if {"x", "y"} <= keys:
-            return arrays["x"], arrays["y"], None
+        if {"x", "y"} <= by_name.keys():
+            return arrays[by_name["x"]], arrays[by_name["y"]], None
+        keys = sorted(arrays.files)
     raise ValueError(
-        f"table {path} holds arrays {sorted(keys)}; expected 'x' (n, d) and 'y' (n,), or "
-        "x_train, y_train, x_test and y_test"
+        f"table {path} holds arrays {keys}; expected 'x' (n, d) and 'y' (n,), or "
+        "x_train, y_train, x_test and y_test (any letter case)"
     )
+
+
+def _check_finite(path: Path, x: np.ndarray) -> None:
+    bad = np.argwhere(~np.isfinite(x))
+    if len(bad):
+        row, column = (int(i) for i in bad[0])
+        raise ValueError(
+            f"table {path}: {len(bad)} feature value(s) are NaN or infinite (first: row {row}, "
+            f"column {column}, counting from 0); fill or drop them before training"
+        )
 
 
 def load_table(path: str | Path, split: str) -> LabelledDataset:
@@ -157,13 +268,14 @@ def load_table(path: str | Path, split: str) -> LabelledDataset:
     Formats:
 
     - ``.npz`` with arrays ``x`` ``(n, d)`` and ``y`` ``(n,)``, or ``x_train``, ``y_train``,
-      ``x_test``, ``y_test``;
+      ``x_test``, ``y_test`` (names in any letter case);
     - ``.csv`` with a header row, a ``label`` column, an optional ``split`` column (``train`` /
-      ``test``), every other column a number;
+      ``test``) (both in any letter case), every other column a number;
     - ``.npy`` features ``(n, d)`` with labels in ``<stem>_labels.npy`` beside it.
 
     Integer labels >= -1 are kept as they are (-1: distractor); other labels (text) are numbered in
-    sorted order and named.
+    sorted order and named. A NaN or infinite feature, an empty cell or a short row is an error
+    naming its row and column.
     """
     check_split(split, "a table")
     path = Path(path).expanduser()
@@ -187,7 +299,10 @@ def load_table(path: str | Path, split: str) -> LabelledDataset:
         x, y, own_split = np.load(path), np.load(labels_path), None
     else:
         raise ValueError(f"table {path}: unknown format {suffix!r}; use .npz, .csv or .npy")
-    x = np.asarray(x, dtype=np.float32)
+    try:
+        x = np.asarray(x, dtype=np.float32)
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"table {path}: the features are not numbers ({error})") from None
     if len(y) == 0:
         raise ValueError(f"table {path} has no rows")
     if x.ndim != 2 or len(x) != len(y):
@@ -195,8 +310,9 @@ def load_table(path: str | Path, split: str) -> LabelledDataset:
             f"table {path}: features have shape {x.shape} and labels {np.shape(y)}; expected "
             "(n, d) features and n labels"
         )
+    _check_finite(path, x)
     labels, names = _encode_labels(np.asarray(y))
-    ds = LabelledDataset(f"{path.stem}/{split}", x, labels, class_names=names)
+    ds = LabelledDataset(f"{path.stem}/{split}", x, labels, class_names=names, source=str(path))
     if own_split is None:
         return _split_part(ds, split)
     return ds if split == "all" else ds.subset(np.char.lower(np.char.strip(own_split)) == split)

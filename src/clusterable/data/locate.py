@@ -22,11 +22,15 @@ def cache_dir() -> Path:
 
 
 def search_dirs(name: str, root: str | Path | None, subdirs: Iterable[str] = ()) -> list[Path]:
-    """Directories to look in, in order: ``root``, ``/usr/share/datasets/<name>``,
-    ``~/.cache/clusterable/<name>``; each followed by its ``subdirs`` (the folder an official
-    archive extracts to, so that root may be the archive's parent or the folder itself)."""
-    bases = [Path(root).expanduser()] if root is not None else []
-    bases += [SYSTEM_DATA_DIR / name, cache_dir() / name]
+    """Directories to look in: ``root`` alone when one is given (an explicit root that lacks the
+    files is an error, never a silent fall-back to another copy), else
+    ``/usr/share/datasets/<name>`` then ``~/.cache/clusterable/<name>``; each followed by its
+    ``subdirs`` (the folder an official archive extracts to, so that root may be the archive's
+    parent or the folder itself)."""
+    if root is not None:
+        bases = [Path(root).expanduser()]
+    else:
+        bases = [SYSTEM_DATA_DIR / name, cache_dir() / name]
     subdirs = list(subdirs)
     return [path for base in bases for path in (base, *(base / sub for sub in subdirs))]
 
@@ -46,7 +50,7 @@ def find_dir(
     name : str
         Dataset name, used in the standard paths and the message.
     root : str or Path, optional
-        The user's directory, searched first.
+        The user's directory; when given, the only place searched.
     has_files : callable
         Whether a directory holds the files needed.
     wanted : str
@@ -65,8 +69,15 @@ def find_dir(
     for directory in tried:
         if directory.is_dir() and has_files(directory):
             return directory
-    places = "\n".join(f"  - {directory}" for directory in tried)
+    places = ", ".join(str(directory) for directory in tried)
+    if root is not None:
+        state = "does not exist" if not Path(root).expanduser().is_dir() else "lacks them"
+        raise FileNotFoundError(
+            f"dataset {name!r}: the root you gave, {Path(root).expanduser()}, {state}; it should "
+            f"hold {wanted} (looked in {places}). Give the folder that holds them, or leave out "
+            f"the root to use {SYSTEM_DATA_DIR / name} or {cache_dir() / name}. {how_to_get}"
+        )
     raise FileNotFoundError(
-        f"dataset {name!r} not found: looked for {wanted} in\n{places}\n{how_to_get} "
+        f"dataset {name!r} not found: looked for {wanted} in {places}. {how_to_get} "
         "(clusterable never downloads data)."
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from clusterable.data.dataset import DEFAULT_IMAGE_SIZE, LabelledDataset
+from clusterable.data.dataset import DEFAULT_IMAGE_SIZE, ImageFiles, LabelledDataset
 from clusterable.data.generic import load_image_folder, load_table
 from clusterable.data.retrieval import load_cars196, load_cub200, load_sop
 from clusterable.data.small_images import (
@@ -22,35 +22,54 @@ from clusterable.data.small_images import (
 )
 from clusterable.data.views import MSDNN_COARSE, coarse_labels
 
-# Each loader: (root, split, image_size) -> the dataset with its fine labels.
-_Loader = Callable[[Path | None, str, int], LabelledDataset]
+# Each loader: (root, split, image_size, channels), None for "as the files are" -> the dataset
+# with its fine labels.
+_Loader = Callable[[Path | None, str, int | None, int | None], LabelledDataset]
 
 
-def _needs_root(
-    name: str, prefix: str, load: Callable[[Path, str, int], LabelledDataset]
-) -> _Loader:
-    def load_from_root(root: Path | None, split: str, image_size: int) -> LabelledDataset:
+def _needs_root(name: str, prefix: str, load: _Loader) -> _Loader:
+    def load_from_root(
+        root: Path | None, split: str, image_size: int | None, channels: int | None
+    ) -> LabelledDataset:
         if root is None:
             raise ValueError(
                 f"dataset {name!r} reads your own files: give root=PATH or the name '{prefix}:PATH'"
             )
-        return load(root, split, image_size)
+        return load(root, split, image_size, channels)
 
     return load_from_root
 
 
+def _sized(load: Callable[[Path | None, str, int], LabelledDataset]) -> _Loader:
+    """A loader of RGB image files resized to DEFAULT_IMAGE_SIZE unless told otherwise."""
+
+    def load_sized(
+        root: Path | None, split: str, image_size: int | None, channels: int | None
+    ) -> LabelledDataset:
+        ds = load(root, split, image_size or DEFAULT_IMAGE_SIZE)
+        if channels is None:
+            return ds
+        return ds.replace(x=ImageFiles(ds.x.paths, ds.x.size, channels))  # type: ignore[union-attr]
+
+    return load_sized
+
+
 _LOADERS: dict[str, _Loader] = {
-    "digits": lambda root, split, size: load_digits(split),
-    "mnist": lambda root, split, size: load_idx_dataset("mnist", DIGIT_CLASSES, root, split),
-    "fashion-mnist": lambda root, split, size: load_idx_dataset(
+    "digits": lambda root, split, size, channels: load_digits(split),
+    "mnist": lambda root, split, size, channels: load_idx_dataset(
+        "mnist", DIGIT_CLASSES, root, split
+    ),
+    "fashion-mnist": lambda root, split, size, channels: load_idx_dataset(
         "fashion-mnist", FASHION_MNIST_CLASSES, root, split
     ),
-    "usps": lambda root, split, size: load_usps(root, split),
-    "cub200": load_cub200,
-    "cars196": load_cars196,
-    "sop": load_sop,
+    "usps": lambda root, split, size, channels: load_usps(root, split),
+    "cub200": _sized(load_cub200),
+    "cars196": _sized(load_cars196),
+    "sop": _sized(load_sop),
     "image-folder": _needs_root("image-folder", "folder", load_image_folder),
-    "table": _needs_root("table", "table", lambda root, split, size: load_table(root, split)),
+    "table": _needs_root(
+        "table", "table", lambda root, split, size, channels: load_table(root, split)
+    ),
 }
 
 #: ``PREFIX:PATH`` names and the dataset each prefix means.
@@ -68,7 +87,8 @@ def load_dataset(
     split: str = "train",
     labels: str = "fine",
     *,
-    image_size: int = DEFAULT_IMAGE_SIZE,
+    image_size: int | None = None,
+    channels: int | None = None,
 ) -> LabelledDataset:
     """Load a dataset by name, with one of its splits and a label view.
 
@@ -88,8 +108,13 @@ def load_dataset(
     labels : {"fine", "coarse"}
         ``"coarse"`` trains on MsDNN's merged classes (0-4 -> 0, 5-9 -> 1) of a 10-class set;
         the original classes stay in ``fine_labels`` for sub-class evaluation.
-    image_size : int
-        Side of the square that image files (CUB, Cars, SOP, folders) are resized to.
+    image_size : int, optional
+        Side of the square that image files are resized to. By default a folder's images keep
+        their own size and CUB, Cars and SOP get 64. Sets held in memory (digits, MNIST, ...)
+        have a fixed size and refuse this setting.
+    channels : {1, 3}, optional
+        Image files read as grayscale (1) or RGB (3). By default a folder's images as they are
+        (1 when all are grayscale), CUB, Cars and SOP RGB.
 
     Returns
     -------
@@ -128,7 +153,12 @@ def load_dataset(
         )
     if labels not in ("fine", "coarse"):
         raise ValueError(f"labels must be 'fine' or 'coarse', got {labels!r}")
-    ds = _LOADERS[key](None if root is None else Path(root), split, image_size)
+    ds = _LOADERS[key](None if root is None else Path(root), split, image_size, channels)
+    if (image_size is not None or channels is not None) and not isinstance(ds.x, ImageFiles):
+        raise ValueError(
+            f"dataset {name!r} is held in memory as items of shape {ds.input_shape}: image "
+            "size and channels apply to image files only; leave them out"
+        )
     if labels == "fine":
         return ds
     if len(ds.fine_class_names) != 10:

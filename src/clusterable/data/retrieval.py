@@ -86,7 +86,11 @@ def load_cub200(
     files = [directory / "images" / paths[i] for i in ids]
     _check_first_image(files, directory / "images.txt")
     ds = LabelledDataset(
-        f"cub200/{split}", ImageFiles(files, image_size), class_ids - 1, class_names=class_names
+        f"cub200/{split}",
+        ImageFiles(files, image_size),
+        class_ids - 1,
+        class_names=class_names,
+        source=str(directory),
     )
     return ds.subset(_half_split(class_ids, len(class_names), split))
 
@@ -128,7 +132,11 @@ def load_cars196(
         ) from error
     _check_first_image(files, path)
     ds = LabelledDataset(
-        f"cars196/{split}", ImageFiles(files, image_size), class_ids - 1, class_names=class_names
+        f"cars196/{split}",
+        ImageFiles(files, image_size),
+        class_ids - 1,
+        class_names=class_names,
+        source=str(directory),
     )
     return ds.subset(_half_split(class_ids, len(class_names), split))
 
@@ -162,5 +170,9 @@ def load_sop(
     names = {int(row[1]): f"{row[3].split('/')[0]}/{row[1]}" for row in rows}
     class_names = [names.get(c, str(c)) for c in range(1, int(class_ids.max(initial=0)) + 1)]
     return LabelledDataset(
-        f"sop/{split}", ImageFiles(files, image_size), class_ids - 1, class_names=class_names
+        f"sop/{split}",
+        ImageFiles(files, image_size),
+        class_ids - 1,
+        class_names=class_names,
+        source=str(directory),
     )

@@ -44,7 +44,13 @@ def load_digits(split: str = "train") -> LabelledDataset:
     check_split(split, "digits")
     digits = _sklearn_digits()
     x = (digits.images / 16.0).astype(np.float32)[:, None]  # pixel values are 0..16
-    ds = LabelledDataset(f"digits/{split}", x, digits.target, class_names=DIGIT_CLASSES)
+    ds = LabelledDataset(
+        f"digits/{split}",
+        x,
+        digits.target,
+        class_names=DIGIT_CLASSES,
+        source="scikit-learn's bundled digits",
+    )
     if split == "all":
         return ds
     train, test = stratified_split(ds.labels, TRAIN_FRACTION, SPLIT_SEED)
@@ -104,12 +110,17 @@ def load_idx_dataset(
         _idx_how_to_get(name),
         subdirs=[name],
     )
-    images, labels = read_idx_images_labels(
-        _idx_file(directory, prefix, "images-idx3"),  # type: ignore[arg-type]
-        _idx_file(directory, prefix, "labels-idx1"),  # type: ignore[arg-type]
-    )
+    images_file = _idx_file(directory, prefix, "images-idx3")
+    labels_file = _idx_file(directory, prefix, "labels-idx1")
+    images, labels = read_idx_images_labels(images_file, labels_file)  # type: ignore[arg-type]
     x = (images.astype(np.float32) / 255.0)[:, None]  # (n, 1, h, w)
-    return LabelledDataset(f"{name}/{split}", x, labels, class_names=class_names)
+    return LabelledDataset(
+        f"{name}/{split}",
+        x,
+        labels,
+        class_names=class_names,
+        source=f"{images_file}, {labels_file}",
+    )
 
 
 def load_usps(root: str | Path | None, split: str) -> LabelledDataset:
@@ -164,5 +175,9 @@ def load_usps(root: str | Path | None, split: str) -> LabelledDataset:
             "[0, 1]; this is another USPS edition: rescale it to [0, 1] and save it as usps.h5"
         )
     return LabelledDataset(
-        f"usps/{split}", data.reshape(-1, 1, 16, 16), target, class_names=DIGIT_CLASSES
+        f"usps/{split}",
+        data.reshape(-1, 1, 16, 16),
+        target,
+        class_names=DIGIT_CLASSES,
+        source=str(path),
     )

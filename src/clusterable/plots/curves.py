@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from matplotlib.ticker import MaxNLocator, PercentFormatter
+
 from clusterable.plots._figure import new_figure, save_figure
 
 
@@ -21,7 +23,8 @@ def read_epoch_records(log: Path) -> list[dict]:
 def plot_training_curves(
     log: str | Path, path: str | Path, metrics: tuple[str, ...] = ("recall@1", "nmi")
 ) -> Path:
-    """Write the loss curve and the given validation metrics of a run."""
+    """Write the loss curve and the given validation metrics (in %, as the CLI prints them) of a
+    run, against whole epochs."""
     records = read_epoch_records(Path(log))
     if not records:
         raise ValueError(f"{log} has no epoch records; is it the log.jsonl of a training run?")
@@ -32,7 +35,12 @@ def plot_training_curves(
     for name in metrics:
         values = [(r["epoch"], r[name]) for r in records if name in r]
         if values:
-            metric_ax.plot(*zip(*values, strict=True), marker="o", label=name)
-    metric_ax.set(title="validation", xlabel="epoch", ylim=(0, 1))
-    metric_ax.legend()
+            epochs_of, scores = zip(*values, strict=True)
+            metric_ax.plot(epochs_of, [100 * v for v in scores], marker="o", label=name)
+    metric_ax.set(title="validation", xlabel="epoch", ylabel="%", ylim=(0, 100))
+    metric_ax.yaxis.set_major_formatter(PercentFormatter(100))
+    for ax in (loss_ax, metric_ax):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if metric_ax.get_legend_handles_labels()[0]:
+        metric_ax.legend()
     return save_figure(figure, path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -25,8 +26,11 @@ def plot_retrieval_grid(
     n_queries: int = 6,
     k: int = 5,
     seed: int = 0,
+    class_names: Sequence[str] | None = None,
 ) -> Path:
-    """Write a grid: each row a random query then its ``k`` nearest neighbours (query excluded)."""
+    """Write a grid: each row a random query then its ``k`` nearest neighbours (query excluded),
+    each titled with its class (``class_names[c]``, or the label number) and framed green when it
+    shares the query's class, red when not."""
     rng = np.random.default_rng(seed)
     queries = rng.choice(len(images), size=min(n_queries, len(images)), replace=False)
     neighbours = knn_search(embeddings, k)[1][queries]  # (q, k), each query itself excluded
@@ -37,10 +41,17 @@ def plot_retrieval_grid(
             ax.imshow(_as_image(images[index]), cmap="gray")
             ax.set_xticks([])
             ax.set_yticks([])
+            label = int(labels[index])
+            name = (
+                class_names[label]
+                if class_names is not None and 0 <= label < len(class_names)
+                else str(label)
+            )
             if column:
                 colour = "green" if labels[index] == labels[query] else "red"
                 for spine in ax.spines.values():
                     spine.set(color=colour, linewidth=3)
+                ax.set_title(f"{column}: {name}", fontsize=7, color=colour)
             else:
-                ax.set_title("query", fontsize=8)
+                ax.set_title(f"query: {name}", fontsize=7)
     return save_figure(figure, path)

@@ -8,6 +8,7 @@ atomically, so a run killed at any moment leaves the previous checkpoint readabl
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -20,6 +21,14 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 WEIGHTS, STATE, META = "weights.safetensors", "state.pt", "meta.json"
+
+#: Below this much free space, a failed checkpoint write is reported as a full disk (torch's
+#: writer raises a bare RuntimeError without errno when the disk fills).
+_NEARLY_FULL_BYTES = 64 * 2**20
+
+
+class CheckpointWriteError(OSError):
+    """A checkpoint that could not be written; the previous one is untouched."""
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -51,9 +60,19 @@ def save_checkpoint(
     root = run_dir / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{name}."))
-    save_file(module_tensors(model, loss), str(tmp / WEIGHTS))
-    torch.save(state, tmp / STATE)
-    (tmp / META).write_text(json.dumps(meta, indent=2, default=str))
+    try:
+        save_file(module_tensors(model, loss), str(tmp / WEIGHTS))
+        torch.save(state, tmp / STATE)
+        (tmp / META).write_text(json.dumps(meta, indent=2, default=str))
+    except (OSError, RuntimeError) as error:
+        shutil.rmtree(tmp, ignore_errors=True)
+        full = getattr(error, "errno", None) == errno.ENOSPC
+        full = full or shutil.disk_usage(root).free < _NEARLY_FULL_BYTES
+        reason = "disk full: free some space, then resume with --resume" if full else str(error)
+        raise CheckpointWriteError(
+            f"checkpoint {name} could not be written in {root} ({reason}); the previous "
+            "checkpoint is intact"
+        ) from error
     final = root / name
     if final.exists():
         shutil.rmtree(final)

@@ -8,6 +8,8 @@ from typing import Any
 
 import yaml
 
+from clusterable.train.config_typing import field_types, typed_settings
+
 SAMPLERS = ("class-balanced", "random", "pairs-hard-negatives")
 OPTIMIZERS = ("adam", "sgd")
 
@@ -41,11 +43,16 @@ class TrainConfig:
     num_workers: int = 0  # DataLoader worker processes
     amp: bool = True  # mixed precision, used only on CUDA
     tensorboard: bool = False  # also log to TensorBoard (needs the tensorboard package)
-    progress: bool = True  # tqdm progress bar
+    progress: bool = True  # tqdm progress bars (shown only when standard error is a terminal)
+    verbose: bool = False  # a start banner and one line per epoch on stdout (``clusterable train``)
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)  # free-form notes kept in the run record
 
     def __post_init__(self) -> None:
+        # Text and YAML 1.1 values ("1e-3") become the fields' types here, before any training.
+        typed = typed_settings(vars(self), field_types(type(self)), "training setting")
+        for name, value in typed.items():
+            setattr(self, name, value)
         if self.sampler not in SAMPLERS:
             raise ValueError(
                 f"sampler {self.sampler!r} unknown; choose one of {', '.join(SAMPLERS)}"

@@ -9,6 +9,8 @@ model from its checkpoint for ``evaluate``, ``embed`` and ``plot``.
 from __future__ import annotations
 
 import json
+import os
+import sys
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -19,10 +21,14 @@ from torch import nn
 from clusterable.data import LabelledDataset, load_dataset, stratified_split
 from clusterable.evaluate import evaluate_embeddings, knn_accuracy
 from clusterable.losses import build_loss
+from clusterable.losses._registry import _LOSSES  # the class behind each name: its signature
+from clusterable.metric_table import format_metric_table
 from clusterable.models import build_decoder, build_model
 from clusterable.train.checkpoint import load_meta, load_weights, resolve_checkpoint
 from clusterable.train.config import TrainConfig
+from clusterable.train.config_typing import field_types, parameter_types, typed_settings
 from clusterable.train.embed import embed_dataset
+from clusterable.train.run_folder import RUN_RECORD, prepare_run_folder
 from clusterable.train.trainer import Trainer, TrainResult
 
 
@@ -30,9 +36,12 @@ from clusterable.train.trainer import Trainer, TrainResult
 class RunSpec:
     """What to train: the data, the model and the loss (training settings are a TrainConfig)."""
 
-    data: str = "digits"  # a name of clusterable.data.available_datasets()
+    data: str = "digits"  # a name of clusterable.data.available_datasets(), folder:P, table:P
     root: str | None = None  # folder holding the dataset's files, when it is not bundled
     labels: str = "fine"  # "fine", or "coarse" (MsDNN: classes 0-4 -> 0, 5-9 -> 1)
+    image_size: int | None = None  # image files are resized to this square (None: folder
+    # images keep their own size; CUB, Cars, SOP get 64)
+    channels: int | None = None  # 1 (grayscale) or 3 (RGB); None: as folder images are, else 3
     loss: str = "lifted"  # a name of clusterable.losses.available_losses()
     loss_args: dict[str, Any] = field(default_factory=dict)  # the loss's constructor keywords
     model: str = "mlp"  # a name of clusterable.models.available_models()
@@ -45,13 +54,52 @@ class RunSpec:
     unsupervised: bool = False  # OPML: train on pseudo-labels (t-SNE + AAS of the raw inputs)
     pseudo_label_every: int = 0  # unsupervised: recompute pseudo-labels every E epochs (0: once)
 
+    def __post_init__(self) -> None:
+        typed = typed_settings(vars(self), field_types(type(self)), "run setting")
+        for name, value in typed.items():
+            setattr(self, name, value)
+        if self.labels not in ("fine", "coarse"):
+            raise ValueError(f"labels must be 'fine' or 'coarse', got {self.labels!r}")
+        # Paths are kept absolute, so that the run can be evaluated from any directory.
+        kind, sep, path = self.data.partition(":")
+        if sep and path:
+            self.data = f"{kind}:{Path(path).expanduser().resolve()}"
+        if self.root is not None:
+            self.root = str(Path(self.root).expanduser().resolve())
+        # Loss arguments typed against the loss's constructor (margin="1e-1" becomes 0.1).
+        loss_class = self._loss_class()
+        if loss_class is not None:
+            self.loss_args = typed_settings(
+                self.loss_args, parameter_types(loss_class), f"loss {self.loss!r} argument"
+            )
+
+    def _loss_class(self) -> type | None:
+        if self.unsupervised and self.loss == "opml":
+            from clusterable.unsupervised import RiemannianOPMLLoss
+
+            return RiemannianOPMLLoss
+        return _LOSSES.get(self.loss)
+
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> RunSpec:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ValueError(f"unknown run setting(s) {', '.join(unknown)}; known: {sorted(known)}")
+            raise ValueError(
+                f"unknown run setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            )
         return cls(**values)
+
+    def load(self, split: str) -> LabelledDataset:
+        """The split of the data this spec names, with its label view and image settings."""
+        return load_dataset(
+            self.data,
+            root=self.root,
+            split=split,
+            labels=self.labels,
+            image_size=self.image_size,
+            channels=self.channels,
+        )
 
 
 def split_validation(
@@ -102,12 +150,57 @@ def evaluate_on_test(
     return metrics
 
 
+def describe_start(
+    spec: RunSpec,
+    config: TrainConfig,
+    train: LabelledDataset,
+    sizes: dict[str, int],
+    loss: nn.Module,
+    device: torch.device,
+    out: Path | None,
+    resume: bool,
+) -> str:
+    """The banner a run prints before its first step: what it trains on, with what, where."""
+    counts = ", ".join(f"{name} {n}" for name, n in sizes.items())
+    labels = "pseudo-labels of t-SNE + AAS" if spec.unsupervised else f"{spec.labels} labels"
+    loss_args = ", ".join(f"{k}={v}" for k, v in spec.loss_args.items())
+    lines = [
+        f"data      {spec.data} ({labels}, {train.num_classes} classes, items of "
+        f"shape {train.input_shape}): {counts} items",
+        f"files     {train.source or 'in memory'}",
+        f"model     {spec.model}, {spec.embedding_dim}-d embeddings"
+        + (", l2-normalised" if spec.normalize else "")
+        + (", with a decoder (autoencoder)" if spec.autoencoder else ""),
+        f"loss      {spec.loss} ({type(loss).__name__}{': ' + loss_args if loss_args else ''})",
+        f"training  {config.epochs} epochs, batch {config.batch_size} ({config.sampler}), "
+        f"{config.optimizer} lr {config.lr:g}, seed {config.seed}, on {device}",
+        f"output    {out if out is not None else 'nothing written (no run folder)'}"
+        + (" (resuming)" if resume else ""),
+    ]
+    return "\n".join(lines)
+
+
 def train_run(
-    spec: RunSpec, config: TrainConfig, out: Path | str | None = None, resume: bool = False
+    spec: RunSpec,
+    config: TrainConfig,
+    out: Path | str | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
 ) -> tuple[TrainResult, dict[str, float]]:
-    """Train as ``spec`` and ``config`` say; returns the training result and the test metrics."""
-    full_train = load_dataset(spec.data, root=spec.root, split="train", labels=spec.labels)
-    test = load_dataset(spec.data, root=spec.root, split="test", labels=spec.labels)
+    """Train as ``spec`` and ``config`` say; returns the training result and the test metrics.
+
+    The run folder ``out`` is checked first (:func:`~clusterable.train.run_folder.
+    prepare_run_folder`: a new run needs it empty, or ``overwrite``; ``resume`` needs a run in
+    it), then the data is loaded and every piece built, all before the first training step.
+    With ``config.verbose``, a banner says what is trained, on what and where.
+    """
+    main_process = os.environ.get("RANK", "0") == "0"
+    if out is not None:
+        out = Path(out)
+        if main_process:  # one process checks and clears; the others only write as told
+            prepare_run_folder(out, resume=resume, overwrite=overwrite)
+    full_train = spec.load("train")
+    test = spec.load("test")
     if spec.unsupervised:
         from clusterable.unsupervised import UnsupervisedTrainer, with_pseudo_labels
 
@@ -119,12 +212,6 @@ def train_run(
     model, loss, decoder = build_pieces(spec, train.input_shape, full_train.num_classes)
     shape = {"num_classes": full_train.num_classes, "input_shape": list(train.input_shape)}
     config.extra = {**config.extra, "run": asdict(spec), **shape}
-    if out is not None:
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "run.json").write_text(
-            json.dumps({"spec": asdict(spec), "config": config.to_dict()}, indent=2)
-        )
     if spec.unsupervised:
         trainer = UnsupervisedTrainer(
             model,
@@ -138,12 +225,28 @@ def train_run(
         )
     else:
         trainer = Trainer(model, loss, train, val, config=config, out=out, decoder=decoder)
+    if config.verbose and trainer.env.is_main:
+        sizes = {"train": len(train), "validation": len(val) if val else 0, "test": len(test)}
+        print(describe_start(spec, config, train, sizes, loss, trainer.env.device, out, resume))
+        sys.stdout.flush()
+    if out is not None and trainer.env.is_main:
+        (out / RUN_RECORD).write_text(
+            json.dumps({"spec": asdict(spec), "config": config.to_dict()}, indent=2)
+        )
     result = trainer.fit(resume=resume)
     if result.checkpoint is not None:
         load_weights(result.checkpoint, model, loss)
     metrics = evaluate_on_test(model, full_train if spec.unsupervised else train, test, config.seed)
     if out is not None and trainer.env.is_main:
         (out / "test_metrics.json").write_text(json.dumps(metrics, indent=2))
+    if config.verbose and trainer.env.is_main:
+        labelled = int((test.labels >= 0).sum())
+        checkpoint = result.checkpoint.name if result.checkpoint else "the final model"
+        heading = (
+            f"\ntest split of {spec.data}: {labelled} items, {checkpoint}; clustering: "
+            f"k-means, k = {test.num_classes} (the test classes)"
+        )
+        print(format_metric_table(metrics, heading))
     return result, metrics
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import nullcontext
@@ -268,7 +269,8 @@ class Trainer:
         bar = tqdm(
             total=len(self.sampler),
             desc=f"epoch {self.epoch + 1}/{self.config.epochs}",
-            disable=not (self.config.progress and self.env.is_main),
+            # Bars only where they redraw in place: a redirected log keeps no bar updates.
+            disable=not (self.config.progress and self.env.is_main and sys.stderr.isatty()),
             leave=False,
         )
         losses, start = [], time.perf_counter()
@@ -309,6 +311,7 @@ class Trainer:
             random.seed(self.config.seed)
             np.random.seed(self.config.seed)  # noqa: NPY002 -- seeds user code that uses it
         while self.epoch < self.config.epochs:
+            start = time.perf_counter()
             mean_loss = self._run_epoch()
             self.epoch += 1
             record: dict[str, Any] = {"epoch": self.epoch, "loss": mean_loss}
@@ -317,6 +320,7 @@ class Trainer:
             self.history.append(record)
             self._log({"event": "epoch", **record})
             improved = self._track_best(record)
+            self._print_epoch(record, improved, time.perf_counter() - start)
             stop = self._should_stop(improved)
             last = self.epoch == self.config.epochs or stop
             every = self.config.checkpoint_every
@@ -326,6 +330,18 @@ class Trainer:
             if stop:
                 break
         return self._finish()
+
+    def _print_epoch(self, record: dict[str, Any], improved: bool, seconds: float) -> None:
+        """One line per epoch (``config.verbose``): loss, the validation metric, time."""
+        if not (self.config.verbose and self.env.is_main):
+            return
+        width = len(str(self.config.epochs))
+        line = f"epoch {self.epoch:>{width}}/{self.config.epochs}  loss {record['loss']:.4f}"
+        metric = record.get(self.config.eval_metric)
+        if metric is not None:
+            line += f"  validation {self.config.eval_metric} {100 * metric:5.2f} %"
+            line += " (best)" if improved else ""
+        print(f"{line}  {seconds:.1f} s", flush=True)
 
     def _track_best(self, record: dict[str, Any]) -> bool:
         metric = record.get(self.config.eval_metric)

@@ -1,0 +1,216 @@
+"""A run folder that holds one run: checked before work starts, resumed as it was set up.
+
+``clusterable train --out RUN`` writes ``run.json`` (the settings), ``log.jsonl``,
+``checkpoints/`` and the results into one folder. The rules that keep that record true:
+
+- a new run goes into a folder that is absent or empty (or ``overwrite`` clears it first), so two
+  runs never mix their checkpoints and logs;
+- a resumed run takes its settings from its own ``run.json``; a setting given again must agree
+  with it, except those a continuation may change (:data:`CHANGEABLE_ON_RESUME`);
+- the folder is checked writable before any data is read, and a failed write says why (disk full,
+  permission denied) in one line;
+- temporaries of an interrupted checkpoint write are removed when the run resumes.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from clusterable.train.checkpoint import resolve_checkpoint
+
+RUN_RECORD = "run.json"
+
+#: Training settings a resumed run may change: more epochs, how it reports, how it loads data.
+CHANGEABLE_ON_RESUME = frozenset({"epochs", "progress", "verbose", "num_workers"})
+
+
+class RunFolderError(Exception):
+    """A run folder that cannot hold the run asked for; the message says what to do."""
+
+
+def describe_os_error(error: OSError, path: Path | str | None = None) -> str:
+    """One line for a failed file operation: the path and the reason in words."""
+    where = error.filename if error.filename is not None else path
+    if error.errno == errno.ENOSPC:
+        reason = "disk full: free some space (or choose another folder) and run again"
+    elif error.errno in (errno.EACCES, errno.EPERM):
+        reason = "permission denied: choose a folder you may write to"
+    elif error.errno == errno.EROFS:
+        reason = "read-only file system: choose a folder on a writable disk"
+    elif error.errno == errno.ENOTDIR:
+        reason = "a part of the path is a file, not a folder"
+    else:
+        reason = (error.strerror or str(error)).lower()
+    return f"{where}: {reason}" if where else reason
+
+
+def check_writable(folder: Path | str) -> Path:
+    """Create ``folder`` if needed and prove a file can be written in it.
+
+    Raises
+    ------
+    RunFolderError
+        The folder cannot be created or written; the message names it and the reason.
+    """
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder) as probe:
+            probe.write(b"clusterable")
+            probe.flush()
+    except OSError as error:
+        raise RunFolderError(f"cannot write in {describe_os_error(error, folder)}") from None
+    return folder
+
+
+def check_parent_writable(file: Path | str) -> Path:
+    """:func:`check_writable` for the folder a file will be written in."""
+    check_writable(Path(file).parent)
+    return Path(file)
+
+
+def remove_temporaries(run_dir: Path) -> list[Path]:
+    """Delete the hidden folders and files an interrupted checkpoint write leaves behind."""
+    root = run_dir / "checkpoints"
+    if not root.is_dir():
+        return []
+    removed = []
+    for path in root.glob(".*"):
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
+
+
+def read_run_record(run_dir: Path) -> dict[str, Any]:
+    """The ``spec`` and ``config`` a run was started with, from its ``run.json``."""
+    record = Path(run_dir) / RUN_RECORD
+    if not record.is_file():
+        raise RunFolderError(
+            f"--resume: {run_dir} holds no {RUN_RECORD}, so there is no run to continue; "
+            "drop --resume to start a run there"
+        )
+    try:
+        stored = json.loads(record.read_text())
+        return {"spec": dict(stored["spec"]), "config": dict(stored["config"])}
+    except (ValueError, KeyError, TypeError) as error:
+        raise RunFolderError(
+            f"--resume: {record} is damaged ({error}); start a new run in another folder"
+        ) from None
+
+
+def check_resume_settings(
+    stored: Mapping[str, Any],
+    wanted: Mapping[str, Any],
+    given: Iterable[str],
+    what: str,
+    changeable: frozenset[str] = frozenset(),
+) -> None:
+    """Every setting named in ``given`` must keep its stored value, but the ``changeable`` ones.
+
+    Parameters
+    ----------
+    stored, wanted : mapping
+        Setting name -> value of the run as started, and as this command would have it; both
+        typed (so ``1e-3`` and ``0.001`` compare equal).
+    given : iterable of str
+        The settings this command names.
+    what : str
+        ``"run setting"`` or ``"training setting"``, for the message.
+
+    Raises
+    ------
+    RunFolderError
+        Settings that differ from the run's; the message lists each with both values.
+    """
+    conflicts = [
+        f"{name}={wanted[name]!r} (the run has {stored.get(name)!r})"
+        for name in given
+        if name not in changeable and wanted[name] != stored.get(name)
+    ]
+    if conflicts:
+        raise RunFolderError(
+            f"--resume continues the run as it was started, but these {what}s differ from it: "
+            f"{'; '.join(conflicts)}. Drop them to resume, or start a new run with another --out"
+        )
+
+
+def prepare_run_folder(out: Path | str, resume: bool = False, overwrite: bool = False) -> Path:
+    """Make ``out`` ready for a run before any data is read or anything is written in it.
+
+    A new run needs ``out`` absent or empty; ``overwrite`` empties it first. ``resume`` needs the
+    run's ``run.json`` and a checkpoint, and removes the temporaries of an interrupted write.
+
+    Raises
+    ------
+    RunFolderError
+        ``out`` holds another run, has nothing to resume, or cannot be written.
+    """
+    out = Path(out)
+    if resume and overwrite:
+        raise RunFolderError("--resume and --overwrite contradict each other: choose one")
+    if resume:
+        read_run_record(out)
+        try:
+            resolve_checkpoint(out)
+        except FileNotFoundError:
+            raise RunFolderError(
+                f"--resume: {out} holds no checkpoint yet (the run stopped before its first one); "
+                "start it again with --overwrite"
+            ) from None
+        check_writable(out)
+        remove_temporaries(out)
+        return out
+    if out.is_file():
+        raise RunFolderError(f"--out {out} is a file; give a folder for the run")
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise RunFolderError(
+                f"--out {out} already holds files (another run?); add --resume to continue the "
+                "run there, or --overwrite to delete it and start again, or choose another --out"
+            )
+        for path in out.iterdir():
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+    return check_writable(out)
+
+
+def last_checkpoint_epoch(run_dir: Path | str) -> int | None:
+    """The epoch of the run's latest checkpoint, or None when it has none."""
+    try:
+        checkpoint = resolve_checkpoint(Path(run_dir))
+        return int(json.loads((checkpoint / "meta.json").read_text())["epoch"])
+    except (FileNotFoundError, OSError, ValueError, KeyError):
+        return None
+
+
+def interrupted_message(run_dir: Path | str) -> str:
+    """What a user should know after Ctrl-C: what was kept, and how to continue."""
+    epoch = last_checkpoint_epoch(run_dir)
+    if epoch is None:
+        return (
+            f"interrupted before the first checkpoint: nothing to resume in {run_dir}; "
+            "start again with --overwrite"
+        )
+    return (
+        f"interrupted: the last checkpoint is epoch {epoch} in {run_dir}; continue with "
+        f"`clusterable train --out {run_dir} --resume`"
+    )
+
+
+def default_run_folder(data: str, loss: str) -> Path:
+    """``runs/<data>-<loss>``, where ``folder:PATH`` and ``table:PATH`` data are named after the
+    folder or file (``runs/fm-lifted`` for ``folder:/tmp/fm``), never nested along the path."""
+    kind, _, path = data.partition(":")
+    name = Path(path.rstrip("/")).stem if path else kind
+    return Path("runs") / f"{name or kind}-{loss}"

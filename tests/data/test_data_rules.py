@@ -1,0 +1,144 @@
+"""The data rules the README states: explicit roots, image size and channels, table errors that
+name row and column, NaN and corrupt files refused at load time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from clusterable.cli import main
+from clusterable.data import load_dataset
+
+
+def one_line_error(capsys, argv: list[str]) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+def test_an_explicit_root_without_the_files_never_falls_back(
+    tmp_path, write_mnist_dir, monkeypatch, capsys
+):
+    system = tmp_path / "system"
+    write_mnist_dir(system / "fashion-mnist")
+    monkeypatch.setattr("clusterable.data.locate.SYSTEM_DATA_DIR", system)
+    assert len(load_dataset("fashion-mnist", split="test")) == 20  # the standard place works
+    nowhere = tmp_path / "nowhere"
+    err = one_line_error(
+        capsys,
+        ["train", "--data", "fashion-mnist", "--root", str(nowhere), "--out", str(tmp_path / "r")],
+    )
+    assert str(nowhere) in err and "does not exist" in err
+    assert "train-images-idx3-ubyte" in err, "says what the folder should contain"
+
+
+def test_the_banner_names_the_files_loaded(tmp_path, write_mnist_dir, capsys):
+    write_mnist_dir(tmp_path / "fm", n_train=60, n_test=40)
+    argv = ["train", "--data", "fashion-mnist", "--root", str(tmp_path / "fm"), "--epochs", "1"]
+    argv += ["--embedding-dim", "4", "--batch-size", "20", "--out", str(tmp_path / "run")]
+    argv += ["--val-fraction", "0"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert str(tmp_path / "fm" / "train-images-idx3-ubyte.gz") in out
+
+
+def write_pngs(folder, n_per_class=6, size=(28, 28), mode="L", classes=("a", "b")):
+    rng = np.random.default_rng(0)
+    for name in classes:
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        for i in range(n_per_class):
+            shape = (size[1], size[0]) if mode == "L" else (size[1], size[0], 3)
+            pixels = rng.integers(0, 256, shape, dtype=np.uint8)
+            Image.fromarray(pixels, mode).save(folder / name / f"{i}.png")
+
+
+def test_folder_images_keep_their_own_size_and_channels(tmp_path):
+    write_pngs(tmp_path / "gray")
+    assert load_dataset(f"folder:{tmp_path / 'gray'}", split="all").input_shape == (1, 28, 28)
+    write_pngs(tmp_path / "rgb", size=(20, 12), mode="RGB")
+    ds = load_dataset(f"folder:{tmp_path / 'rgb'}", split="all")
+    assert ds.input_shape == (3, 12, 20) and ds[0][0].shape == (3, 12, 20)
+
+
+def test_folder_image_size_and_channels_are_settings(tmp_path):
+    write_pngs(tmp_path / "gray")
+    ds = load_dataset(f"folder:{tmp_path / 'gray'}", split="all", image_size=16, channels=3)
+    assert ds.input_shape == (3, 16, 16) and ds[0][0].shape == (3, 16, 16)
+
+
+def test_folder_images_of_several_sizes_need_an_image_size(tmp_path):
+    write_pngs(tmp_path / "mixed", classes=("a",))
+    write_pngs(tmp_path / "mixed", size=(32, 32), classes=("b",))
+    with pytest.raises(ValueError, match="image size"):
+        load_dataset(f"folder:{tmp_path / 'mixed'}")
+    assert load_dataset(f"folder:{tmp_path / 'mixed'}", image_size=28).input_shape == (1, 28, 28)
+
+
+def test_image_size_is_refused_for_sets_held_in_memory():
+    with pytest.raises(ValueError, match="image files only"):
+        load_dataset("digits", image_size=32)
+
+
+def test_a_corrupt_image_fails_the_load_not_the_end_of_training(tmp_path, capsys):
+    write_pngs(tmp_path / "imgs")
+    damaged = tmp_path / "imgs" / "b" / "3.png"
+    damaged.write_bytes(damaged.read_bytes()[:60] + b"\0" * 40)
+    err = one_line_error(
+        capsys,
+        ["train", "--data", f"folder:{tmp_path / 'imgs'}", "--out", str(tmp_path / "run")],
+    )
+    assert str(damaged) in err
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_npz_arrays_may_be_named_in_capitals(tmp_path):
+    np.savez(tmp_path / "t.npz", X=np.ones((10, 3)), Y=np.arange(10) % 2)
+    assert load_dataset(f"table:{tmp_path / 't.npz'}", split="all").input_shape == (3,)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("a,b,Label\n1,2,0\n3,4,1\n", None),
+        ("a,b,label\n1,2,0\n3,4\n", ["line 3", "2 values", "3 columns"]),
+        ("a,b,label\n1,2,0\n3,,1\n", ["line 3", "column 'b'", "empty"]),
+        ("a,b,label\n1,2,0\nnan,4,1\n", ["line 3", "column 'a'", "NaN"]),
+        ("a,b,label\n1,2,0\n1,x,1\n", ["line 3", "column 'b'", "not a number"]),
+    ],
+    ids=["label-capitalised", "short-row", "empty-cell", "nan-cell", "text-cell"],
+)
+def test_table_errors_name_line_and_column(tmp_path, text, words):
+    path = tmp_path / "t.csv"
+    path.write_text(text)
+    if words is None:
+        assert load_dataset(f"table:{path}", split="all").labels.tolist() == [0, 1]
+        return
+    with pytest.raises(ValueError) as info:
+        load_dataset(f"table:{path}", split="all")
+    assert all(word in str(info.value) for word in words), str(info.value)
+
+
+def test_a_table_without_a_label_column_says_so_briefly(tmp_path):
+    header = ",".join(f"pixel{i}" for i in range(785))
+    (tmp_path / "wide.csv").write_text(header + "\n" + ",".join(["0"] * 785) + "\n")
+    with pytest.raises(ValueError, match="'label' column") as info:
+        load_dataset(f"table:{tmp_path / 'wide.csv'}")
+    assert len(str(info.value)) < 400
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".npy"])
+def test_nan_features_are_refused_at_load_naming_the_row(tmp_path, suffix):
+    x = np.ones((10, 3))
+    x[7, 2] = np.nan
+    y = np.arange(10) % 2
+    if suffix == ".npz":
+        np.savez(tmp_path / "t.npz", x=x, y=y)
+    else:
+        np.save(tmp_path / "t.npy", x)
+        np.save(tmp_path / "t_labels.npy", y)
+    with pytest.raises(ValueError, match="row 7, column 2"):
+        load_dataset(f"table:{tmp_path / ('t' + suffix)}", split="all")

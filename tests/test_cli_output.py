@@ -1,0 +1,189 @@
+"""What the command line prints: a start banner, a line per epoch, labelled tables, short
+warnings, help with defaults; and the figures' legends and axes."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from clusterable.cli import main
+
+
+@pytest.fixture(scope="module")
+def run_and_output(tmp_path_factory):
+    import contextlib
+    import io
+
+    out = tmp_path_factory.mktemp("out") / "run"
+    stdout, stderr = io.StringIO(), io.StringIO()
+    argv = ["train", "--data", "digits", "--epochs", "3", "--embedding-dim", "8"]
+    argv += ["--batch-size", "60", "--out", str(out)]
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        assert main(argv) == 0
+    return out, stdout.getvalue(), stderr.getvalue()
+
+
+def test_train_prints_a_banner_then_one_line_per_epoch(run_and_output):
+    out, stdout, _ = run_and_output
+    lines = stdout.splitlines()
+    first_epoch = next(i for i, line in enumerate(lines) if line.startswith("epoch "))
+    banner = "\n".join(lines[:first_epoch])
+    for word in ("digits", "train 1130", "test 539", "mlp", "lifted", "cpu", str(out), "3 epochs"):
+        assert word in banner, (word, banner)
+    epoch_lines = [line for line in stdout.splitlines() if line.startswith("epoch ")]
+    assert len(epoch_lines) == 3 and all("recall@1" in line for line in epoch_lines)
+
+
+def test_progress_bars_stay_off_a_redirected_stream(run_and_output):
+    _, _, stderr = run_and_output
+    assert "it/s" not in stderr and "\r" not in stderr
+
+
+def test_the_test_table_says_split_size_clustering_and_k(run_and_output):
+    _, stdout, _ = run_and_output
+    heading = next(line for line in stdout.splitlines() if line.startswith("test split"))
+    assert "539 items" in heading and "k-means" in heading and "k = 10" in heading
+    assert "pairwise precision (clusters)" in stdout and "Hungarian accuracy" in stdout
+
+
+@pytest.fixture
+def blobs(tmp_path):
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(3), 20)
+    np.save(tmp_path / "e.npy", rng.normal(size=(60, 4)) + 8 * np.eye(4)[labels])
+    np.save(tmp_path / "l.npy", labels)
+    np.save(tmp_path / "names.npy", np.array(["cat", "dog", "eel"])[labels])
+    return tmp_path
+
+
+def test_evaluate_accepts_text_labels_and_labels_its_table(blobs, capsys):
+    assert main(["evaluate", str(blobs / "e.npy"), str(blobs / "names.npy")]) == 0
+    out = capsys.readouterr().out
+    assert "60 items" in out and "k-means, k = 3" in out and "NMI (clusters)" in out
+    assert "pairwise recall (clusters)" in out
+
+
+def test_evaluate_aas_prints_the_clusters_found(blobs, capsys):
+    argv = ["evaluate", str(blobs / "e.npy"), str(blobs / "l.npy"), "--clustering", "aas"]
+    assert main(argv) == 0
+    assert "clusters found" in capsys.readouterr().out
+
+
+def test_cluster_kmeans_takes_k_from_the_labels(blobs, capsys):
+    argv = ["cluster", str(blobs / "e.npy"), "--labels", str(blobs / "names.npy")]
+    assert main([*argv, "--out", str(blobs / "c.npy")]) == 0
+    assert len(np.unique(np.load(blobs / "c.npy"))) == 3
+    assert "k = 3" in capsys.readouterr().out
+
+
+def test_cluster_aas_refuses_k(blobs, capsys):
+    with pytest.raises(SystemExit):
+        main(["cluster", str(blobs / "e.npy"), "--method", "aas", "--k", "10"])
+    assert "drop --k" in capsys.readouterr().err
+
+
+def test_warnings_are_one_line_without_a_source_path(blobs, capsys, monkeypatch):
+    from clusterable import cluster
+
+    fit = cluster.fit
+
+    def warning_fit(*args, **kwargs):
+        warnings.warn("affinity propagation did not converge", UserWarning, stacklevel=1)
+        return fit(*args, **kwargs)
+
+    monkeypatch.setattr(cluster, "fit", warning_fit)
+    argv = ["cluster", str(blobs / "e.npy"), "--k", "3", "--out", str(blobs / "c.npy")]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    assert "did not converge" in err and ".py" not in err and err.count("\n") == 1
+
+
+def test_evaluate_a_run_on_other_data_says_so(run_and_output, tmp_path, capsys):
+    out, _, _ = run_and_output
+    np.savez(tmp_path / "t.npz", x=np.ones((40, 5)), y=np.arange(40) % 2)
+    with pytest.raises(SystemExit):
+        main(["evaluate", str(out), "--data", f"table:{tmp_path / 't.npz'}"])
+    err = capsys.readouterr().err
+    assert "trained on digits" in err and "(1, 8, 8)" in err and "(5,)" in err
+
+
+def test_help_shows_defaults_and_defines_the_label_view(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: 30)" in text and "(default: digits)" in text and "(default: lifted)" in text
+    assert "--label-view" in text and "coarse (MsDNN's merged classes" in text
+
+
+def test_evaluate_help_prints_a_single_percent_sign(capsys):
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--help"])
+    out = capsys.readouterr().out
+    assert "%%" not in out and "(printed in %)" in " ".join(out.split())
+
+
+def test_version(capsys):
+    from clusterable import __version__
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0 and __version__ in capsys.readouterr().out
+
+
+def captured_figure(monkeypatch, module):
+    figures = []
+    monkeypatch.setattr(module, "save_figure", lambda figure, path: figures.append(figure) or path)
+    return figures
+
+
+def test_tsne_plot_has_a_legend_of_class_names(monkeypatch, tmp_path):
+    from clusterable.plots import tsne
+
+    figures = captured_figure(monkeypatch, tsne)
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(3), 15)
+    points = rng.normal(size=(45, 4)) + 5 * np.eye(4)[labels]
+    tsne.plot_tsne(points, labels, tmp_path / "t.png", class_names=["cat", "dog", "eel"])
+    legend = figures[0].axes[0].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["cat", "dog", "eel"]
+
+
+def test_retrieval_grid_titles_name_the_classes(monkeypatch, tmp_path):
+    from clusterable.plots import retrieval
+
+    figures = captured_figure(monkeypatch, retrieval)
+    labels = np.repeat(np.arange(2), 10)
+    images = np.random.default_rng(0).random((20, 1, 8, 8))
+    embeddings = np.eye(2)[labels] + 0.01 * np.arange(20)[:, None]
+    retrieval.plot_retrieval_grid(
+        images, embeddings, labels, tmp_path / "g.png", n_queries=2, k=2, class_names=["a", "b"]
+    )
+    titles = [ax.get_title() for ax in figures[0].axes]
+    assert any(title.startswith("query: ") for title in titles)
+    assert all(title.split(": ")[-1] in ("a", "b") for title in titles)
+
+
+def test_curves_are_in_percent_with_whole_epoch_ticks(monkeypatch, run_and_output):
+    from clusterable.plots import curves
+
+    figures = captured_figure(monkeypatch, curves)
+    out, _, _ = run_and_output
+    curves.plot_training_curves(out / "log.jsonl", out / "c.png")
+    loss_ax, metric_ax = figures[0].axes
+    assert metric_ax.get_ylim() == (0, 100)
+    plotted = metric_ax.get_lines()[0].get_ydata()
+    assert max(plotted) > 1.0, "validation scores drawn in %"
+    ticks = loss_ax.get_xticks()
+    assert np.allclose(ticks, np.round(ticks))
+
+
+def test_no_progress_still_prints_a_line_per_epoch(tmp_path, capsys):
+    argv = ["train", "--data", "digits", "--epochs", "2", "--embedding-dim", "8", "--no-progress"]
+    assert main([*argv, "--batch-size", "60", "--out", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    assert [line.split()[1] for line in out.splitlines() if line.startswith("epoch ")] == [
+        "1/2",
+        "2/2",
+    ]
