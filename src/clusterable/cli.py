@@ -160,13 +160,18 @@ CONFIG_FLAGS = (
 )
 
 
-def _given_settings(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The run and training settings this command names (YAML file, then flags), untyped."""
-    spec: dict[str, Any] = {}
-    if args.config:
-        spec = yaml.safe_load(Path(args.config).read_text()) or {}
-        if not isinstance(spec, dict):
-            raise ValueError(f"{args.config} must hold a mapping of setting: value")
+def _given_settings(
+    args: argparse.Namespace, file_values: dict[str, Any] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The run and training settings this command names (YAML file, then flags), untyped.
+
+    ``file_values``: the ``--config`` file's mapping when the caller has read it already.
+    """
+    spec = _config_file(args) if file_values is None else file_values
+    if "search" in spec:
+        raise ValueError(
+            f"{args.config} holds a search: mapping: run it with `clusterable tune --config`"
+        )
     train = dict(spec.pop("train", {}) or {})
     for name in SPEC_FLAGS:
         if getattr(args, name) is not None:
@@ -181,9 +186,19 @@ def _given_settings(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str,
         if getattr(args, name) is not None:
             train[name] = getattr(args, name)
     train.update(_parse_assignments(args.set, "--set"))
-    if args.no_progress:
+    if getattr(args, "no_progress", False):  # train only: tune trains quietly
         train["progress"] = False
     return spec, train
+
+
+def _config_file(args: argparse.Namespace) -> dict[str, Any]:
+    """The mapping of the ``--config`` YAML file (empty without one)."""
+    if not args.config:
+        return {}
+    values = yaml.safe_load(Path(args.config).read_text()) or {}
+    if not isinstance(values, dict):
+        raise ValueError(f"{args.config} must hold a mapping of setting: value")
+    return values
 
 
 def _resumed_settings(
@@ -235,6 +250,55 @@ def command_train(args: argparse.Namespace) -> int:
         return 130
     if main_process:
         print(f"run folder: {out}")
+        if args.report:
+            from clusterable.reports import write_run_report
+
+            print(f"report (open it in a browser): {write_run_report(out, seed=config.seed)}")
+    return 0
+
+
+def command_tune(args: argparse.Namespace) -> int:
+    from clusterable.train import TrainConfig
+    from clusterable.train.run import RunSpec
+    from clusterable.train.run_folder import check_writable, default_run_folder
+    from clusterable.tune import parse_parameter, parse_space, tune
+
+    file_values = _config_file(args)
+    search = file_values.pop("search", None) or {}
+    spec_given, train_given = _given_settings(args, file_values)
+    space = [parse_parameter(text) for text in args.param] + parse_space(search)
+    spec = RunSpec.from_dict(spec_given)
+    config = TrainConfig.from_dict(train_given)
+    default = default_run_folder(spec.data, spec.loss)
+    out = check_writable(args.out or default.with_name(f"tune-{default.name}"))
+    print(
+        f"searching {', '.join(p.describe() for p in space)} for {spec.loss} on {spec.data}: "
+        f"{args.trials} trials, {args.folds} {args.protocol} folds of the training split, "
+        f"maximising {args.metric}; study in {out}"
+    )
+    result = tune(
+        spec,
+        space,
+        config=config,
+        folds=args.folds,
+        protocol=args.protocol,
+        trials=args.trials,
+        metric=args.metric,
+        out=out,
+        seed=config.seed,
+    )
+    values = ", ".join(
+        f"{key.split('.', 1)[1]}={value:.4g}"
+        if isinstance(value, float)
+        else f"{key.split('.', 1)[1]}={value}"
+        for key, value in result.best_values.items()
+    )
+    print(
+        f"best: {values} ({args.metric} {result.best_score:.4f}, mean over {args.folds} folds; "
+        f"{result.completed} trials completed, {result.pruned} pruned)\n"
+        f"wrote {out / 'best.yaml'} and the search plot {out / 'search.png'}; train it with "
+        f"`clusterable train --config {out / 'best.yaml'}`"
+    )
     return 0
 
 
@@ -418,63 +482,23 @@ def _defaults_of(cls: type) -> dict[str, Any]:
     return {f.name: f.default for f in fields(cls)}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from clusterable.train.config import TrainConfig
-    from clusterable.train.run import RunSpec
-
-    spec_default, config_default = _defaults_of(RunSpec), _defaults_of(TrainConfig)
-    parser = argparse.ArgumentParser(
-        prog="clusterable",
-        description="Clustering-oriented deep metric learning.",
-        epilog="Run `clusterable VERB --help` for a verb's options and examples.",
-    )
-    parser.add_argument("--version", action="version", version=f"clusterable {__version__}")
-    verbs = parser.add_subparsers(dest="command", required=True, metavar="VERB")
-
-    def verb(name: str, help: str, example: str, handler: Any) -> argparse.ArgumentParser:
-        # `help` is %-formatted by argparse in the verb list, the description is printed as is.
-        sub = verbs.add_parser(
-            name, help=help, description=help.replace("%%", "%"), epilog=f"example: {example}"
-        )
-        sub.set_defaults(handler=handler)
-        if name == "train":
-            seed_help = f"seed of every random step (default: {config_default['seed']})"
-            sub.add_argument("--seed", type=int, default=None, help=seed_help)
-        else:
-            sub.add_argument(
-                "--seed", type=int, default=0, help="seed of random steps (default: %(default)s)"
-            )
-        return sub
-
-    demo = verb(
-        "demo",
-        "train every loss on the bundled digits, evaluate each, print and write one table",
-        "clusterable demo --quick --out /tmp/demo",
-        command_demo,
-    )
-    demo.add_argument("--out", default="reports/demo", help="report folder (default: %(default)s)")
-    demo.add_argument("--quick", action="store_true", help="a few epochs only (seconds)")
-
-    train = verb(
-        "train",
-        "train an embedding on a dataset with a loss; checkpoints, logs and test metrics. "
-        "Every setting has a default (below): `clusterable train` alone trains "
-        f"{spec_default['data']}/{spec_default['loss']} for {config_default['epochs']} epochs",
-        "clusterable train --data digits --loss lifted --loss-arg margin=1.0 --epochs 20",
-        command_train,
-    )
+def add_run_settings(
+    parser: argparse.ArgumentParser, spec_default: dict[str, Any], config_default: dict[str, Any]
+) -> None:
+    """The flags that describe a run (data, model, loss, training settings): `train`'s and
+    `tune`'s, read back by :func:`_given_settings`."""
 
     def setting(flag: str, default: Any, text: str, **options: Any) -> None:
-        train.add_argument(flag, help=f"{text} (default: {default})", **options)
+        parser.add_argument(flag, help=f"{text} (default: {default})", **options)
 
-    train.add_argument("--config", help="YAML run file: RunSpec keys and a `train:` mapping")
+    parser.add_argument("--config", help="YAML run file: RunSpec keys and a `train:` mapping")
     setting(
         "--data",
         spec_default["data"],
         "dataset: a name of clusterable.data.available_datasets(), folder:PATH (one sub-folder "
         "of images per class) or table:PATH (.npz, .csv, .npy); see the README's data rules",
     )
-    train.add_argument(
+    parser.add_argument(
         "--root",
         help="folder of the dataset's files; when given, the only place looked in (default: "
         "/usr/share/datasets/NAME, then ~/.cache/clusterable/NAME)",
@@ -487,7 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="labels",
         choices=("fine", "coarse"),
     )
-    train.add_argument(
+    parser.add_argument(
         "--labels", dest="labels", choices=("fine", "coarse"), help=argparse.SUPPRESS
     )
     setting(
@@ -504,7 +528,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=(1, 3),
     )
     setting("--loss", spec_default["loss"], "loss (clusterable.losses.available_losses())")
-    train.add_argument(
+    parser.add_argument(
         "--loss-arg",
         action="append",
         default=[],
@@ -513,9 +537,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     setting("--model", spec_default["model"], "model (clusterable.models.available_models())")
     setting("--embedding-dim", spec_default["embedding_dim"], "embedding size", type=int)
-    train.add_argument("--normalize", action="store_true", help="l2-normalise embeddings")
-    train.add_argument("--autoencoder", action="store_true", help="MsDNN-AE: add a decoder")
-    train.add_argument(
+    parser.add_argument("--normalize", action="store_true", help="l2-normalise embeddings")
+    parser.add_argument("--autoencoder", action="store_true", help="MsDNN-AE: add a decoder")
+    parser.add_argument(
         "--unsupervised",
         action="store_true",
         help="OPML: train on t-SNE + AAS pseudo-labels; labels only evaluate",
@@ -553,13 +577,62 @@ def build_parser() -> argparse.ArgumentParser:
         "stop after this many evaluations without improvement",
         type=int,
     )
-    train.add_argument(
+    parser.add_argument(
         "--set",
         action="append",
         default=[],
         metavar="NAME=VALUE",
         help="any TrainConfig field, typed as the field declares it (repeatable)",
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from clusterable.train.config import TrainConfig
+    from clusterable.train.run import RunSpec
+
+    spec_default, config_default = _defaults_of(RunSpec), _defaults_of(TrainConfig)
+    parser = argparse.ArgumentParser(
+        prog="clusterable",
+        description="Clustering-oriented deep metric learning.",
+        epilog="Run `clusterable VERB --help` for a verb's options and examples.",
+    )
+    parser.add_argument("--version", action="version", version=f"clusterable {__version__}")
+    verbs = parser.add_subparsers(dest="command", required=True, metavar="VERB")
+
+    def verb(name: str, help: str, example: str, handler: Any) -> argparse.ArgumentParser:
+        # `help` is %-formatted by argparse in the verb list, the description is printed as is.
+        sub = verbs.add_parser(
+            name, help=help, description=help.replace("%%", "%"), epilog=f"example: {example}"
+        )
+        sub.set_defaults(handler=handler)
+        if name in ("train", "tune"):
+            seed_help = f"seed of every random step (default: {config_default['seed']})"
+            sub.add_argument("--seed", type=int, default=None, help=seed_help)
+        else:
+            sub.add_argument(
+                "--seed", type=int, default=0, help="seed of random steps (default: %(default)s)"
+            )
+        return sub
+
+    demo = verb(
+        "demo",
+        "train every loss on the bundled digits, evaluate each, print and write one table",
+        "clusterable demo --quick --out /tmp/demo",
+        command_demo,
+    )
+    demo.add_argument("--out", default="reports/demo", help="report folder (default: %(default)s)")
+    demo.add_argument("--quick", action="store_true", help="a few epochs only (seconds)")
+
+    train = verb(
+        "train",
+        "train an embedding on a dataset with a loss; checkpoints, logs and test metrics. "
+        "Every setting has a default (below): `clusterable train` alone trains "
+        f"{spec_default['data']}/{spec_default['loss']} for {config_default['epochs']} epochs",
+        "clusterable train --data digits --loss lifted --loss-arg margin=1.0 --epochs 20",
+        command_train,
+    )
+
+    add_run_settings(train, spec_default, config_default)
     train.add_argument(
         "--out",
         help="run folder, absent or empty unless --resume or --overwrite (default: "
@@ -578,6 +651,49 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-progress",
         action="store_true",
         help="no progress bars (bars are shown only on a terminal; the line per epoch stays)",
+    )
+    train.add_argument(
+        "--report",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="write RUN/report.html at the end (clusterable report RUN)",
+    )
+
+    tune = verb(
+        "tune",
+        "search hyper-parameters by cross-validation on the training split (Optuna); resumes a "
+        "killed search; writes the best settings as a YAML file `train --config` takes",
+        "clusterable tune --data digits --loss msdnn --param sigma=log:0.001:1000 --trials 20",
+        command_tune,
+    )
+    add_run_settings(tune, spec_default, config_default)
+    tune.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=KIND:...",
+        help="a searched setting: NAME=log:LOW:HIGH, float:LOW:HIGH, int:LOW:HIGH or "
+        "choice:A,B,C (repeatable; or a `search:` mapping in --config); NAME a loss keyword, "
+        "a training setting or run.embedding_dim",
+    )
+    tune.add_argument("--trials", type=int, default=20, help="trials in all (default: %(default)s)")
+    tune.add_argument("--folds", type=int, default=3, help="folds (default: %(default)s)")
+    tune.add_argument(
+        "--protocol",
+        choices=("stratified", "class-disjoint"),
+        default="stratified",
+        help="stratified folds, or folds of whole classes for zero-shot protocols "
+        "(default: %(default)s)",
+    )
+    tune.add_argument(
+        "--metric",
+        default="map@r",
+        help="what to maximise: a key of the evaluation table or knn@K (default: %(default)s)",
+    )
+    tune.add_argument(
+        "--out",
+        help="folder of the study (study.db, best.yaml, search.png); a search found there "
+        "resumes (default: runs/tune-DATA-LOSS)",
     )
 
     evaluate = verb(

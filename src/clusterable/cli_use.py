@@ -15,31 +15,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from clusterable.train.run_folder import check_parent_writable
+
 #: The file ``clusterable embed`` writes beside its embeddings: which model made them.
 MODEL_IDENTITY = "model.json"
 
 #: ``assign`` prints one line per item up to this many items, a summary beyond.
 MAX_PRINTED_ITEMS = 50
-
-
-def check_writable(path: Path) -> None:
-    """Fail now, before long work, when ``path`` cannot be written."""
-    folder = path.parent
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as error:
-        raise ValueError(
-            f"cannot write {path} ({error.strerror or error}); choose another --out"
-        ) from None
 
 
 def write_model_identity(folder: Path, model_id: str, run: str, **where: str | None) -> None:
@@ -85,7 +73,7 @@ def command_index(args: argparse.Namespace) -> int:
     from clusterable.index import EmbeddingIndex
 
     out = Path(args.out)
-    check_writable(out)
+    check_parent_writable(out)
     embedder = _embedder(args.run)
     items = embedder.embed(args.data, split=args.split, root=args.root)
     print(f"embedded {len(items.ids)} items of {items.source} with {args.run}")
@@ -226,7 +214,7 @@ def command_export(args: argparse.Namespace) -> int:
     from clusterable.export import export_run
 
     out = Path(args.out)
-    check_writable(out)
+    check_parent_writable(out)
     path = export_run(args.run, out, args.format)
     print(f"wrote {path} and its description {path.name}.json (input, preprocessing, parity)")
     return 0
@@ -243,7 +231,7 @@ def command_report(args: argparse.Namespace) -> int:
         )
     out = Path(args.out) if args.out else None
     if out is not None:
-        check_writable(out)
+        check_parent_writable(out)
     if source.is_dir() and (source / "results.json").is_file():
         from clusterable.reproduce.report import ExperimentReport
 

@@ -122,8 +122,10 @@ def _embedding_sections(
     subclass_names: list[str] | None = None,
 ) -> list[Section]:
     """Per-class results, the map, retrieval and k-means clusters of labelled embeddings."""
-    table = evaluate_embeddings(embeddings, labels, ks=(1,), seed=seed, per_class=True)
     clusters = cluster.kmeans(embeddings, len(np.unique(labels)), seed=seed)
+    table = evaluate_embeddings(
+        embeddings, labels, clustering=clusters, ks=(1,), seed=seed, per_class=True
+    )
     rng = np.random.default_rng(seed)
     on_map = np.sort(rng.choice(len(labels), size=min(MAP_ITEMS, len(labels)), replace=False))
     return [

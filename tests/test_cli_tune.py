@@ -1,0 +1,50 @@
+"""clusterable tune: flags and a YAML search mapping, progress per trial, resume, best.yaml."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from clusterable.cli import main
+
+RUN = {
+    "data": "digits",
+    "loss": "contrastive",
+    "embedding_dim": 8,
+    "train": {"epochs": 1, "batch_size": 60, "items_per_class": 6},
+    "search": {"margin": {"log": [0.1, 2]}},
+}
+
+
+def test_a_search_from_yaml_and_flags_resumes_and_names_its_best(tmp_path, capsys):
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(RUN))
+    argv = ["tune", "--config", str(config), "--param", "lr=choice:1e-3,3e-3", "--folds", "2"]
+    out = tmp_path / "study"
+    assert main([*argv, "--trials", "2", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("searching lr in {0.001, 0.003}, margin log [0.1, 2]")
+    assert [line.split(":")[0] for line in printed[1:3]] == ["trial 1/2", "trial 2/2"]
+    assert printed[3].startswith("best: lr=") and "2 trials completed" in printed[3]
+
+    assert main([*argv, "--trials", "3", "--out", str(out)]) == 0  # one more trial
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[1] == f"resuming the search in {out}: 2 earlier trials kept"
+    assert printed[2].startswith("trial 3/3") and "3 trials completed" in printed[3]
+    best = yaml.safe_load((out / "best.yaml").read_text())
+    assert best["train"]["lr"] in (1e-3, 3e-3) and 0.1 <= best["loss_args"]["margin"] <= 2
+
+
+def test_train_refuses_a_file_with_a_search(tmp_path, capsys):
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(RUN))
+    with pytest.raises(SystemExit):
+        main(["train", "--config", str(config), "--out", str(tmp_path / "run")])
+    assert "run it with `clusterable tune --config`" in capsys.readouterr().err
+
+
+def test_a_bad_parameter_is_a_one_line_error(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["tune", "--data", "digits", "--param", "sigma=log:0:1", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert "a log range needs LOW > 0" in err and "Traceback" not in err
