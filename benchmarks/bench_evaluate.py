@@ -198,11 +198,36 @@ def bench_size(name: str, shape: tuple, seed: int, repeats: int, pml: bool) -> d
     return row
 
 
+def bench_aas(seed: int) -> None:
+    print("\n## clusterable.cluster.aas on 10,000 2-D points (goal < 3 s)")
+    try:
+        from clusterable.cluster import aas
+    except ImportError:
+        print("clusterable.cluster.aas is not yet available: not timed.")
+        return
+    from clusterable.evaluate import nmi
+
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(-20, 20, (10, 2))
+    truth = rng.integers(0, 10, 10_000)
+    points = centres[truth] + rng.standard_normal((10_000, 2))
+    aas(points[:500])  # warm-up: imports, faiss threads
+    start = time.perf_counter()
+    clusters = aas(points)
+    seconds = time.perf_counter() - start
+    found = len(set(clusters.tolist()) - {-1})
+    print(
+        f"aas: {seconds:.2f} s, {found} clusters, {(clusters == -1).sum()} noise, "
+        f"NMI vs the 10 generating Gaussians {100 * nmi(truth, clusters):.2f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", nargs="*", choices=list(SIZES), default=list(SIZES))
     parser.add_argument("--million", action="store_true", help="also 1,000,000 x 128 (ours)")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--aas", action="store_true", help="also time cluster.aas on 10,000 points")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--child", choices=["ours", "pml", "stages"], help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
@@ -234,6 +259,8 @@ def main() -> None:
                 f"| {r['name']} | {n:,} x {dim}, {classes:,} | {r['ours_s']:.1f} s | - | - | "
                 f"{r['ours_mb']:.0f} MB | - | {r['ours']['nmi']:.4f} | - | - |"
             )
+    if args.aas:
+        bench_aas(args.seed)
     stage_rows = [r for r in rows if r["stages"]]
     if stage_rows:
         names = list(stage_rows[0]["stages"])
