@@ -1,29 +1,29 @@
-"""Evaluation at Stanford-Online-Products scale: clusterable vs pytorch-metric-learning.
+"""Evaluation at every scale: clusterable's whole table against pytorch-metric-learning.
 
-Run (about 12 minutes on 2 cores; ``--quick`` takes under a minute)::
+Run (each size alone with ``--sizes``; the whole sweep takes tens of minutes on 2 shared cores)::
 
-    .venv/bin/python benchmarks/bench_evaluate.py [--quick] [--seed 0]
+    .venv/bin/python benchmarks/bench_evaluate.py [--sizes cub cars inshop 20k sop] [--million]
 
-Data: synthetic clustered embeddings of SOP's test-set shape (60,502 x 512, 11,316 classes, 2 + a
-multinomial share per class, about 5.3 items per class), class centres N(0, I), items centre +
-N(0, 2^2 I), seeded (Recall@1 near 80 %, like trained SOP embeddings).
+Data: seeded synthetic class-clustered embeddings, l2-normalised: class centres N(0, I), items
+centre + N(0, s^2 I), every class at least 2 items, the rest spread multinomially. The noise ``s``
+is set per size so that Recall@1 lands where trained models land on the real set (60-90 %); it
+is part of the data, not of either method.
 
-Each side runs in its own subprocess on the same saved arrays:
-- ours: ``clusterable.evaluate.evaluate_embeddings`` (the full table: Recall@1/10/100, precision@1,
-  MAP@R, R-precision, NMI, pairwise P/R/F1, Hungarian accuracy, ARI, V-measure, silhouette of
-  1,652 seeded items, each against all), with ``clusterable.cluster.kmeans`` set to the work
-  pytorch-metric-learning does (one restart, faiss random init, 20 Lloyd iterations);
+Each size and each side runs in its own subprocess on the same saved arrays, ours first, then
+pml, then ours and pml again (``--repeats``), so that both sides see the same load; the ratio of
+the medians is what counts on a shared machine, not the seconds.
+
+- ours: ``evaluate_embeddings(emb, labels, ks=(1, 10, 100))``: Recall@1/10/100, precision@1,
+  MAP@R, R-precision, NMI, pairwise P/R/F1, Hungarian accuracy, ARI, V-measure, silhouette;
 - pml: ``AccuracyCalculator(include=(precision_at_1, mean_average_precision_at_r, NMI),
-  k="max_bin_count")``: faiss ``IndexFlatL2`` kNN and ``faiss.Kmeans(niter=20)`` (random init,
-  one run, faiss's fixed default seed). Its default ``k=None`` would ask for all n neighbours (a
-  60,502^2 result, ~44 GB), so the documented ``max_bin_count`` is used.
+  k="max_bin_count")``: faiss ``IndexFlatL2`` kNN and ``faiss.Kmeans(niter=20)``.
 
-Memory: peak resident set size of each subprocess (``ru_maxrss`` from ``os.wait4``), and the RSS
-after imports and data loading, so the metric's own share is the difference.
-NMI differs between the two because the k-means runs differ (seeds, k-means init); precision@1 and
-MAP@R use the same definitions and must agree.
+Memory: peak resident set size of the whole child process (``ru_maxrss`` from ``os.wait4``).
+Stages: a third child runs each of our stages alone (kNN + retrieval, k-means seeding and
+iterations, contingency, Hungarian, silhouette) and prints their seconds.
 
-A last section times ``clusterable.cluster.aas`` on 10,000 2-D points (goal: under 3 s).
+``--million``: 1,000,000 x 128 with 1,000 classes, ours only (the kNN alone is ``n^2 d`` = 1.3e14
+multiply-adds: about an hour on 2 cores), time and peak RSS.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,23 +40,39 @@ from pathlib import Path
 
 import numpy as np
 
+#: name: (items, dimension, classes, noise).
+SIZES = {
+    "cub": (5_924, 512, 100, 3.5),
+    "cars": (8_131, 512, 98, 3.5),
+    "inshop": (14_218, 512, 3_985, 2.5),
+    "20k": (20_000, 128, 2_000, 1.5),
+    "sop": (60_502, 512, 11_316, 2.5),
+}
+MILLION = (1_000_000, 128, 1_000, 1.5)
+KS = (1, 10, 100)
 
-def make_data(n: int, classes: int, dim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """SOP-shaped clustered embeddings: every class has at least 2 items."""
+
+def make_data(
+    n: int, dim: int, classes: int, noise: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Class-clustered, l2-normalised float32 embeddings, every class at least 2 items."""
     rng = np.random.default_rng(seed)
     sizes = 2 + rng.multinomial(n - 2 * classes, np.full(classes, 1.0 / classes))
-    labels = np.repeat(np.arange(classes), sizes)
+    labels = rng.permutation(np.repeat(np.arange(classes), sizes))
+    emb = np.empty((n, dim), dtype=np.float32)
     centres = rng.standard_normal((classes, dim), dtype=np.float32)
-    emb = centres[labels] + 2.0 * rng.standard_normal((n, dim), dtype=np.float32)
-    perm = rng.permutation(n)
-    return np.ascontiguousarray(emb[perm]), labels[perm]
+    step = 65_536
+    for start in range(0, n, step):
+        part = labels[start : start + step]
+        block = centres[part] + noise * rng.standard_normal((part.size, dim), dtype=np.float32)
+        emb[start : start + step] = block / np.linalg.norm(block, axis=1, keepdims=True)
+    return emb, labels
 
 
 def run_ours(emb: np.ndarray, labels: np.ndarray, seed: int) -> dict[str, float]:
     from clusterable.evaluate import evaluate_embeddings
 
-    # The defaults: at this size kmeans takes one random-seeded restart of 20 iterations.
-    table = evaluate_embeddings(emb, labels, clustering="kmeans", ks=(1, 10, 100), seed=seed)
+    table = evaluate_embeddings(emb, labels, ks=KS, seed=seed)
     return {k: float(v) for k, v in table.items()}
 
 
@@ -72,22 +88,56 @@ def run_pml(emb: np.ndarray, labels: np.ndarray, seed: int) -> dict[str, float]:
     return calc.get_accuracy(torch.from_numpy(emb), torch.from_numpy(labels))
 
 
+def run_stages(emb: np.ndarray, labels: np.ndarray, seed: int) -> dict[str, float]:
+    """Seconds of each of our stages, run alone in the order evaluate_embeddings runs them."""
+    import torch
+
+    from clusterable.cluster.kmeans import _Frame, _lloyd, _seeds
+    from clusterable.evaluate._inputs import as_labels
+    from clusterable.evaluate.partition_metrics import contingency_table, hungarian_matching
+    from clusterable.evaluate.report import EVALUATION_KMEANS
+    from clusterable.evaluate.retrieval import retrieval_per_query
+    from clusterable.evaluate.silhouette import silhouette
+
+    out: dict[str, float] = {}
+    codes, classes = as_labels(labels, emb.shape[0])
+    clock = time.perf_counter()
+    retrieval_per_query(emb, codes, KS)
+    out["knn + retrieval"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    frame = _Frame(emb)
+    seeds = _seeds(frame, classes.size, EVALUATION_KMEANS["init"], np.random.default_rng(seed))
+    out["k-means seeding"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    clusters, _ = _lloyd(frame, seeds, EVALUATION_KMEANS["max_iter"], torch.device("cpu"))
+    out["k-means iterations"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    table = contingency_table(codes, clusters)
+    out["contingency"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    hungarian_matching(table)
+    out["hungarian"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    silhouette(emb, clusters, seed=seed)
+    out["silhouette"] = time.perf_counter() - clock
+    return out
+
+
 def child(side: str, data: str, seed: int) -> None:
-    """Run one side and print JSON: values, seconds, RSS before the metric (KB)."""
+    """Run one side and print JSON: values and seconds."""
     arrays = np.load(data)
     emb, labels = arrays["emb"], arrays["labels"]
-    run = run_ours if side == "ours" else run_pml
-    # Import everything the side needs before the clock starts and the RSS baseline is read.
-    if side == "ours":
+    run = {"ours": run_ours, "pml": run_pml, "stages": run_stages}[side]
+    # Import everything the side needs before the clock starts.
+    if side == "pml":
+        import pytorch_metric_learning.utils.accuracy_calculator  # noqa: F401
+    else:
         import clusterable.cluster
         import clusterable.evaluate  # noqa: F401
-    else:
-        import pytorch_metric_learning.utils.accuracy_calculator  # noqa: F401
-    base_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.perf_counter()
     values = run(emb, labels, seed)
     seconds = time.perf_counter() - start
-    print(json.dumps({"values": values, "seconds": seconds, "base_kb": base_kb}))
+    print(json.dumps({"values": values, "seconds": seconds}))
 
 
 def measure(side: str, data: Path, seed: int) -> dict:
@@ -98,12 +148,54 @@ def measure(side: str, data: Path, seed: int) -> dict:
     )
     out = proc.stdout.read()  # type: ignore[union-attr]
     _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{side} failed with exit code {proc.returncode}")
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{side} failed with exit status {status}")
     result = json.loads(out.strip().splitlines()[-1])
-    result["peak_kb"] = usage.ru_maxrss  # Linux: kilobytes
+    result["peak_mb"] = usage.ru_maxrss / 1024  # Linux: kilobytes
     return result
+
+
+def bench_size(name: str, shape: tuple, seed: int, repeats: int, pml: bool) -> dict:
+    n, dim, classes, noise = shape
+    emb, labels = make_data(n, dim, classes, noise, seed)
+    print(f"\n## {name}: {n:,} x {dim}, {classes:,} classes, noise {noise}", flush=True)
+    runs: dict[str, list[dict]] = {"ours": [], "pml": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "data.npz"
+        np.savez(data, emb=emb, labels=labels)
+        del emb
+        for _ in range(repeats):
+            for side in ("ours", "pml") if pml else ("ours",):
+                runs[side].append(measure(side, data, seed))
+                r = runs[side][-1]
+                print(f"  {side}: {r['seconds']:.1f} s, peak RSS {r['peak_mb']:.0f} MB", flush=True)
+        stages = measure("stages", data, seed)["values"] if pml else {}
+    ours = runs["ours"][0]["values"]
+    row = {
+        "name": name,
+        "shape": shape,
+        "ours_s": statistics.median(r["seconds"] for r in runs["ours"]),
+        "ours_mb": max(r["peak_mb"] for r in runs["ours"]),
+        "ours": ours,
+        "stages": stages,
+    }
+    if pml:
+        theirs = runs["pml"][0]["values"]
+        row.update(
+            pml_s=statistics.median(r["seconds"] for r in runs["pml"]),
+            pml_mb=max(r["peak_mb"] for r in runs["pml"]),
+            pml=theirs,
+            p1_diff=abs(ours["precision@1"] - theirs["precision_at_1"]),
+            map_diff=abs(ours["map@r"] - theirs["mean_average_precision_at_r"]),
+        )
+        print(
+            f"  ratio pml / ours {row['pml_s'] / row['ours_s']:.2f}x; NMI ours "
+            f"{ours['nmi']:.4f} pml {theirs['NMI']:.4f}; |precision@1 diff| {row['p1_diff']:.1e},"
+            f" |MAP@R diff| {row['map_diff']:.1e}; recall@1 {ours['recall@1']:.3f}",
+            flush=True,
+        )
+        print("  stages (s): " + ", ".join(f"{k} {v:.2f}" for k, v in stages.items()))
+    return row
 
 
 def bench_aas(seed: int) -> None:
@@ -132,67 +224,50 @@ def bench_aas(seed: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="6,000 x 128, 1,130 classes")
+    parser.add_argument("--sizes", nargs="*", choices=list(SIZES), default=list(SIZES))
+    parser.add_argument("--million", action="store_true", help="also 1,000,000 x 128 (ours)")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--aas", action="store_true", help="also time cluster.aas on 10,000 points")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--child", choices=["ours", "pml"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=["ours", "pml", "stages"], help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child, args.data, args.seed)
         return
-
-    n, classes, dim = (6_000, 1_130, 128) if args.quick else (60_502, 11_316, 512)
-    emb, labels = make_data(n, classes, dim, args.seed)
-    sizes = np.bincount(labels)
+    print(f"# bench_evaluate: seed {args.seed}, {os.cpu_count()} cpus, {args.repeats} repeats")
+    rows = [bench_size(s, SIZES[s], args.seed, args.repeats, True) for s in args.sizes]
+    if args.million:
+        rows.append(bench_size("million", MILLION, args.seed, 1, False))
     print(
-        f"# bench_evaluate: {n} x {dim}, {classes} classes ({sizes.mean():.2f} per class, "
-        f"{sizes.min()}..{sizes.max()}), seed {args.seed}, {os.cpu_count()} cpus"
+        "\n| set | n x d, classes | ours | pml | pml / ours | ours peak RSS | pml peak RSS "
+        "| NMI ours | NMI pml | precision@1, MAP@R equal |"
     )
-    with tempfile.TemporaryDirectory() as tmp:
-        data = Path(tmp) / "data.npz"
-        np.savez(data, emb=emb, labels=labels)
-        ours = measure("ours", data, args.seed)
-        pml = measure("pml", data, args.seed)
-
-    o, p = ours["values"], pml["values"]
-    print("\n## values (%)")
-    print(f"{'metric':<14}{'clusterable':>14}{'pml':>14}")
-    rows = [
-        ("recall@1", "recall@1", "precision_at_1"),
-        ("recall@10", "recall@10", None),
-        ("recall@100", "recall@100", None),
-        ("precision@1", "precision@1", "precision_at_1"),
-        ("map@r", "map@r", "mean_average_precision_at_r"),
-        ("r_precision", "r_precision", None),
-        ("nmi", "nmi", "NMI"),
-        ("precision", "precision", None),
-        ("recall", "recall", None),
-        ("f1", "f1", None),
-        ("accuracy", "accuracy", None),
-        ("ari", "ari", None),
-        ("v_measure", "v_measure", None),
-        ("silhouette", "silhouette", None),
-    ]
-    for name, ours_key, pml_key in rows:
-        theirs = f"{100 * p[pml_key]:.4f}" if pml_key else "-"
-        print(f"{name:<14}{100 * o[ours_key]:>14.4f}{theirs:>14}")
-    print(
-        f"precision@1 equal: {abs(o['precision@1'] - p['precision_at_1']) < 1e-12}; "
-        f"MAP@R equal: {abs(o['map@r'] - p['mean_average_precision_at_r']) < 1e-12}; "
-        "NMI differs by k-means run (seed and init), not by definition."
-    )
-
-    print("\n## time and memory (each side in its own subprocess)")
-    print(f"{'side':<14}{'seconds':>10}{'peak RSS MB':>14}{'RSS before MB':>15}{'metric MB':>11}")
-    for name, r in (("clusterable", ours), ("pml", pml)):
-        peak, base = r["peak_kb"] / 1024, r["base_kb"] / 1024
-        print(f"{name:<14}{r['seconds']:>10.1f}{peak:>14.0f}{base:>15.0f}{peak - base:>11.0f}")
-    print(
-        f"time ratio pml / clusterable: {pml['seconds'] / ours['seconds']:.2f} "
-        "(clusterable also computes Recall@10/100, R-precision, F1, Hungarian accuracy, ARI, "
-        "V-measure and silhouette)"
-    )
-    bench_aas(args.seed)
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        n, dim, classes, _ = r["shape"]
+        if "pml_s" in r:
+            equal = "yes" if max(r["p1_diff"], r["map_diff"]) <= 1e-6 else "NO"
+            print(
+                f"| {r['name']} | {n:,} x {dim}, {classes:,} | {r['ours_s']:.1f} s | "
+                f"{r['pml_s']:.1f} s | **{r['pml_s'] / r['ours_s']:.2f}x** | {r['ours_mb']:.0f} MB"
+                f" | {r['pml_mb']:.0f} MB | {r['ours']['nmi']:.4f} | {r['pml']['NMI']:.4f} | "
+                f"{equal} |"
+            )
+        else:
+            print(
+                f"| {r['name']} | {n:,} x {dim}, {classes:,} | {r['ours_s']:.1f} s | - | - | "
+                f"{r['ours_mb']:.0f} MB | - | {r['ours']['nmi']:.4f} | - | - |"
+            )
+    if args.aas:
+        bench_aas(args.seed)
+    stage_rows = [r for r in rows if r["stages"]]
+    if stage_rows:
+        names = list(stage_rows[0]["stages"])
+        print("\n| set | " + " | ".join(names) + " |")
+        print("|---|" + "---|" * len(names))
+        for r in stage_rows:
+            print(f"| {r['name']} | " + " | ".join(f"{r['stages'][k]:.2f} s" for k in names) + " |")
 
 
 if __name__ == "__main__":

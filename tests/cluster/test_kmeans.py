@@ -1,14 +1,16 @@
 """k-means: recovery, determinism, inertia against scikit-learn, input checks, small sets."""
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.cluster import KMeans
 from sklearn.datasets import make_blobs
-from sklearn.metrics import normalized_mutual_info_score
+from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
-from clusterable.cluster import kmeans
+from clusterable.cluster import ClusterCountWarning, kmeans
 
 
 def inertia(x: np.ndarray, labels: np.ndarray) -> float:
@@ -28,7 +30,7 @@ def test_same_seed_same_labels():
 @pytest.mark.parametrize("n,k,d", [(1000, 50, 32), (300, 10, 4)])
 def test_inertia_no_worse_than_sklearn(n, k, d):
     x, _ = make_blobs(n, d, centers=k, cluster_std=3.0, random_state=0)
-    ours = inertia(x, kmeans(x, k, seed=0, n_init=10))
+    ours = inertia(x, kmeans(x, k, seed=0, n_init=10, init="k-means++", max_iter=300))
     theirs = KMeans(k, n_init=10, random_state=0).fit(x).inertia_
     assert ours <= theirs * 1.01
 
@@ -88,3 +90,88 @@ def test_odd_inputs_give_labels_or_value_error(n, d, k, kind):
     labels = kmeans(x, k)
     assert labels.shape == (n,) and labels.dtype == np.int64
     assert labels.min() >= 0 and labels.max() < k
+
+
+# Twenty copies of one point and one copy each of five others: six distinct points.
+DUPLICATED = np.repeat(np.random.default_rng(0).normal(size=(6, 3)), [20, 1, 1, 1, 1, 1], axis=0)
+
+
+@pytest.mark.parametrize("init", ["random", "k-means++"])
+@pytest.mark.parametrize("seed", range(6))
+def test_duplicated_points_give_k_clusters_without_a_warning(init, seed):
+    # Random seeds land on copies of one point; its twin centroid must move, not stay empty.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ClusterCountWarning)
+        labels = kmeans(DUPLICATED, 6, seed=seed, init=init, n_init=1)
+    assert np.unique(labels).size == 6
+
+
+def test_fewer_distinct_points_than_k_warns_naming_them():
+    with pytest.warns(ClusterCountWarning, match="returned 6 clusters, not 7: .* only 6 distinct"):
+        labels = kmeans(DUPLICATED, 7)
+    assert np.unique(labels).size == 6
+
+
+@pytest.mark.parametrize("exponent", [-30, -25, 0, 19, 30])
+def test_float32_partition_does_not_depend_on_scale(exponent):
+    # At 1e19 the float32 squared distances overflow (faiss aborted the process); at 1e-25 they
+    # vanish (one cluster came back).
+    rng = np.random.default_rng(0)
+    x = (np.repeat(10.0 * np.eye(3, 4), 8, axis=0) + rng.normal(0.0, 0.3, (24, 4))).astype(
+        np.float32
+    )
+    scaled = (x.astype(np.float64) * 10.0**exponent).astype(np.float32)
+    assert adjusted_rand_score(kmeans(scaled, 3), np.repeat(np.arange(3), 8)) == 1.0
+
+
+def test_far_from_the_origin_float64_is_clustered_like_at_the_origin():
+    x, y = make_blobs(300, 8, centers=5, cluster_std=0.5, random_state=0)
+    assert adjusted_rand_score(kmeans(x + 1e9, 5), y) == 1.0
+
+
+@pytest.mark.parametrize("init", ["random", "k-means++"])
+def test_result_is_a_lloyd_fixed_point(init):
+    # Stopped because no assignment changed: each point is nearest its own cluster's mean.
+    x, _ = make_blobs(800, 16, centers=40, cluster_std=2.0, random_state=2)
+    labels = kmeans(x, 40, seed=0, init=init, n_init=1, max_iter=500)
+    means = np.stack([x[labels == c].mean(0) for c in range(40)])
+    nearest = ((x[:, None, :] - means[None]) ** 2).sum(-1).argmin(1)
+    assert np.array_equal(nearest, labels)
+
+
+def test_one_random_restart_is_as_good_as_pml_faiss_kmeans():
+    # The evaluation's k-means (one random restart, 20 iterations at most) against
+    # pytorch-metric-learning's faiss.Kmeans(niter=20), on many small clusters.
+    faiss = pytest.importorskip("faiss")
+    x, _ = make_blobs(3000, 32, centers=300, cluster_std=2.0, random_state=0)
+    x = x.astype(np.float32)
+    ours = inertia(x, kmeans(x, 300, seed=0, init="random", n_init=1, max_iter=20))
+    reference = faiss.Kmeans(32, 300, niter=20, seed=1234)
+    reference.train(x)
+    theirs = inertia(x, reference.index.search(x, 1)[1][:, 0])
+    assert ours <= theirs * 1.01
+
+
+def test_device_none_picks_cuda_only_when_torch_sees_it(monkeypatch):
+    import torch
+
+    from clusterable.cluster.kmeans import default_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert default_device() == torch.device("cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert default_device() == torch.device("cuda")
+
+
+def test_torch_back_end_gives_the_faiss_partition():
+    # The code path a GPU takes, run on the CPU.
+    x, _ = make_blobs(500, 8, centers=10, cluster_std=1.0, random_state=0)
+    labels = kmeans(x, 10, seed=0, n_init=1)
+    import torch
+
+    from clusterable.cluster.kmeans import _Frame, _lloyd, _seeds
+
+    frame = _Frame(np.asarray(x, dtype=np.float32))
+    seeds = _seeds(frame, 10, "k-means++", np.random.default_rng(0))
+    via_torch, _ = _lloyd(frame, seeds, 50, torch.device("cpu"), backend="torch")
+    assert adjusted_rand_score(labels, via_torch) == 1.0

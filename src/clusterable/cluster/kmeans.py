@@ -1,17 +1,211 @@
-"""k-means with faiss: k-means++ seeding, Lloyd iterations in faiss, best of several restarts."""
+"""k-means (Lloyd) with exact nearest-centroid assignments, stopped when they stop changing.
+
+By default the best of 10 restarts, each seeded by greedy k-means++ and run for at most 50 Lloyd
+iterations, stopped as soon as no assignment changes: the robust choice for a few
+well-separated groups. `clusterable.evaluate.evaluate_embeddings` asks for one restart seeded on
+``k`` distinct random points and at most 20 iterations (pytorch-metric-learning's evaluation runs
+one faiss k-means of 20), chosen by measurement (``benchmarks/README.md``): at the class counts of
+retrieval test sets it gives as good a partition as pytorch-metric-learning's, stops after 4
+iterations at 60,502 points and 11,316 clusters, and skips k-means++ seeding, whose ``k``
+sequential steps took longer than the whole clustering at large ``k``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Literal
 
-import faiss
 import numpy as np
-from sklearn.cluster import kmeans_plusplus
+import torch
+from scipy import sparse
 
-from clusterable.cluster._validation import check_n_clusters, check_points
+from clusterable.cluster._validation import check_n_clusters, check_points, warn_cluster_count
 
-#: ``n * k`` above which :func:`kmeans` defaults to one random-seeded restart of 20 iterations.
-LARGE_PROBLEM = 50_000_000
+#: Lloyd iterations (assignments) at most, and restarts, by default.
+MAX_ITER = 50
+N_INIT = 10
+
+#: Elements per block of points: bounds the ``(block, k)`` distances of the torch back end and
+#: the float64 copies of rescaled blocks.
+_BLOCK_ELEMENTS = 1 << 24
+
+
+def default_device() -> torch.device:
+    """CUDA when torch sees a GPU, else the CPU."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class _Frame:
+    """The points as float32 the assignments can trust, produced block by block.
+
+    k-means is invariant to translating and scaling all points by one factor; its float32
+    arithmetic is not: squared distances overflow near 1e19 and vanish near 1e-25, and
+    ``|x|^2 + |c|^2 - 2 x.c`` cancels far from the origin. Points that are float32 already, of
+    moderate size (`SAFE_PEAK`) and not far from the origin relative to their spread
+    (`SAFE_OFFSET`), are used as they are (no copy); any others are centred and scaled into
+    ``[-1, 1]`` block by block when used, so no second ``(n, d)`` array is held.
+    """
+
+    #: Largest absolute values used without rescaling: squares stay far from float32's limits.
+    SAFE_PEAK = (1e-8, 1e8)
+    #: Largest centre offset, in units of the spread, used without rescaling: the cancellation
+    #: error stays below ``1e-7 * 100 = 1e-5`` of a squared distance.
+    SAFE_OFFSET = 10.0
+
+    def __init__(self, points: np.ndarray) -> None:
+        self.points = points
+        peak = float(np.abs(points).max())
+        self.peak = peak if peak > 0 else 1.0
+        centre = np.zeros(points.shape[1])
+        for start, stop in self._chunks():
+            centre += (points[start:stop] / self.peak).sum(axis=0, dtype=np.float64)
+        self.centre = centre / points.shape[0]  # (d,)
+        spread = 0.0
+        for start, stop in self._chunks():
+            spread = max(spread, float(np.abs(points[start:stop] / self.peak - self.centre).max()))
+        self.spread = spread if spread > 0 else 1.0
+        self.identity = (
+            points.dtype == np.float32
+            and self.SAFE_PEAK[0] <= peak <= self.SAFE_PEAK[1]
+            and float(np.abs(self.centre).max()) <= self.SAFE_OFFSET * self.spread
+        )
+
+    def _chunks(self) -> Iterator[tuple[int, int]]:
+        n, d = self.points.shape
+        step = max(1, _BLOCK_ELEMENTS // (8 * d))
+        for start in range(0, n, step):
+            yield start, min(start + step, n)
+
+    def blocks(self) -> Iterator[tuple[int, int]]:
+        """Row ranges to work on: all at once when the points are used as they are."""
+        if self.identity:
+            yield 0, self.points.shape[0]
+        else:
+            yield from self._chunks()
+
+    def rows(self, index: np.ndarray | slice) -> np.ndarray:
+        """Rows of the points in the working frame, ``(m, d)`` float32."""
+        if self.identity:
+            return self.points[index]
+        block = self.points[index].astype(np.float64) / self.peak
+        return ((block - self.centre) / self.spread).astype(np.float32)
+
+
+def _nearest(
+    frame: _Frame, centroids: np.ndarray, device: torch.device, backend: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Nearest centroid of every point and its squared distance, ``(n,)`` int64 and float64.
+
+    ``backend`` ``"faiss"`` (CPU) or ``"torch"`` (any device, blocks of `_BLOCK_ELEMENTS`).
+    """
+    n = frame.points.shape[0]
+    labels = np.empty(n, dtype=np.int64)
+    squared = np.empty(n, dtype=np.float64)
+    if backend == "faiss":
+        import faiss
+
+        index = faiss.IndexFlatL2(centroids.shape[1])
+        index.add(centroids)
+        for start, stop in frame.blocks():
+            dist, nearest = index.search(frame.rows(slice(start, stop)), 1)
+            labels[start:stop], squared[start:stop] = nearest[:, 0], dist[:, 0]
+        return labels, np.maximum(squared, 0.0)
+    cents = torch.from_numpy(centroids).to(device)
+    cent_sq = (cents * cents).sum(1)  # (k,)
+    step = max(1, _BLOCK_ELEMENTS // centroids.shape[0])
+    for start in range(0, n, step):
+        block = torch.from_numpy(frame.rows(slice(start, start + step))).to(device)  # (b, d)
+        # |x - c|^2 = |x|^2 + |c|^2 - 2 x.c; the row's own |x|^2 does not change the argmin.
+        partial = cent_sq - 2.0 * (block @ cents.T)  # (b, k)
+        value, nearest = partial.min(dim=1)
+        stop = start + block.shape[0]
+        labels[start:stop] = nearest.cpu().numpy()
+        squared[start:stop] = (value + (block * block).sum(1)).double().cpu().numpy()
+    return labels, np.maximum(squared, 0.0)
+
+
+def _means(frame: _Frame, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(k, d)`` float32 member means and ``(k,)`` member counts."""
+    sums = np.zeros((k, frame.points.shape[1]), dtype=np.float32)
+    for start, stop in frame.blocks():
+        # A (k, b) 0/1 matrix: the sparse product sums each cluster's rows in index order.
+        members = sparse.csr_matrix(
+            (
+                np.ones(stop - start, dtype=np.float32),
+                (labels[start:stop], np.arange(stop - start)),
+            ),
+            shape=(k, stop - start),
+        )
+        sums += members @ frame.rows(slice(start, stop))
+    counts = np.bincount(labels, minlength=k)
+    return sums / np.maximum(counts, 1)[:, None].astype(np.float32), counts
+
+
+def _relocate(frame: _Frame, centroids: np.ndarray, empty: np.ndarray, squared: np.ndarray) -> int:
+    """Move each empty centroid onto a distinct point far from its own centroid; return how many.
+
+    A point at positive distance from every centroid joins the centroid put on it at the next
+    assignment, so the cluster is no longer empty. With fewer distinct points than clusters there
+    may be too few such points: those centroids stay where they are.
+    """
+    order = np.argsort(-squared, kind="stable")
+    far = order[squared[order] > 0]
+    wanted = empty.size
+    take = min(far.size, 2 * wanted)
+    while True:
+        rows = frame.rows(far[:take])
+        _, first = np.unique(rows, axis=0, return_index=True)
+        distinct = np.sort(first)[:wanted]
+        if distinct.size == wanted or take == far.size:
+            break
+        take = min(far.size, 2 * take)
+    centroids[empty[: distinct.size]] = rows[distinct]
+    return int(distinct.size)
+
+
+def _lloyd(
+    frame: _Frame,
+    seeds: np.ndarray,
+    max_iter: int,
+    device: torch.device,
+    backend: str | None = None,
+) -> tuple[np.ndarray, float]:
+    """Lloyd iterations from ``seeds`` ``(k, d)``; labels of the last assignment and its inertia.
+
+    Assignments run in faiss on the CPU and in torch on any other device (``backend`` overrides).
+    """
+    backend = backend or ("faiss" if device.type == "cpu" else "torch")
+    centroids = seeds
+    k = centroids.shape[0]
+    previous = None
+    iteration = 0
+    while True:
+        labels, squared = _nearest(frame, centroids, device, backend)
+        iteration += 1
+        counts = np.bincount(labels, minlength=k)
+        empty = np.flatnonzero(counts == 0)
+        # An empty cluster is moved, whatever the budget, as long as a distinct point is free for
+        # it: the inertia falls at each move, so this ends.
+        if empty.size and iteration < 2 * max_iter and _relocate(frame, centroids, empty, squared):
+            previous = None
+            continue
+        if iteration >= max_iter or (previous is not None and np.array_equal(labels, previous)):
+            return labels, float(squared.sum())
+        previous = labels
+        means, counts = _means(frame, labels, k)
+        centroids = np.where(counts[:, None] > 0, means, centroids)
+
+
+def _seeds(frame: _Frame, k: int, init: str, rng: np.random.Generator) -> np.ndarray:
+    """``(k, d)`` initial centroids: ``k`` distinct random points, or greedy k-means++."""
+    n = frame.points.shape[0]
+    if init == "random":
+        return frame.rows(np.sort(rng.choice(n, k, replace=False)))
+    from sklearn.cluster import kmeans_plusplus
+
+    points = frame.rows(slice(None))
+    centroids, _ = kmeans_plusplus(points, k, random_state=int(rng.integers(2**31 - 1)))
+    return np.ascontiguousarray(centroids, dtype=np.float32)
 
 
 def kmeans(
@@ -19,43 +213,43 @@ def kmeans(
     k: int,
     seed: int = 0,
     *,
-    n_init: int | None = None,
-    max_iter: int | None = None,
-    init: Literal["k-means++", "random"] | None = None,
+    n_init: int = N_INIT,
+    max_iter: int = MAX_ITER,
+    init: Literal["k-means++", "random"] = "k-means++",
+    device: torch.device | str | None = "cpu",
 ) -> np.ndarray:
-    """Partition points into ``k`` clusters with k-means (Lloyd): the restart of least inertia wins.
+    """Partition points into ``k`` clusters with k-means (Lloyd); the restart of least inertia wins.
 
-    Each restart is seeded with k-means++ (Arthur & Vassilvitskii, 2007), then refined by
-    ``max_iter`` Lloyd iterations in faiss. faiss's own random initialisation is kept as
-    ``init="random"`` for very large ``k`` (e.g. 11,316 classes of Stanford Online Products), where
-    k-means++ seeding costs O(n k d log k) per restart; with few restarts it lands at a noticeably
-    higher inertia than k-means++ (about 25 % higher at n=5,000, k=100 on Gaussian blobs).
+    Each restart seeds the centroids on ``k`` distinct random points (or with k-means++), then
+    alternates exact nearest-centroid assignments and member means until no assignment changes or
+    ``max_iter`` assignments were made. An empty cluster's centroid is moved onto a distinct point
+    far from its own centroid, so ``k`` clusters come back whenever ``x`` holds ``k`` distinct
+    points; with fewer, a :class:`~clusterable.cluster.ClusterCountWarning` says so.
 
-    faiss subsamples the training set to 256 points per centroid and warns below 39 points per
-    centroid; both limits are lifted here so that every point is used and small sets (down to
-    ``n == k``) are clustered exactly. Below about 1,000 points faiss and scikit-learn's ``KMeans``
-    take the same time (tens of milliseconds), so there is no separate small-set code path.
+    The work is done on the points centred and scaled into ``[-1, 1]`` (the partition does not
+    change; float32 arithmetic no longer overflows or underflows at any finite scale), block by
+    block, so memory beyond ``x`` is ``O(k d)`` plus fixed blocks.
 
     Parameters
     ----------
     x : array-like of shape (n, d)
-        Points (numpy array or torch tensor). Converted to C-contiguous float32 for faiss.
+        Points (numpy array or torch tensor), any finite real values; distances are float32.
     k : int
         Number of clusters, ``1 <= k <= n``.
     seed : int
-        Seed of every random step (k-means++ draws and faiss); the same seed gives the same labels.
-    n_init : int, optional
-        Number of restarts; the one with the lowest inertia (sum of squared distances to the
-        nearest centroid) wins. Default 10, or 1 for a large problem (see below).
-    max_iter : int, optional
-        Lloyd iterations per restart (faiss runs a fixed number, it has no tolerance test).
-        Default 50, or 20 for a large problem.
-    init : {"k-means++", "random"}, optional
-        Seeding of each restart. Default k-means++, or faiss's random seeding for a large problem.
-
-    A problem is large when ``n * k`` exceeds :data:`LARGE_PROBLEM` (Stanford Online Products:
-    60,502 x 11,316); its defaults are one random-seeded restart of 20 iterations, the work that
-    pytorch-metric-learning's evaluation does, which keeps the whole table within minutes.
+        Seed of every random step; the same seed gives the same labels.
+    n_init : int
+        Restarts; the one whose final assignment has the lowest inertia wins.
+    max_iter : int
+        Assignments per restart at most.
+    init : {"random", "k-means++"}
+        Greedy k-means++ (scikit-learn's ``kmeans_plusplus``: ``2 + log k`` candidates per seed,
+        ``O(n k d log k)`` sequential work), the robust choice for a few well-separated groups;
+        or ``k`` distinct random points, which costs nothing and, at the class counts of
+        retrieval test sets, gives as good a partition (what `evaluate_embeddings` uses).
+    device : torch.device or str, optional
+        Where the assignments run: ``"cpu"`` (faiss), a CUDA device (torch), or None for CUDA when
+        available (see `default_device`).
 
     Returns
     -------
@@ -65,7 +259,8 @@ def kmeans(
     Raises
     ------
     ValueError
-        If ``x`` is not 2-D, holds NaN or infinite values, or ``k`` is not in ``[1, n]``.
+        If ``x`` is not 2-D, holds NaN or infinite values, or ``k``, ``n_init``, ``max_iter`` or
+        ``init`` is out of range.
 
     References
     ----------
@@ -81,40 +276,39 @@ def kmeans(
     >>> len(set(labels[:5])), len(set(labels[5:])), labels[0] != labels[5]
     (1, 1, True)
     """
-    points = check_points(x, dtype=np.float32)
-    n, d = points.shape
+    points = check_points(x, dtype=np.float64 if _is_float64(x) else np.float32)
+    n = points.shape[0]
     k = check_n_clusters(k, n)
-    large = n * k > LARGE_PROBLEM
-    n_init = n_init if n_init is not None else 1 if large else 10
-    max_iter = max_iter if max_iter is not None else 20 if large else 50
-    init = init if init is not None else "random" if large else "k-means++"
-    if n_init < 1 or max_iter < 1:
-        raise ValueError(f"n_init and max_iter must be >= 1, got {n_init} and {max_iter}")
-    if init not in ("k-means++", "random"):
-        raise ValueError(f"init must be 'k-means++' or 'random', got {init!r}")
+    for name, value in (("n_init", n_init), ("max_iter", max_iter)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if init not in ("random", "k-means++"):
+        raise ValueError(f"init must be 'random' or 'k-means++', got {init!r}")
+    device = default_device() if device is None else torch.device(device)
     if k == 1:
         return np.zeros(n, dtype=np.int64)
 
-    restart_seeds = np.random.default_rng(seed).integers(0, 2**31 - 1, size=n_init)
+    frame = _Frame(points)
+    rng = np.random.default_rng(seed)
     best_labels, best_inertia = None, np.inf
-    for restart_seed in restart_seeds:
-        clustering = faiss.Kmeans(
-            d,
-            k,
-            niter=max_iter,
-            seed=int(restart_seed),
-            min_points_per_centroid=1,
-            max_points_per_centroid=n,
-            verbose=False,
-        )
-        if init == "k-means++":
-            centroids, _ = kmeans_plusplus(points, k, random_state=int(restart_seed))
-            clustering.train(points, init_centroids=np.ascontiguousarray(centroids))
-        else:
-            clustering.train(points)
-        # Inertia of the final centroids (faiss's `obj` lags one update behind).
-        squared_distances, nearest = clustering.index.search(points, 1)
-        inertia = float(squared_distances.sum(dtype=np.float64))
+    for _ in range(n_init):
+        labels, inertia = _lloyd(frame, _seeds(frame, k, init, rng), max_iter, device)
         if inertia < best_inertia:
-            best_labels, best_inertia = nearest[:, 0], inertia
-    return best_labels.astype(np.int64)
+            best_labels, best_inertia = labels, inertia
+    found = int(np.unique(best_labels).size)
+    if found < k:
+        distinct = np.unique(points, axis=0).shape[0]
+        if distinct < k:
+            noun = "point" if distinct == 1 else "points"
+            reason = f"the {n} points hold only {distinct} distinct {noun}"
+        else:
+            reason = (
+                f"{k - found} centroid(s) kept no point after {2 * max_iter} assignments; raise "
+                "max_iter"
+            )
+        warn_cluster_count("kmeans", found, k, reason)
+    return best_labels
+
+
+def _is_float64(x: object) -> bool:
+    return str(getattr(x, "dtype", "")) in ("float64", "torch.float64")

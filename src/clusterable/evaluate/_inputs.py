@@ -28,7 +28,8 @@ def to_numpy(x: Any, name: str) -> np.ndarray:
 
 
 def as_embeddings(x: Any, name: str = "emb") -> np.ndarray:
-    """Embeddings as a C-contiguous float32 ``(n, d)`` array with finite values.
+    """Embeddings as a C-contiguous ``(n, d)`` array with finite values: float64 stays float64,
+    every other type becomes float32 (so a float64 set is ranked at float64 resolution).
 
     Raises
     ------
@@ -47,7 +48,7 @@ def as_embeddings(x: Any, name: str = "emb") -> np.ndarray:
         )
     if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
         raise ValueError(f"{name} must hold real numbers, got dtype {arr.dtype}.")
-    arr = np.ascontiguousarray(arr, dtype=np.float32)
+    arr = np.ascontiguousarray(arr, dtype=np.float64 if arr.dtype == np.float64 else np.float32)
     bad = ~np.isfinite(arr).all(axis=1)
     if bad.any():
         rows = np.flatnonzero(bad)

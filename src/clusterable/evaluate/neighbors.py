@@ -9,6 +9,10 @@ exactly (float64, ``sum (q - r)^2``) by code shared by both back ends. Every row
 
 Self-matches are removed by index, never by assuming the query comes first: with duplicates, the
 query's twin can legitimately be returned at distance 0 ahead of it.
+
+float64 embeddings are ranked at float64 resolution: the search runs on the points centred on the
+reference mean and rounded to float32 (so points far from the origin keep their differences), and
+every candidate is then re-scored exactly in float64 from the unrounded centred points.
 """
 
 from __future__ import annotations
@@ -63,7 +67,38 @@ def _normalise_for(x: np.ndarray, metric: str, name: str) -> np.ndarray:
             f"{name} row {row} is all zeros and has no direction for cosine distance; "
             "drop it or use metric='euclidean'."
         )
-    return np.ascontiguousarray(x / norms, dtype=np.float32)
+    return np.ascontiguousarray(x / norms, dtype=x.dtype)
+
+
+def _resolve(backend: str) -> str:
+    if backend == "auto":
+        return "faiss" if faiss_available() else "torch"
+    if backend not in ("faiss", "torch"):
+        raise ValueError(f"backend must be 'auto', 'faiss' or 'torch', got {backend!r}.")
+    return backend
+
+
+def query_chunk(n_ref: int, backend: Backend = "auto", chunk_size: int | None = None) -> int:
+    """Queries per chunk of `iter_knn` for ``n_ref`` references."""
+    if chunk_size is None:
+        return _FAISS_CHUNK if _resolve(backend) == "faiss" else max(1, _TORCH_BLOCK // n_ref)
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)):
+        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
+    return int(chunk_size)
+
+
+def shard_rows(
+    n_query: int,
+    n_ref: int,
+    shard: tuple[int, int],
+    backend: Backend = "auto",
+    chunk_size: int | None = None,
+) -> np.ndarray:
+    """``(n_query,)`` mask of the queries `iter_knn` searches for ``shard = (rank, world)``."""
+    chunk = query_chunk(n_ref, backend, chunk_size)
+    return (np.arange(n_query) // chunk) % shard[1] == shard[0]
 
 
 def _faiss_searcher(reference: np.ndarray) -> Any:
@@ -112,6 +147,7 @@ def iter_knn(
     metric: Metric = "euclidean",
     backend: Backend = "auto",
     chunk_size: int | None = None,
+    shard: tuple[int, int] = (0, 1),
 ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """Exact k nearest neighbours, yielded one chunk of queries at a time.
 
@@ -131,13 +167,16 @@ def iter_knn(
     chunk_size : int, optional
         Queries per chunk. Memory beyond the inputs is ``O(chunk_size * (k + n))`` for the torch
         back end and ``O(chunk_size * k)`` plus faiss's own fixed blocks for faiss.
+    shard : tuple of int
+        ``(rank, world_size)``: search only the chunks ``i`` with ``i % world_size == rank``, so
+        that ``world_size`` processes share one search (see `clusterable.evaluate.sharded`).
 
     Yields
     ------
     start : int
         Index of the chunk's first query.
     distances : numpy.ndarray
-        ``(c, k)`` float32, ascending.
+        ``(c, k)`` ascending; float64 when either input is float64, else float32.
     indices : numpy.ndarray
         ``(c, k)`` int64 reference rows; equal distances are ordered by index.
     """
@@ -155,45 +194,49 @@ def iter_knn(
         )
     n_ref = ref.shape[0]
     check_k(k, n_ref - int(exclude_self), "k")
-    if backend == "auto":
-        backend = "faiss" if faiss_available() else "torch"
-    if backend == "faiss":
-        search = _faiss_searcher(ref)
-        default_chunk = _FAISS_CHUNK
-    elif backend == "torch":
-        search = _torch_searcher(ref)
-        default_chunk = max(1, _TORCH_BLOCK // n_ref)
-    else:
-        raise ValueError(f"backend must be 'auto', 'faiss' or 'torch', got {backend!r}.")
-    chunk = default_chunk if chunk_size is None else int(chunk_size)
-    if chunk < 1:
-        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
+    exact = None
+    if q.dtype == np.float64 or ref.dtype == np.float64:
+        centre = ref.mean(axis=0, dtype=np.float64)  # (d,)
+        q_exact = q.astype(np.float64) - centre
+        ref_exact = q_exact if exclude_self else ref.astype(np.float64) - centre
+        exact = (q_exact, ref_exact)
+        q = q_exact.astype(np.float32)
+        ref = q if exclude_self else ref_exact.astype(np.float32)
+    backend = _resolve(backend)
+    chunk = query_chunk(n_ref, backend, chunk_size)
+    search = _faiss_searcher(ref) if backend == "faiss" else _torch_searcher(ref)
 
     kept = k + int(exclude_self)  # the self-match takes one candidate slot
     kk = min(kept + TIE_PAD, n_ref)
     ref_sq_max = float(np.einsum("nd,nd->n", ref, ref).max())
-    for start in range(0, q.shape[0], chunk):
+    rank, world = shard
+    for start in range(rank * chunk, q.shape[0], world * chunk):
         qc = q[start : start + chunk]
         sq, idx = search(qc, kk)
         keys = sq.astype(np.float64)
-        tol = NEAR_TIE_RTOL * (np.einsum("cd,cd->c", qc, qc).astype(np.float64) + ref_sq_max)
-        # Only the two candidates on either side of a near-tied gap are re-scored: every other
-        # gap exceeds twice the rounding error, so those pairs already compare in the true order.
-        # All kk candidates are checked, so a run of ties reaching past place k is re-scored whole.
-        near_gap = np.diff(keys, axis=1) <= tol[:, None]  # (c, kk - 1)
-        rescore = np.zeros(keys.shape, dtype=bool)
-        rescore[:, :-1] |= near_gap
-        rescore[:, 1:] |= near_gap
-        rows, cols = np.nonzero(rescore)
-        if rows.size:
-            keys[rows, cols] = _rescore(qc, ref, rows, idx[rows, cols])
+        if exact is not None:
+            rows, cols = np.indices(keys.shape).reshape(2, -1)
+            keys[rows, cols] = _rescore(exact[0][start:], exact[1], rows, idx[rows, cols])
+        else:
+            # Only the two candidates on either side of a near-tied gap are re-scored: every
+            # other gap exceeds twice the rounding error, so those pairs already compare in the
+            # true order. All kk candidates are checked, so a run of ties reaching past place k
+            # is re-scored whole.
+            tol = NEAR_TIE_RTOL * (np.einsum("cd,cd->c", qc, qc).astype(np.float64) + ref_sq_max)
+            near_gap = np.diff(keys, axis=1) <= tol[:, None]  # (c, kk - 1)
+            rescore = np.zeros(keys.shape, dtype=bool)
+            rescore[:, :-1] |= near_gap
+            rescore[:, 1:] |= near_gap
+            rows, cols = np.nonzero(rescore)
+            if rows.size:
+                keys[rows, cols] = _rescore(qc, ref, rows, idx[rows, cols])
         if exclude_self:
             keys[idx == (start + np.arange(qc.shape[0]))[:, None]] = np.inf
         order = np.lexsort((idx, keys), axis=-1)[:, :k]  # by distance, then by index
         keys = np.take_along_axis(keys, order, axis=1)
         idx = np.take_along_axis(idx, order, axis=1)
         dist = np.sqrt(keys) if metric == "euclidean" else keys / 2.0  # |a-b|^2 = 2 - 2 cos
-        yield start, dist.astype(np.float32), idx
+        yield start, dist.astype(np.float32 if exact is None else np.float64), idx
 
 
 def knn_search(

@@ -16,7 +16,7 @@ from clusterable.evaluate._inputs import (
     require_classes,
     to_numpy,
 )
-from clusterable.evaluate.neighbors import Metric
+from clusterable.evaluate.neighbors import Metric, shard_rows
 from clusterable.evaluate.partition_metrics import (
     ari_from_table,
     contingency_table,
@@ -26,7 +26,20 @@ from clusterable.evaluate.partition_metrics import (
     v_measure_from_table,
 )
 from clusterable.evaluate.retrieval import retrieval_per_query
+from clusterable.evaluate.sharded import combine_rows, gather_shards, group_shape
 from clusterable.evaluate.silhouette import silhouette
+
+#: k-means settings of the evaluation, chosen by measurement (``benchmarks/README.md``): one
+#: restart of at most 20 Lloyd iterations (the work pytorch-metric-learning's evaluation does),
+#: stopped when no assignment changes, seeded on ``k`` distinct random points.
+EVALUATION_KMEANS = {"init": "random", "n_init": 1, "max_iter": 20}
+
+#: Up to this many clusters the evaluation seeds k-means with greedy k-means++ instead: random
+#: seeds often put two centroids in one of a few well-separated groups and none in another,
+#: which Lloyd iterations cannot undo, while k-means++ seeding costs at most a few iterations'
+#: work here. Above, random seeds gave as good a partition at every size of the sweep, where
+#: k-means++ seeding (``k`` sequential steps) took longer than the whole clustering.
+KMEANS_PP_MAX_CLUSTERS = 64
 
 #: `clustering` names and the `clusterable.cluster` function each calls.
 CLUSTERINGS = {
@@ -57,6 +70,9 @@ def partition(
 
     fn = getattr(cluster, CLUSTERINGS[clustering])
     kwargs = dict(cluster_kwargs or {})
+    if clustering == "kmeans":
+        init = "k-means++" if n_clusters <= KMEANS_PP_MAX_CLUSTERS else "random"
+        kwargs = {**EVALUATION_KMEANS, "init": init, **kwargs}
     if clustering == "aas":
         return to_numpy(fn(x, **kwargs), "clusters")
     if CLUSTERINGS[clustering] == "affinity_propagation":
@@ -96,6 +112,7 @@ def evaluate_embeddings(
     metric: Metric = "euclidean",
     silhouette_sample: int | Literal["auto"] | None = "auto",
     cluster_kwargs: Mapping[str, Any] | None = None,
+    process_group: Any = None,
 ) -> dict[str, Any]:
     """Every retrieval and clustering metric of an embedding, each expensive step done once.
 
@@ -130,8 +147,14 @@ def evaluate_embeddings(
     silhouette_sample : int, "auto" or None
         Items whose silhouette is averaged (see `clusterable.evaluate.silhouette`); ``"auto"`` is
         exact up to 10,000 items; ``None`` for all items.
+    process_group : torch.distributed.ProcessGroup or True, optional
+        Evaluate the set whose shards the ranks of this group hold (``True``: the default
+        group): ``emb`` and ``labels`` are this rank's shard, the set is the shards in rank order,
+        and every rank returns the table of the whole set, exactly the single-process one. The
+        kNN search is split between the ranks (see `clusterable.evaluate.sharded`).
     cluster_kwargs : mapping, optional
-        Extra keyword arguments for the clustering function (e.g. ``{"n_init": 1}`` for k-means).
+        Extra keyword arguments for the clustering function; for k-means they update
+        `EVALUATION_KMEANS` (e.g. ``{"init": "k-means++", "n_init": 10}``).
 
     Returns
     -------
@@ -158,11 +181,17 @@ def evaluate_embeddings(
     >>> table["recall@1"], table["nmi"], table["f1"]
     (1.0, 1.0, 1.0)
     """
+    shard = (0, 1)
+    if process_group is not None:
+        shard = group_shape(process_group)
+        emb, labels = gather_shards(emb, labels, process_group)
     x = as_embeddings(emb)
     codes, classes = as_labels(labels, x.shape[0])
     require_classes(codes, 2, "evaluate_embeddings")
     kk = check_ks(ks, x.shape[0] - 1)
-    per_query = retrieval_per_query(x, codes, kk, metric=metric)
+    per_query = retrieval_per_query(x, codes, kk, metric=metric, shard=shard)
+    if process_group is not None:
+        combine_rows(per_query, shard_rows(x.shape[0], x.shape[0], shard), process_group)
 
     if isinstance(clustering, str):
         k = classes.size if n_clusters is None else n_clusters

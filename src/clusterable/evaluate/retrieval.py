@@ -65,6 +65,7 @@ def retrieval_per_query(
     metric: Metric = "euclidean",
     backend: str = "auto",
     chunk_size: int | None = None,
+    shard: tuple[int, int] = (0, 1),
 ) -> dict[str, np.ndarray]:
     """Per-query retrieval scores from a single leave-one-out kNN search.
 
@@ -81,14 +82,14 @@ def retrieval_per_query(
         The K of Recall@K, already validated.
     at_r : bool
         Also compute AP@R and R-precision (needs ``R_max`` neighbours).
-    metric, backend, chunk_size
+    metric, backend, chunk_size, shard
         Passed to `iter_knn`.
 
     Returns
     -------
     dict of str to numpy.ndarray
         ``recall@K`` for each K, ``precision@1`` and, with ``at_r``, ``map@r`` and ``r_precision``:
-        each ``(n,)`` float64, NaN for lone queries.
+        each ``(n,)`` float64, NaN for lone queries (and for the rows of other shards).
     """
     r_all = np.bincount(codes)[codes] - 1  # (n,) relevant items per query
     if not (r_all > 0).any():
@@ -99,11 +100,16 @@ def retrieval_per_query(
     k = max(max(ks), int(r_all.max()) if at_r else 1)
     n = codes.shape[0]
     out: dict[str, np.ndarray] = {}
-    for start, _, idx in iter_knn(emb, k, metric=metric, backend=backend, chunk_size=chunk_size):
+    searched = iter_knn(emb, k, metric=metric, backend=backend, chunk_size=chunk_size, shard=shard)
+    for start, _, idx in searched:
         stop = start + idx.shape[0]
         part = _retrieval_chunk(codes[idx], codes[start:stop], r_all[start:stop], ks, at_r)
         for name, values in part.items():
-            out.setdefault(name, np.empty(n, dtype=np.float64))[start:stop] = values
+            out.setdefault(name, np.full(n, np.nan))[start:stop] = values
+    for name in (
+        [f"recall@{kk}" for kk in ks] + ["precision@1"] + (["map@r", "r_precision"] if at_r else [])
+    ):
+        out.setdefault(name, np.full(n, np.nan))  # a shard may own no chunk
     return out
 
 

@@ -111,7 +111,7 @@ def silhouette(
     column_of[order] = np.arange(n)
     starts = np.searchsorted(codes[order], np.arange(n_clusters))  # (K,) first column per cluster
     sizes = np.bincount(codes, minlength=n_clusters).astype(np.float64)  # (K,)
-    pts = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+    pts = torch.from_numpy(np.ascontiguousarray(x))  # float64 stays float64
     cols = pts[torch.from_numpy(order)]  # (n, d) in cluster order
     col_sq = (cols * cols).sum(1)  # (n,)
     scores = np.empty(scored.size, dtype=np.float64)

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Subset
 from tqdm import tqdm
 
 from clusterable.data import LabelledDataset
@@ -286,20 +286,38 @@ class Trainer:
         return all_reduce_mean(float(np.mean(losses)) if losses else float("nan"), self.env)
 
     def evaluate(self) -> dict[str, float]:
-        """Metrics of the current model on the validation set (empty without one)."""
+        """Metrics of the current model on the validation set (empty without one).
+
+        Under torchrun each rank embeds one contiguous shard of the set, and
+        `evaluate_embeddings` puts the shards together and splits the kNN search between the
+        ranks: every rank gets the single-process table.
+        """
         if self.val_set is None:
             return {}
-        embeddings, labels = embed_dataset(self.model, self.val_set, device=self.env.device)
+        val_set: Any = self.val_set
+        if self.env.enabled:
+            n, rank, world = len(val_set), self.env.rank, self.env.world_size
+            val_set = Subset(val_set, range(n * rank // world, n * (rank + 1) // world))
+        embeddings, labels = embed_dataset(self.model, val_set, device=self.env.device)
         keep = labels >= 0
+        group = True if self.env.enabled else None
         metrics = {}
         if self.config.eval_embeddings:
-            metrics = evaluate_embeddings(embeddings[keep], labels[keep], seed=self.config.seed)
+            metrics = evaluate_embeddings(
+                embeddings[keep], labels[keep], seed=self.config.seed, process_group=group
+            )
         predict = getattr(self.loss, "predict", None)
         if callable(predict):
             with torch.no_grad():
                 predicted = predict(torch.from_numpy(embeddings[keep]).to(self.env.device))
-            correct = predicted.cpu().numpy() == labels[keep]
-            metrics["classification_accuracy"] = float(correct.mean())
+            counts = torch.tensor(
+                [float((predicted.cpu().numpy() == labels[keep]).sum()), float(keep.sum())],
+                dtype=torch.float64,
+                device=self.env.device,
+            )
+            if self.env.enabled:
+                torch.distributed.all_reduce(counts)
+            metrics["classification_accuracy"] = float(counts[0] / counts[1])
         return metrics
 
     def fit(self, resume: bool = False) -> TrainResult:

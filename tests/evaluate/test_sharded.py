@@ -1,0 +1,80 @@
+"""Two gloo processes, each holding a shard, get exactly the single-process table."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+
+import numpy as np
+import pytest
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from clusterable.evaluate import evaluate_embeddings
+from clusterable.evaluate.neighbors import shard_rows
+
+#: More than two query chunks of the faiss search, so that both ranks search, one of them twice.
+N = 9_000
+#: Rank 0 holds fewer items than rank 1: shards need not be equal.
+SPLIT = 4_000
+
+
+def data() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 150, N)
+    centres = rng.standard_normal((150, 16)).astype(np.float32)
+    emb = centres[labels] + 0.8 * rng.standard_normal((N, 16)).astype(np.float32)
+    return emb, labels
+
+
+def table(**kwargs) -> dict:
+    emb, labels = data()
+    part = slice(None)
+    if kwargs.get("process_group"):
+        part = slice(0, SPLIT) if dist.get_rank() == 0 else slice(SPLIT, None)
+    return evaluate_embeddings(emb[part], labels[part], ks=(1, 10), per_class=True, **kwargs)
+
+
+def _worker(rank: int, world: int, port: int, out: str) -> None:
+    os.environ.update(
+        RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
+    )
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        with open(f"{out}.{rank}", "wb") as f:
+            pickle.dump(table(process_group=True), f)
+    finally:
+        dist.destroy_process_group()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_shards_give_exactly_the_single_process_table(tmp_path):
+    expected = table()
+    out = str(tmp_path / "table")
+    mp.spawn(_worker, args=(2, free_port(), out), nprocs=2, join=True)
+    for rank in range(2):
+        with open(f"{out}.{rank}", "rb") as f:
+            got = pickle.load(f)
+        per_class, want_per_class = got.pop("per_class"), dict(expected)["per_class"]
+        assert got == {k: v for k, v in expected.items() if k != "per_class"}
+        for name, values in want_per_class.items():
+            np.testing.assert_array_equal(per_class[name], values)
+
+
+def test_the_shards_split_the_queries():
+    # Every query is searched by exactly one rank, and each rank searches some.
+    masks = [shard_rows(N, N, (rank, 2)) for rank in range(2)]
+    assert all(mask.any() for mask in masks)
+    np.testing.assert_array_equal(masks[0] ^ masks[1], np.ones(N, dtype=bool))
+
+
+def test_a_process_group_without_torch_distributed_is_a_clear_error():
+    emb, labels = data()
+    with pytest.raises(ValueError, match="not initialised"):
+        evaluate_embeddings(emb[:100], labels[:100], ks=(1,), process_group=True)
