@@ -61,7 +61,8 @@ def test_a_table_run_shows_ids_instead_of_images(tmp_path):
     np.savez(tmp_path / "points.npz", x=features.astype(np.float32), y=labels)
     run = tmp_path / "run"
     argv = ["train", "--data", f"table:{tmp_path / 'points.npz'}", "--loss", "lifted"]
-    assert main([*argv, "--epochs", "1", "--no-progress", "--out", str(run)]) == 0
+    assert main([*argv, "--epochs", "1", "--no-report", "--out", str(run)]) == 0
+    assert not (run / "report.html").exists()
     page = write_run_report(run).read_text()
     assert section_ids(page) == PANELS
     assert 'class="thumb' not in page  # no thumbnails of feature rows
@@ -73,7 +74,7 @@ def test_a_table_run_shows_ids_instead_of_images(tmp_path):
 def test_a_coarse_run_maps_the_sub_classes_too(tmp_path):
     run = tmp_path / "coarse"
     argv = ["train", "--data", "digits", "--labels", "coarse", "--loss", "lifted"]
-    assert main([*argv, "--epochs", "1", "--no-progress", "--out", str(run)]) == 0
+    assert main([*argv, "--epochs", "1", "--no-report", "--out", str(run)]) == 0
     written = write_run_report(run, tmp_path / "page.html")
     assert written == tmp_path / "page.html" and not (run / "report.html").exists()
     page = written.read_text()
@@ -84,3 +85,10 @@ def test_a_coarse_run_maps_the_sub_classes_too(tmp_path):
 def test_a_folder_that_is_not_a_run_is_refused(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a run folder"):
         write_run_report(tmp_path)
+
+
+def test_the_report_command_rewrites_the_page_train_wrote(digits_run, tmp_path, capsys):
+    assert main(["report", str(digits_run), "--out", str(tmp_path / "again.html")]) == 0
+    assert capsys.readouterr().out == f"wrote {tmp_path / 'again.html'}\n"
+    page, again = (p.read_text() for p in (digits_run / "report.html", tmp_path / "again.html"))
+    assert section_ids(again) == section_ids(page) == PANELS
