@@ -59,11 +59,6 @@ class DemoConfig:
     plots: bool = True  # t-SNE map per loss
 
 
-def loss_arguments(name: str, config: DemoConfig) -> dict[str, Any]:
-    """The few settings the papers' defaults need at this embedding size."""
-    return {"metric_dim": config.embedding_dim} if name == "opml" else {}
-
-
 def train_view(name: str, train: LabelledDataset, config: DemoConfig) -> torch.nn.Module:
     """Train a fresh MLP with loss ``name`` on ``train``; returns the model in eval mode."""
     torch.manual_seed(config.seed)
@@ -72,7 +67,6 @@ def train_view(name: str, train: LabelledDataset, config: DemoConfig) -> torch.n
         name,
         num_classes=train.num_classes,
         embedding_dim=config.embedding_dim,
-        **loss_arguments(name, config),
     )
     settings = TrainConfig(
         epochs=config.epochs,

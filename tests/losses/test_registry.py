@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from clusterable.losses import available_losses, build_loss, get_loss
+from clusterable.losses import available_losses, build_loss, get_loss, loss_class
 
 PAPER_LOSSES = {
     "spectral",
@@ -140,3 +140,20 @@ def test_unknown_argument_names_the_accepted_ones():
 def test_a_loss_without_arguments_rejects_any():
     with pytest.raises(ValueError, match="its arguments are: none"):
         get_loss("spectral", margin=1.0)
+
+
+@pytest.mark.parametrize(
+    ("name", "needs"),
+    [("opml", "needs embedding_dim"), ("cross-entropy", "needs num_classes, embedding_dim")],
+)
+def test_a_missing_required_argument_is_named_with_an_example(name, needs):
+    with pytest.raises(ValueError, match=needs) as error:
+        get_loss(name)
+    assert f"get_loss({name!r}, " in str(error.value)
+    assert "AttractiveRepulsiveLoss" not in str(error.value)
+
+
+def test_opml_defaults_to_a_metric_that_fits_the_embedding():
+    assert get_loss("opml", embedding_dim=16).metric_dim == 16
+    assert get_loss("opml", embedding_dim=512).metric_dim == 128  # the paper's l
+    assert loss_class("opml") is type(get_loss("opml", embedding_dim=8))

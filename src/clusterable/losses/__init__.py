@@ -7,6 +7,7 @@ from clusterable.losses._registry import (
     available_losses,
     build_loss,
     get_loss,
+    loss_class,
     register_loss,
 )
 from clusterable.losses.center import CenterLoss
@@ -42,6 +43,7 @@ __all__ = [
     "available_losses",
     "build_loss",
     "get_loss",
+    "loss_class",
     "msdnn_autoencoder_loss",
     "register_loss",
 ]

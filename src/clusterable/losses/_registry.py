@@ -12,6 +12,13 @@ LossClass = TypeVar("LossClass", bound=type[nn.Module])
 
 _LOSSES: dict[str, type[nn.Module]] = {}
 
+#: What the keywords some losses require mean, for the message when one is missing.
+_MEANING = {
+    "num_classes": "the number of classes its class weights cover",
+    "embedding_dim": "the size of the embeddings it receives",
+}
+_EXAMPLES = {"num_classes": "10", "embedding_dim": "128"}
+
 
 def register_loss(name: str) -> Callable[[LossClass], LossClass]:
     """Class decorator: make a loss available as ``get_loss(name)``."""
@@ -23,6 +30,27 @@ def register_loss(name: str) -> Callable[[LossClass], LossClass]:
         return cls
 
     return add
+
+
+def loss_class(name: str) -> type[nn.Module]:
+    """The class registered as ``name`` (its signature says what :func:`get_loss` takes)."""
+    if name not in _LOSSES:
+        raise ValueError(f"unknown loss {name!r}; choose one of: {', '.join(available_losses())}")
+    return _LOSSES[name]
+
+
+def _required_parameters(cls: type[nn.Module]) -> list[str]:
+    """Keywords a loss class cannot do without (no default)."""
+    if cls.__init__ is nn.Module.__init__:
+        return []
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    return [
+        p.name
+        for p in parameters
+        if p.name != "self"
+        and p.default is p.empty
+        and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+    ]
 
 
 def _constructor_parameters(cls: type[nn.Module]) -> list[str]:
@@ -54,9 +82,7 @@ def get_loss(name: str, **kwargs: object) -> nn.Module:
     >>> loss = get_loss("lifted", margin=1.0)
     >>> value = loss(torch.randn(8, 4), torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]))
     """
-    if name not in _LOSSES:
-        raise ValueError(f"unknown loss {name!r}; choose one of: {', '.join(available_losses())}")
-    cls = _LOSSES[name]
+    cls = loss_class(name)
     accepted = _constructor_parameters(cls)
     unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
@@ -64,6 +90,13 @@ def get_loss(name: str, **kwargs: object) -> nn.Module:
         raise ValueError(
             f"loss {name!r} takes no argument {', '.join(unknown)}; "
             f"its arguments are: {', '.join(allowed) or 'none'}"
+        )
+    missing = [p for p in _required_parameters(cls) if p not in kwargs]
+    if missing:
+        example = ", ".join(f"{p}={_EXAMPLES.get(p, '...')}" for p in missing)
+        meaning = "; ".join(_MEANING.get(p, p) for p in missing)
+        raise ValueError(
+            f"loss {name!r} needs {', '.join(missing)} ({meaning}): get_loss({name!r}, {example})"
         )
     return cls(**kwargs)
 

@@ -62,8 +62,8 @@ class OPMLLoss(EmbeddingLoss):
     ----------
     embedding_dim : int
         Dimension d of the embeddings.
-    metric_dim : int
-        Dimension l of the metric, ``l <= d`` (the paper uses 128).
+    metric_dim : int, optional
+        Dimension l of the metric, ``l <= d``; ``min(128, d)`` by default (the paper uses 128).
     alpha_deg : float
         Angle alpha of the constraint, in degrees, in (0, 90) (the paper uses 45).
     orthogonal : bool
@@ -93,7 +93,7 @@ class OPMLLoss(EmbeddingLoss):
     def __init__(
         self,
         embedding_dim: int,
-        metric_dim: int = 128,
+        metric_dim: int | None = None,
         alpha_deg: float = 45.0,
         orthogonal: bool = True,
         weighted: bool = True,
@@ -101,6 +101,7 @@ class OPMLLoss(EmbeddingLoss):
         seed: int = 0,
     ) -> None:
         super().__init__()
+        metric_dim = min(128, int(embedding_dim)) if metric_dim is None else metric_dim
         if int(embedding_dim) < 1 or int(metric_dim) < 1:
             raise ValueError(
                 f"embedding_dim and metric_dim must be positive, got {embedding_dim}, {metric_dim}"

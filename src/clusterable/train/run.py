@@ -20,8 +20,7 @@ from torch import nn
 
 from clusterable.data import LabelledDataset, load_dataset, stratified_split
 from clusterable.evaluate import evaluate_embeddings, knn_accuracy
-from clusterable.losses import build_loss
-from clusterable.losses._registry import _LOSSES  # the class behind each name: its signature
+from clusterable.losses import available_losses, build_loss, loss_class
 from clusterable.metric_table import format_metric_table
 from clusterable.models import build_decoder, build_model
 from clusterable.train.checkpoint import load_meta, load_weights, resolve_checkpoint
@@ -78,7 +77,7 @@ class RunSpec:
             from clusterable.unsupervised import RiemannianOPMLLoss
 
             return RiemannianOPMLLoss
-        return _LOSSES.get(self.loss)
+        return loss_class(self.loss) if self.loss in available_losses() else None
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> RunSpec:

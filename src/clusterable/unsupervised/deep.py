@@ -80,7 +80,7 @@ class RiemannianOPMLLoss(OPMLLoss):
     def __init__(
         self,
         embedding_dim: int,
-        metric_dim: int = 128,
+        metric_dim: int | None = None,
         alpha_deg: float = 45.0,
         orthogonal: bool = True,
         weighted: bool = True,
