@@ -118,6 +118,8 @@ def command_train(args: argparse.Namespace) -> int:
     for name in spec_flags:
         if getattr(args, name) is not None:
             settings[name] = getattr(args, name)
+    if args.memory_size is not None:
+        settings["memory_size"] = args.memory_size
     if args.normalize:
         settings["normalize"] = True
     if args.autoencoder:
@@ -320,6 +322,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--model", help="model name (clusterable.models.available_models())")
     train.add_argument("--embedding-dim", type=int)
     train.add_argument("--normalize", action="store_true", help="l2-normalise embeddings")
+    train.add_argument(
+        "--memory-size",
+        type=int,
+        help="cross-batch memory (XBM): past embeddings kept as extra partners (pair losses)",
+    )
     train.add_argument("--autoencoder", action="store_true", help="MsDNN-AE: add a decoder")
     train.add_argument(
         "--unsupervised",

@@ -18,7 +18,7 @@ from torch import nn
 
 from clusterable.data import LabelledDataset, load_dataset, stratified_split
 from clusterable.evaluate import evaluate_embeddings, knn_accuracy
-from clusterable.losses import build_loss
+from clusterable.losses import CrossBatchMemory, build_loss
 from clusterable.models import build_decoder, build_model
 from clusterable.train.checkpoint import load_meta, load_weights, resolve_checkpoint
 from clusterable.train.config import TrainConfig
@@ -44,6 +44,7 @@ class RunSpec:
     )
     unsupervised: bool = False  # OPML: train on pseudo-labels (t-SNE + AAS of the raw inputs)
     pseudo_label_every: int = 0  # unsupervised: recompute pseudo-labels every E epochs (0: once)
+    memory_size: int = 0  # XBM: past embeddings kept as extra partners of a pair loss (0: none)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> RunSpec:
@@ -77,6 +78,8 @@ def build_pieces(
         loss = build_loss(
             spec.loss, num_classes=num_classes, embedding_dim=spec.embedding_dim, **spec.loss_args
         )
+    if spec.memory_size:
+        loss = CrossBatchMemory(loss, spec.memory_size, spec.embedding_dim)
     decoder = (
         build_decoder(spec.model, input_shape, spec.embedding_dim) if spec.autoencoder else None
     )
