@@ -9,8 +9,13 @@ loss's own parameters must get the single-process gradient.
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -104,3 +109,23 @@ def test_outside_a_process_group_it_is_the_loss_itself():
     loss = build("lifted")
     x, y = global_batches("lifted")[0]
     assert torch.equal(DistributedLoss(loss)(x, y), loss(x, y))
+
+
+def readme_ddp_script() -> str:
+    """The DDP script of the README's "Beyond one batch" section, as the README shows it."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
+    (script,) = [b for b in blocks if "DistributedLoss(CrossBatchMemory(" in b]
+    return script
+
+
+def test_the_readme_ddp_script_trains_with_two_processes(tmp_path):
+    script = tmp_path / "train_ddp.py"
+    script.write_text(readme_ddp_script())
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+    command += ["--standalone", str(script)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    losses = [float(v) for v in re.findall(r"^epoch \d: loss (\S+)$", done.stdout, re.MULTILINE)]
+    assert len(losses) == 3, done.stdout  # one process reports, once per epoch
+    assert all(math.isfinite(v) for v in losses)
