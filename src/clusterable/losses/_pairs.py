@@ -44,8 +44,11 @@ _MAX_STEP = 100
 
 def _exponent_of_peak(x: Tensor) -> int:
     """``e`` with ``max |x| < 2^e <= 2 max |x|`` (0 for an empty or all-zero tensor)."""
-    peak = float(x.detach().abs().max()) if x.numel() else 0.0
-    return math.frexp(peak)[1]
+    if not x.numel():
+        return 0
+    # One pass without an |x| copy: this runs on every batch + memory matrix.
+    low, high = torch.aminmax(x.detach())
+    return math.frexp(max(-float(low), float(high)))[1]
 
 
 def _times_power_of_two(x: Tensor, exponent: int) -> Tensor:

@@ -30,6 +30,18 @@ def _masked_softmax(logits: Tensor, mask: Tensor) -> Tensor:
     return (logits.masked_fill(~mask, float("-inf")) - normaliser[:, None]).exp()
 
 
+def _expectation(probability: Tensor, embeddings: Tensor, references: Tensor | None) -> Tensor:
+    """``sum_j P_ij f_j`` over the partners (the batch, then the references): ``(n, d)``.
+
+    One product per block, so that the backward pass builds no gradient for the ``m`` reference
+    rows, which a memory's are not asking for.
+    """
+    if references is None:
+        return probability @ embeddings
+    n = embeddings.shape[0]
+    return probability[:, :n] @ embeddings + probability[:, n:] @ references
+
+
 def expected_margin(
     embeddings: Tensor,
     labels: Tensor,
@@ -74,7 +86,6 @@ def expected_margin(
     origin = partners.detach().mean(0)  # (d,)
     embeddings = embeddings - origin  # (n, d)
     references = None if ref_embeddings is None else ref_embeddings - origin  # (m, d)
-    partners = embeddings if references is None else torch.cat([embeddings, references])
     if detach_weights:
         source = embeddings.detach()
         source_references = None if references is None else references.detach()
@@ -84,8 +95,8 @@ def expected_margin(
     logits = -partner_distances(source, source_references, squared=squared) / sigma  # (n, n + m)
     hit_probability = _masked_softmax(logits, hit)  # (n, n + m), P_NH
     miss_probability = _masked_softmax(logits, miss)  # (n, n + m), P_NM
-    expected_hit = hit_probability @ partners  # (n, d)
-    expected_miss = miss_probability @ partners  # (n, d)
+    expected_hit = _expectation(hit_probability, embeddings, references)  # (n, d)
+    expected_miss = _expectation(miss_probability, embeddings, references)  # (n, d)
     valid = hit.any(dim=1) & miss.any(dim=1)  # (n,)
     margin = (embeddings - expected_miss).square().sum(1) - (
         embeddings - expected_hit
