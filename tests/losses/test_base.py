@@ -59,6 +59,27 @@ def test_empty_references_give_exactly_the_loss_without_references(variant):
 DIFFERENTIABLE = [v for v in WITH_REFERENCES if not getattr(make_loss(v), "detach_weights", False)]
 
 
+@pytest.mark.parametrize("variant", LOSS_VARIANTS)
+def test_the_batch_itself_as_references_gives_exactly_the_loss(variant):
+    """References equal to the batch itself (the same tensor, pml's ``ref_emb=embeddings``): the
+    batch's own pairs, an item never its own partner, so today's loss exactly."""
+    loss = make_loss(variant).double()
+    x, labels = batch(0)
+    x = x.requires_grad_(True)
+    value = loss(x, labels)
+    (gradient,) = torch.autograd.grad(value, x)
+    value_itself = make_loss(variant).double()(x, labels, x, labels)
+    (gradient_itself,) = torch.autograd.grad(value_itself, x)
+    assert torch.equal(value.detach(), value_itself.detach())
+    assert torch.equal(gradient, gradient_itself)
+
+
+def test_the_batch_itself_as_references_needs_its_own_labels():
+    x, labels = batch(0)
+    with pytest.raises(ValueError, match="batch itself"):
+        make_loss("lifted")(x, labels, x, labels.flip(0))
+
+
 @pytest.mark.parametrize("variant", DIFFERENTIABLE)
 def test_references_change_the_loss_and_receive_gradient_when_they_ask_for_it(variant):
     loss = make_loss(variant).double()

@@ -10,7 +10,9 @@ Pair- and triplet-based losses also take a reference set,
 ``loss(embeddings, labels, ref_embeddings, ref_labels)``: the anchors are the batch, and every
 anchor's partners (positives and negatives) are the other batch items *plus* the references. A
 cross-batch memory (:class:`~clusterable.losses.CrossBatchMemory`) passes its stored embeddings
-this way. References with no rows give exactly the loss without references.
+this way. References with no rows give exactly the loss without references, and so does the
+batch itself passed as its references (the same tensor, as pytorch-metric-learning's
+``ref_emb=embeddings``): its pairs are then the batch's own, no item paired with itself.
 """
 
 from __future__ import annotations
@@ -148,6 +150,13 @@ class EmbeddingLoss(nn.Module):
     ) -> Tensor:
         check_embeddings_and_labels(embeddings, labels)
         check_references(embeddings, ref_embeddings, ref_labels)
+        if ref_embeddings is embeddings:
+            if not torch.equal(ref_labels.to(labels.device), labels):
+                raise ValueError(
+                    "ref_embeddings is the batch itself but ref_labels differ from labels; pass "
+                    "the batch's labels, or a separate tensor of reference embeddings"
+                )
+            ref_embeddings = ref_labels = None
         if ref_embeddings is not None and not self.accepts_references:
             raise ValueError(
                 f"{type(self).__name__} takes no reference embeddings (no cross-batch memory): "
