@@ -4,6 +4,7 @@ Run from the repository root::
 
     .venv/bin/python benchmarks/bench_losses.py            # full (about 3 minutes on 2 cores)
     .venv/bin/python benchmarks/bench_losses.py --quick    # fewer repeats
+    .venv/bin/python benchmarks/bench_losses.py --sections 1,2,5   # some sections only
 
 What is measured, per case, each in a fresh subprocess so that cases cannot share caches:
 
@@ -32,6 +33,13 @@ Cases:
    TripletMarginLoss + TripletMarginMiner("semihard") on squared distances, snn -> NCALoss,
    lifted -> LiftedStructureLoss. The definitions differ in details (pml's contrastive is not
    squared, NCA is SNN at temperature 1): the ratio compares cost, not values.
+5. A cross-batch memory (XBM) of 0, 1k, 8k and 32k past embeddings at batch 128, d=512 (32 classes
+   x 4; the memory's labels drawn from the same 32 classes): ``CrossBatchMemory`` around lifted
+   (normalize=True), msdnn and contrastive, beside pytorch-metric-learning's ``CrossBatchMemory``
+   around its ``LiftedStructureLoss`` and ``ContrastiveLoss``. Each memory is full before timing;
+   one step is forward + backward + enqueue. pml's memory is given ``m + 128`` slots, since it
+   stores the batch before computing (ours after): both then see the batch plus ``m`` past items.
+   pml's lifted is not run where its ``|P| x |N|`` pair masks would exceed 2 GB.
 """
 
 from __future__ import annotations
@@ -129,10 +137,45 @@ def _our_loss(name: str, num_classes: int, dim: int, kwargs: dict[str, object]) 
     return get_loss(name, **kwargs)
 
 
+def _full_memory(spec: dict) -> LossFn:
+    """Ours or pml's cross-batch memory around a loss, every slot filled (see case 5)."""
+    size, d, classes = spec["memory"], spec["d"], spec["classes"]
+    generator = torch.Generator().manual_seed(1)
+    stored = torch.randn(size, d, generator=generator)  # (m, d)
+    stored_labels = torch.randint(0, classes, (size,), generator=generator)  # (m,)
+    if spec["kind"] == "ours-memory":
+        from clusterable.losses import CrossBatchMemory
+
+        inner = _our_loss(spec["loss"], classes, d, spec.get("kwargs", {}))
+        memory = CrossBatchMemory(inner, size, d)
+        memory.enqueue(stored, stored_labels)
+        return memory
+    from pytorch_metric_learning import losses
+
+    memory = losses.CrossBatchMemory(
+        _pml_loss(spec["loss"]), embedding_size=d, memory_size=size + spec["n"]
+    )
+    memory.embedding_memory[:size] = stored
+    memory.label_memory[:size] = stored_labels
+    memory.queue_idx = size
+    return memory
+
+
+def pml_lifted_mask_gib(n: int, memory: int, classes: int) -> float:
+    """GiB of the float ``|P| x |N|`` pair mask pml's lifted loss builds for a batch of n
+    (``classes`` x ``n / classes``) against itself and a memory of ``memory`` items."""
+    partners = n + memory
+    positives = n * (partners / classes - 1)
+    negatives = n * partners * (1 - 1 / classes)
+    return positives * negatives * 4 / 2**30
+
+
 def _build(spec: dict) -> LossFn:
     kind = spec["kind"]
     if kind == "ours":
         return _our_loss(spec["loss"], spec["classes"], spec["d"], spec.get("kwargs", {}))
+    if kind in ("ours-memory", "pml-memory"):
+        return _full_memory(spec)
     if kind == "pml":
         return _pml_loss(spec["loss"])
     if kind == "pinv-autograd":
@@ -209,11 +252,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="3 repeats instead of 10")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads per case")
+    parser.add_argument("--sections", default="1,2,3,4,5", help="which cases (default: all)")
     parser.add_argument("--case", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.case:
         print(json.dumps(run_case(json.loads(args.case))))
         return
+    sections = {int(s) for s in args.sections.split(",")}
 
     repeats = 3 if args.quick else 10
     common = {"threads": args.threads, "repeats": repeats}
@@ -222,6 +267,22 @@ def main() -> None:
         f"above the pre-call baseline; {args.threads} thread(s); torch {torch.__version__}"
     )
 
+    if 1 in sections:
+        lifted_against_pml(common)
+    if 2 in sections:
+        print("\n[2] lifted alone, n=1260, d=100, 63 classes x 20 (goal: peak < 200 MB)")
+        size = {"n": 1260, "d": 100, "classes": 63}
+        row("ours  lifted", measure({"kind": "ours", "loss": "lifted", **size, **common}))
+        print("  pml   LiftedStructureLoss: not run (its pair x pair masks ask for about 33 GB)")
+    if 3 in sections:
+        spectral_against_autograd(common)
+    if 4 in sections:
+        every_loss(common)
+    if 5 in sections:
+        cross_batch_memory(common)
+
+
+def lifted_against_pml(common: dict) -> None:
     print("\n[1] lifted vs pytorch-metric-learning, n=128, d=512 (goal: ours >= 20x faster)")
     for classes, layout in [(64, "64 classes x 2 (paper: positive pairs)"), (32, "32 classes x 4")]:
         size = {"n": 128, "d": 512, "classes": classes}
@@ -234,13 +295,8 @@ def main() -> None:
         row("pml   LiftedStructureLoss", theirs)
         print(f"  speed-up: {ratio(theirs, ours)}")
 
-    print("\n[2] lifted alone, n=1260, d=100, 63 classes x 20 (goal: peak < 200 MB)")
-    row(
-        "ours  lifted",
-        measure({"kind": "ours", "loss": "lifted", "n": 1260, "d": 100, "classes": 63, **common}),
-    )
-    print("  pml   LiftedStructureLoss: not run (its pair x pair masks ask for about 33 GB)")
 
+def spectral_against_autograd(common: dict) -> None:
     print("\n[3] spectral, n=1260, d=100, 100 classes (goal: >= 3x faster than autograd via pinv)")
     size = {"n": 1260, "d": 100, "classes": 100}
     ours = measure({"kind": "ours", "loss": "spectral", **size, **common})
@@ -252,6 +308,8 @@ def main() -> None:
     print(f"  speed-up: {ratio(thin, ours)} vs thin, {ratio(dense, ours)} vs dense")
     print("  paper: 1 s for the gradient at n=1280, d=100")
 
+
+def every_loss(common: dict) -> None:
     print("\n[4] every registered loss, n=256, d=128, 32 classes x 8")
     from clusterable.losses import available_losses
 
@@ -263,6 +321,31 @@ def main() -> None:
             theirs = measure({"kind": "pml", "loss": PML_EQUIVALENT[name], **size, **common})
             row(f"pml   {PML_EQUIVALENT[name]}", theirs)
             print(f"  {'':<44} pml / ours: {ratio(theirs, ours)}")
+
+
+def cross_batch_memory(common: dict) -> None:
+    print("\n[5] cross-batch memory, batch 128, d=512, 32 classes x 4; one step with a full memory")
+    size = {"n": 128, "d": 512, "classes": 32}
+    ours_losses = [("lifted", {"normalize": True}), ("msdnn", {}), ("contrastive", {})]
+    for memory in (0, 1024, 8192, 32768):
+        print(f"  memory {memory}")
+        results = {}
+        for name, kwargs in ours_losses:
+            kind = {"kind": "ours-memory", "memory": memory} if memory else {"kind": "ours"}
+            results[name] = measure({**kind, "loss": name, "kwargs": kwargs, **size, **common})
+            row(f"ours  {name}", results[name])
+        for name, pml_name in [
+            ("lifted", "LiftedStructureLoss"),
+            ("contrastive", "ContrastiveLoss"),
+        ]:
+            mask = pml_lifted_mask_gib(128, memory, 32)
+            if name == "lifted" and mask > 2:
+                print(f"  pml   {pml_name:<38} not run (its |P| x |N| mask: {mask:.1f} GiB)")
+                continue
+            kind = {"kind": "pml-memory", "memory": memory} if memory else {"kind": "pml"}
+            theirs = measure({**kind, "loss": pml_name, **size, **common})
+            row(f"pml   {pml_name}", theirs)
+            print(f"  {'':<44} pml / ours: {ratio(theirs, results[name])}")
 
 
 if __name__ == "__main__":

@@ -147,6 +147,7 @@ SPEC_FLAGS = (
     "model",
     "embedding_dim",
     "val_fraction",
+    "memory_size",
 )
 CONFIG_FLAGS = (
     "epochs",
@@ -538,6 +539,12 @@ def add_run_settings(
     setting("--model", spec_default["model"], "model (clusterable.models.available_models())")
     setting("--embedding-dim", spec_default["embedding_dim"], "embedding size", type=int)
     parser.add_argument("--normalize", action="store_true", help="l2-normalise embeddings")
+    setting(
+        "--memory-size",
+        spec_default["memory_size"],
+        "cross-batch memory (XBM): past embeddings kept as extra partners of a pair loss",
+        type=int,
+    )
     parser.add_argument("--autoencoder", action="store_true", help="MsDNN-AE: add a decoder")
     parser.add_argument(
         "--unsupervised",

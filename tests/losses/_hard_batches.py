@@ -45,6 +45,19 @@ def offset_batch(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     return x + OFFSET, labels
 
 
+References = tuple[torch.Tensor, torch.Tensor]
+
+
+def split_off_references(
+    x: torch.Tensor, labels: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, References]:
+    """A hard batch as a batch of 20 and 20 references (a memory), item 1 among the references:
+    the near-duplicate pair (items 0 and 1) then spans the batch and the memory."""
+    in_batch = torch.tensor([0, *range(2, N // 2 + 1)])  # (20,)
+    in_memory = torch.tensor([1, *range(N // 2 + 1, N)])  # (20,)
+    return x[in_batch], labels[in_batch], (x[in_memory], labels[in_memory])
+
+
 HARD_BATCHES = {
     "near-duplicate-same-class": lambda: near_duplicate_batch(same_class=True),
     "near-duplicate-cross-class": lambda: near_duplicate_batch(same_class=False),
@@ -89,11 +102,16 @@ def make_loss(variant: str) -> torch.nn.Module:
 
 
 def value_and_gradient(
-    loss: torch.nn.Module, x: torch.Tensor, labels: torch.Tensor
+    loss: torch.nn.Module,
+    x: torch.Tensor,
+    labels: torch.Tensor,
+    references: References | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Loss value and its gradient with respect to ``x``, on a fresh copy of the loss."""
+    """Loss value and its gradient with respect to ``x``, on a fresh copy of the loss; the
+    ``references`` (constants, as a memory's) are cast to ``x``'s dtype."""
     x = x.detach().clone().requires_grad_(True)
-    value = copy.deepcopy(loss)(x, labels)
+    extra = () if references is None else (references[0].to(x.dtype), references[1])
+    value = copy.deepcopy(loss)(x, labels, *extra)
     (gradient,) = torch.autograd.grad(value, x)
     return value.detach(), gradient
 
@@ -109,9 +127,17 @@ def relative_error(approximate: torch.Tensor, exact: torch.Tensor) -> float:
 
 
 def float32_errors(
-    loss: torch.nn.Module, x: torch.Tensor, labels: torch.Tensor
+    loss: torch.nn.Module,
+    x: torch.Tensor,
+    labels: torch.Tensor,
+    references: References | None = None,
 ) -> tuple[float, float]:
-    """Relative errors of the float32 value and gradient against float64 on the same values."""
-    value32, gradient32 = value_and_gradient(loss, x.float(), labels)
-    value64, gradient64 = value_and_gradient(copy.deepcopy(loss).double(), x.double(), labels)
+    """Relative errors of the float32 value and gradient against float64 on the same values
+    (with ``references``: the gradient with respect to the batch)."""
+    if references is not None:
+        references = (references[0].float(), references[1])
+    value32, gradient32 = value_and_gradient(loss, x.float(), labels, references)
+    value64, gradient64 = value_and_gradient(
+        copy.deepcopy(loss).double(), x.float().double(), labels, references
+    )
     return relative_error(value32, value64), relative_error(gradient32, gradient64)

@@ -1,6 +1,7 @@
 """Contrastive loss (lifted-structure paper, Eq. 1) against independent references.
 
-References: Eq. (1) transcribed loop by loop over pairs ``i < j``; the per-pair terms of
+References: Eq. (1) transcribed loop by loop over pairs (with references: every batch item with
+every other batch item and every reference); the per-pair terms of
 pytorch-metric-learning's ``ContrastiveLoss``; gradcheck; sklearn 1-NN.
 
 pytorch-metric-learning vs Eq. (1): its per-pair terms are ``relu(D - pos_margin)`` and
@@ -21,6 +22,7 @@ import torch
 from pytorch_metric_learning import distances as pml_distances
 from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning import reducers as pml_reducers
+from pytorch_metric_learning.utils import loss_and_miner_utils as pml_utils
 
 from clusterable.data import two_class_subclusters
 from clusterable.losses import ContrastiveLoss, get_loss
@@ -30,12 +32,21 @@ from _learning import PlainDescent, descend, loo_1nn_accuracy
 SEEDS = [0, 1, 2, 3]
 
 
-def reference_loss(points: np.ndarray, labels: np.ndarray, margin: float) -> float:
-    """Eq. (1) summand y D^2 + (1 - y) [a - D]_+^2, averaged over every pair i < j."""
+def reference_loss(
+    points: np.ndarray, labels: np.ndarray, margin: float, anchors: int | None = None
+) -> float:
+    """Eq. (1) summand y D^2 + (1 - y) [a - D]_+^2, averaged over every pair i < j.
+
+    With ``anchors`` (the first points are the batch, the rest references), over every ordered
+    pair (anchor i, partner j != i); within the batch that counts each pair i < j twice, in the
+    sum and in the count.
+    """
     n = len(points)
     total, num_pairs = 0.0, 0
-    for i in range(n):
-        for j in range(i + 1, n):
+    for i in range(n if anchors is None else anchors):
+        for j in range(i + 1 if anchors is None else 0, n):
+            if j == i:
+                continue
             distance = math.sqrt(
                 sum((points[i][t] - points[j][t]) ** 2 for t in range(points.shape[1]))
             )
@@ -74,17 +85,45 @@ def test_normalize_matches_paper_formula_on_unit_vectors(seed):
     )
 
 
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("normalize", [False, True])
+def test_references_match_paper_formula(seed, normalize):
+    embeddings, labels = random_batch(seed)
+    references, reference_labels = random_batch(seed + 10, n=8)
+    value = ContrastiveLoss(margin=1.0, normalize=normalize)(
+        embeddings, labels, references, reference_labels
+    )
+    points = torch.cat([embeddings, references])
+    if normalize:
+        points = torch.nn.functional.normalize(points, dim=1)
+    partner_labels = torch.cat([labels, reference_labels])
+    expected = reference_loss(points.numpy(), partner_labels.numpy(), 1.0, anchors=13)
+    assert value.item() == pytest.approx(expected, rel=1e-9)
+
+
 def pml_pair_terms(
-    embeddings: torch.Tensor, labels: torch.Tensor, margin: float, power: int
+    embeddings: torch.Tensor,
+    labels: torch.Tensor,
+    margin: float,
+    power: int,
+    references: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Unreduced per-pair (positive, negative) terms of pytorch-metric-learning's loss."""
+    """Unreduced per-pair (positive, negative) terms of pytorch-metric-learning's loss; with
+    ``references``, against ``ref_emb`` = the batch then the references, self pairs removed."""
     loss = pml_losses.ContrastiveLoss(
         pos_margin=0,
         neg_margin=margin,
         distance=pml_distances.LpDistance(normalize_embeddings=False, power=power),
         reducer=pml_reducers.DoNothingReducer(),
     )
-    terms = loss(embeddings, labels)
+    if references is None:
+        terms = loss(embeddings, labels)
+    else:
+        partners = torch.cat([embeddings, references[0]])
+        partner_labels = torch.cat([labels, references[1]])
+        pairs = pml_utils.get_all_pairs_indices(labels, partner_labels)
+        pairs = pml_utils.remove_self_comparisons(pairs, torch.arange(len(labels)), len(partners))
+        terms = loss(embeddings, labels, pairs, partners, partner_labels)
     return terms["pos_loss"]["losses"], terms["neg_loss"]["losses"]
 
 
@@ -98,6 +137,19 @@ def test_matches_pytorch_metric_learning_pair_terms(seed):
     # Ordered pairs: every unordered pair twice, hence the n (n - 1) denominator.
     expected = (squared_positive.sum() + negative_hinge.square().sum()) / (n * (n - 1))
     ours = ContrastiveLoss(margin=margin)(embeddings, labels)
+    assert ours.item() == pytest.approx(expected.item(), rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_references_match_pytorch_metric_learning_ref_emb_pair_terms(seed):
+    embeddings, labels = random_batch(seed, n=20, d=5)
+    references = random_batch(seed + 10, n=15, d=5)
+    margin = 1.0
+    squared_positive, _ = pml_pair_terms(embeddings, labels, margin, 2, references)
+    _, negative_hinge = pml_pair_terms(embeddings, labels, margin, 1, references)
+    n, m = len(labels), len(references[1])
+    expected = (squared_positive.sum() + negative_hinge.square().sum()) / (n * (n + m - 1))
+    ours = ContrastiveLoss(margin=margin)(embeddings, labels, *references)
     assert ours.item() == pytest.approx(expected.item(), rel=1e-9)
 
 

@@ -24,15 +24,19 @@ LABEL_SETS = [
 make_batch = partial(seeded_batch, dim=DIM)
 
 
-def reference(x, labels, sigma: float, margin: float, squared: bool) -> float:
-    """Triplet hinge with the positive and negative replaced by kernel expectations."""
+def reference(
+    x, labels, sigma: float, margin: float, squared: bool, anchors: int | None = None
+) -> float:
+    """Triplet hinge with the positive and negative replaced by kernel expectations; the first
+    ``anchors`` items (all by default) are the batch, the rest references (partners only)."""
 
     def sq(u, v):
         return sum((a - b) ** 2 for a, b in zip(u, v, strict=True))
 
     total = 0.0
     n = len(labels)
-    for i in range(n):
+    anchors = n if anchors is None else anchors
+    for i in range(anchors):
         expectations = []
         for same in (True, False):
             members = [j for j in range(n) if j != i and (labels[j] == labels[i]) == same]
@@ -52,7 +56,7 @@ def reference(x, labels, sigma: float, margin: float, squared: bool) -> float:
             continue
         positive, negative = expectations
         total += max(0.0, sq(x[i], positive) - sq(x[i], negative) + margin)
-    return total / n
+    return total / anchors
 
 
 @pytest.mark.parametrize("sigma, margin", [(1.0, 1.0), (0.3, 0.2), (5.0, 4.0)])
@@ -64,6 +68,22 @@ def test_value_matches_reference_loop(sigma, margin, squared, seed, labels):
     loss = ExpectedTripletLoss(sigma=sigma, margin=margin, squared=squared)
     expected = reference(x.tolist(), labels, sigma, margin, squared)
     assert loss(x, y).item() == pytest.approx(expected, rel=1e-9, abs=1e-15)
+
+
+@pytest.mark.parametrize("sigma, margin", [(1.0, 1.0), (0.3, 0.2), (5.0, 4.0)])
+@pytest.mark.parametrize("squared", [False, True])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("labels", LABEL_SETS)
+def test_references_match_reference_loop(sigma, margin, squared, seed, labels):
+    x, y = make_batch(labels, seed)
+    reference_labels = [labels[0], 4, labels[-1], 4]
+    r, ry = make_batch(reference_labels, seed + 10)
+    loss = ExpectedTripletLoss(sigma=sigma, margin=margin, squared=squared)
+    points = torch.cat([x, r]).tolist()
+    expected = reference(
+        points, labels + reference_labels, sigma, margin, squared, anchors=len(labels)
+    )
+    assert loss(x, y, r, ry).item() == pytest.approx(expected, rel=1e-9, abs=1e-15)
 
 
 def test_hinge_is_active_only_below_the_margin():

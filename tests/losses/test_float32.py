@@ -20,6 +20,7 @@ from _hard_batches import (
     LOSS_VARIANTS,
     float32_errors,
     make_loss,
+    split_off_references,
     unit_batch,
     value_and_gradient,
 )
@@ -40,12 +41,26 @@ DISTANCE_BASED = [
     for variant, (name, _) in LOSS_VARIANTS.items()
     if name not in {"spectral", "cross-entropy", "cosine-corel", "opml"}
 ]
+#: The pair- and triplet-based losses, which take references (a memory).
+WITH_REFERENCES = [variant for variant in DISTANCE_BASED if make_loss(variant).accepts_references]
 
 
 @pytest.mark.parametrize("variant", DISTANCE_BASED)
 def test_float32_gradient_matches_float64_on_hard_batches(variant):
     errors = {
         batch: float32_errors(make_loss(variant), *build()) for batch, build in HARD_BATCHES.items()
+    }  # batch -> (value error, gradient error)
+    assert all(gradient <= GRADIENT_RTOL for _, gradient in errors.values()), errors
+    assert all(value <= VALUE_RTOL for value, _ in errors.values()), errors
+
+
+@pytest.mark.parametrize("variant", WITH_REFERENCES)
+def test_float32_gradient_matches_float64_on_hard_batches_with_references(variant):
+    """The reference path (a memory) goes through the same distances: same accuracy, with the
+    near-duplicate pair split between the batch and the references."""
+    errors = {
+        batch: float32_errors(make_loss(variant), *split_off_references(*build()))
+        for batch, build in HARD_BATCHES.items()
     }  # batch -> (value error, gradient error)
     assert all(gradient <= GRADIENT_RTOL for _, gradient in errors.values()), errors
     assert all(value <= VALUE_RTOL for value, _ in errors.values()), errors

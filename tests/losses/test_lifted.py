@@ -1,6 +1,7 @@
 """Smooth lifted structured loss (Oh Song et al., CVPR 2016, Eq. 4) against independent references.
 
-References: Eq. (4) transcribed loop by loop over unordered positive pairs;
+References: Eq. (4) transcribed loop by loop over positive pairs (with references: anchors from the
+batch, partners from batch and references, a reference's own negatives not summed);
 pytorch-metric-learning's ``LiftedStructureLoss`` (same definition once embeddings are
 normalised, see below); gradcheck; sklearn 1-NN.
 
@@ -19,6 +20,7 @@ import numpy as np
 import pytest
 import torch
 from pytorch_metric_learning import losses as pml_losses
+from pytorch_metric_learning.utils import loss_and_miner_utils as pml_utils
 
 from clusterable.data import two_class_subclusters
 from clusterable.losses import LiftedStructureLoss, get_loss
@@ -28,26 +30,36 @@ from _learning import PlainDescent, descend, loo_1nn_accuracy
 SEEDS = [0, 1, 2, 3]
 
 
-def reference_loss(points: np.ndarray, labels: np.ndarray, margin: float) -> float:
-    """Eq. (4): 1/(2|P|) sum over unordered positive pairs of max(0, J_ij)^2."""
+def reference_loss(
+    points: np.ndarray, labels: np.ndarray, margin: float, anchors: int | None = None
+) -> float:
+    """Eq. (4): 1/(2|P|) sum over positive pairs of max(0, J_ij)^2.
+
+    The first ``anchors`` points (all by default) are the batch, the rest references. Pairs are
+    ordered (anchor i, partner j): within the batch each unordered pair appears twice, in the sum
+    and in |P|, so this is the paper's unordered sum. A reference partner j is no anchor: its
+    own negatives are not summed.
+    """
     n = len(points)
+    anchors = n if anchors is None else anchors
 
     def distance(i: int, j: int) -> float:
         return math.sqrt(sum((points[i][t] - points[j][t]) ** 2 for t in range(points.shape[1])))
 
     total, num_pairs = 0.0, 0
-    for i in range(n):
-        for j in range(i + 1, n):
-            if labels[i] != labels[j]:
+    for i in range(anchors):
+        for j in range(n):
+            if j == i or labels[i] != labels[j]:
                 continue
             num_pairs += 1
             inner = 0.0
             for k in range(n):
                 if labels[k] != labels[i]:
                     inner += math.exp(margin - distance(i, k))
-            for el in range(n):
-                if labels[el] != labels[j]:
-                    inner += math.exp(margin - distance(j, el))
+            if j < anchors:
+                for el in range(n):
+                    if labels[el] != labels[j]:
+                        inner += math.exp(margin - distance(j, el))
             if inner == 0.0:  # no negative: log 0 = -inf, the hinge is 0
                 continue
             lifted = math.log(inner) + distance(i, j)
@@ -89,6 +101,45 @@ def test_matches_pytorch_metric_learning_when_normalised(seed, margin):
     embeddings, labels = random_batch(seed, n=24, d=6)
     ours = LiftedStructureLoss(margin=margin, normalize=True)(embeddings, labels)
     theirs = pml_losses.LiftedStructureLoss(neg_margin=margin, pos_margin=0)(embeddings, labels)
+    assert float(ours) == pytest.approx(float(theirs), rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("normalize", [False, True])
+def test_references_match_paper_formula(seed, normalize):
+    embeddings, labels = random_batch(seed)
+    references, reference_labels = random_batch(seed + 10, n=9)
+    value = LiftedStructureLoss(normalize=normalize)(
+        embeddings, labels, references, reference_labels
+    )
+    points = torch.cat([embeddings, references])
+    if normalize:
+        points = torch.nn.functional.normalize(points, dim=1)
+    expected = reference_loss(
+        points.numpy(), torch.cat([labels, reference_labels]).numpy(), 1.0, anchors=13
+    )
+    assert expected > 0
+    assert value.item() == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("margin", [1.0, 0.3])
+def test_references_match_pytorch_metric_learning_ref_emb(seed, margin):
+    """PML's ``ref_emb`` with the batch first in it and the self pairs removed (what its own
+    CrossBatchMemory passes): its negatives of a partner j are the pairs anchored at j, none
+    for a reference, our convention."""
+    embeddings, labels = random_batch(seed, n=24, d=6)
+    references, reference_labels = random_batch(seed + 10, n=17, d=6)
+    ours = LiftedStructureLoss(margin=margin, normalize=True)(
+        embeddings, labels, references, reference_labels
+    )
+    partners = torch.cat([embeddings, references])
+    partner_labels = torch.cat([labels, reference_labels])
+    pairs = pml_utils.get_all_pairs_indices(labels, partner_labels)
+    pairs = pml_utils.remove_self_comparisons(pairs, torch.arange(24), len(partners))
+    theirs = pml_losses.LiftedStructureLoss(neg_margin=margin, pos_margin=0)(
+        embeddings, labels, pairs, partners, partner_labels
+    )
     assert float(ours) == pytest.approx(float(theirs), rel=1e-9)
 
 

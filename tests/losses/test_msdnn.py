@@ -33,12 +33,16 @@ def distance(u, v, squared: bool) -> float:
     return total if squared else math.sqrt(total)
 
 
-def reference_probabilities(x, labels, sigma: float, squared: bool):
-    """Eq. 3 and 4: nearest-hit and nearest-miss probabilities, row by row (log-domain)."""
+def reference_probabilities(x, labels, sigma: float, squared: bool, anchors: int | None = None):
+    """Eq. 3 and 4: nearest-hit and nearest-miss probabilities, row by row (log-domain).
+
+    The first ``anchors`` items (all by default) are the batch, the rest references: they are
+    hits and misses only, with no row of their own."""
     n = len(labels)
-    hit = [[0.0] * n for _ in range(n)]
-    miss = [[0.0] * n for _ in range(n)]
-    for i in range(n):
+    anchors = n if anchors is None else anchors
+    hit = [[0.0] * n for _ in range(anchors)]
+    miss = [[0.0] * n for _ in range(anchors)]
+    for i in range(anchors):
         for table, same in ((hit, True), (miss, False)):
             members = [j for j in range(n) if j != i and (labels[j] == labels[i]) == same]
             if not members:
@@ -51,11 +55,11 @@ def reference_probabilities(x, labels, sigma: float, squared: bool):
     return hit, miss
 
 
-def reference_margins(x, labels, sigma: float, squared: bool):
+def reference_margins(x, labels, sigma: float, squared: bool, anchors: int | None = None):
     """Eq. 2 per item; None where the item has no hit or no miss."""
-    hit, miss = reference_probabilities(x, labels, sigma, squared)
+    hit, miss = reference_probabilities(x, labels, sigma, squared, anchors)
     margins = []
-    for i in range(len(labels)):
+    for i in range(len(hit)):
         if sum(hit[i]) == 0 or sum(miss[i]) == 0:
             margins.append(None)
             continue
@@ -65,13 +69,14 @@ def reference_margins(x, labels, sigma: float, squared: bool):
     return margins
 
 
-def reference_loss(x, labels, sigma: float, squared: bool) -> float:
+def reference_loss(x, labels, sigma: float, squared: bool, anchors: int | None = None) -> float:
     """Eq. 5 divided by the batch size; items without a hit or a miss give 0."""
     total = 0.0
-    for r in reference_margins(x, labels, sigma, squared):
+    margins = reference_margins(x, labels, sigma, squared, anchors)
+    for r in margins:
         if r is not None:
             total += math.log1p(math.exp(-r)) if r > -30 else -r
-    return total / len(labels)
+    return total / len(margins)
 
 
 @pytest.mark.parametrize("sigma", [0.3, 1.0, 8.0])
@@ -84,6 +89,21 @@ def test_value_matches_reference_loop(sigma, squared, detach, seed, labels):
     loss = MsDNNLoss(sigma=sigma, squared=squared, detach_weights=detach)
     expected = reference_loss(x.tolist(), labels, sigma, squared)
     assert loss(x, y).item() == pytest.approx(expected, rel=1e-9, abs=1e-15)
+
+
+@pytest.mark.parametrize("sigma", [0.3, 1.0, 8.0])
+@pytest.mark.parametrize("squared", [False, True])
+@pytest.mark.parametrize("detach", [True, False])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("labels", LABEL_SETS)
+def test_references_match_reference_loop(sigma, squared, detach, seed, labels):
+    x, y = make_batch(labels, seed)
+    reference_labels = [labels[0], 4, labels[-1], 4, 6]
+    r, ry = make_batch(reference_labels, seed + 10)
+    loss = MsDNNLoss(sigma=sigma, squared=squared, detach_weights=detach)
+    points = torch.cat([x, r]).tolist()
+    expected = reference_loss(points, labels + reference_labels, sigma, squared, len(labels))
+    assert loss(x, y, r, ry).item() == pytest.approx(expected, rel=1e-9, abs=1e-15)
 
 
 def test_expected_margin_matches_reference_and_marks_items_without_hit_or_miss():

@@ -10,8 +10,9 @@ import torch
 from clusterable.losses import _pairs
 from clusterable.losses._pairs import (
     euclidean_distances,
-    label_masks,
     masked_logsumexp,
+    partner_distances,
+    partner_masks,
     squared_distances,
     unit_rows,
 )
@@ -33,10 +34,30 @@ def test_distance_gradient_is_finite_for_identical_points():
     assert torch.isfinite(x.grad).all()
 
 
-def test_label_masks():
-    positive, negative = label_masks(torch.tensor([0, 0, 1]))
+def test_partner_masks():
+    positive, negative = partner_masks(torch.tensor([0, 0, 1]))
     assert positive.tolist() == [[False, True, False], [True, False, False], [False, False, False]]
     assert negative.tolist() == [[False, False, True], [False, False, True], [True, True, False]]
+
+
+def test_partner_masks_with_references_exclude_only_the_anchor_itself():
+    positive, negative = partner_masks(torch.tensor([0, 1]), torch.tensor([0, 0, 1]))
+    assert positive.int().tolist() == [[0, 0, 1, 1, 0], [0, 0, 0, 0, 1]]
+    assert negative.int().tolist() == [[0, 1, 0, 0, 1], [1, 0, 1, 1, 0]]
+
+
+def test_partner_distances_are_the_batch_block_then_the_reference_block():
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(5, 3, dtype=torch.float64, generator=generator)
+    references = torch.randn(4, 3, dtype=torch.float64, generator=generator)
+    partners = torch.cat([x, references])
+    expected = torch.tensor(
+        [[float(((a - b) ** 2).sum()) for b in partners] for a in x], dtype=torch.float64
+    )
+    got = partner_distances(x, references, squared=True)
+    torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(partner_distances(x, references), expected.sqrt())
+    assert torch.equal(partner_distances(x), euclidean_distances(x))
 
 
 def test_masked_logsumexp_matches_a_loop_and_handles_empty_rows():

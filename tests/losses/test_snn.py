@@ -26,10 +26,14 @@ LABEL_SETS = [
 make_batch = partial(seeded_batch, dim=DIM)
 
 
-def reference(x, labels, temperature: float) -> float:
-    """Frosst et al. Eq. 1, -1/b sum_i log(same-label mass / all mass), squared distances."""
+def reference(x, labels, temperature: float, anchors: int | None = None) -> float:
+    """Frosst et al. Eq. 1, -1/b sum_i log(same-label mass / all mass), squared distances.
+
+    The first ``anchors`` items (all by default) are the batch of b items, the rest references:
+    they are partners j, k only."""
+    anchors = len(labels) if anchors is None else anchors
     total = 0.0
-    for i in range(len(labels)):
+    for i in range(anchors):
         same, everyone = [], []
         for j in range(len(labels)):
             if j == i:
@@ -44,7 +48,7 @@ def reference(x, labels, temperature: float) -> float:
         log_all = top + math.log(sum(math.exp(v - top) for v in everyone))
         log_same = top + math.log(sum(math.exp(v - top) for v in same))
         total -= log_same - log_all
-    return total / len(labels)
+    return total / anchors
 
 
 @pytest.mark.parametrize("temperature", [0.1, 1.0, 30.0])
@@ -54,6 +58,20 @@ def test_value_matches_reference_loop(temperature, seed, labels):
     x, y = make_batch(labels, seed)
     value = SoftNearestNeighborLoss(temperature)(x, y)
     assert value.item() == pytest.approx(reference(x.tolist(), labels, temperature), rel=1e-9)
+
+
+@pytest.mark.parametrize("temperature", [0.1, 1.0, 30.0])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("labels", LABEL_SETS)
+def test_references_match_reference_loop(temperature, seed, labels):
+    x, y = make_batch(labels, seed)
+    reference_labels = [labels[0], 4, 4, labels[-1], 8]  # a partner for some lone items
+    r, ry = make_batch(reference_labels, seed + 10)
+    value = SoftNearestNeighborLoss(temperature)(x, y, r, ry)
+    expected = reference(
+        torch.cat([x, r]).tolist(), labels + reference_labels, temperature, anchors=len(labels)
+    )
+    assert value.item() == pytest.approx(expected, rel=1e-9)
 
 
 @pytest.mark.parametrize("temperature", [0.5, 2.0])

@@ -19,6 +19,7 @@ from pytorch_metric_learning import distances as pml_distances
 from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning import miners as pml_miners
 from pytorch_metric_learning import reducers as pml_reducers
+from pytorch_metric_learning.utils import loss_and_miner_utils as pml_utils
 
 from clusterable.data import two_class_subclusters
 from clusterable.losses import TripletMarginLoss, get_loss
@@ -34,12 +35,13 @@ def squared_distance(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def brute_force_triplets(
-    points: np.ndarray, labels: np.ndarray, mining: str, margin: float
+    points: np.ndarray, labels: np.ndarray, mining: str, margin: float, anchors: int | None = None
 ) -> list[tuple[int, int, int]]:
-    """Triplets chosen by each rule, by enumerating every (anchor, positive, negative)."""
+    """Triplets chosen by each rule, by enumerating every (anchor, positive, negative); the
+    anchors are the first ``anchors`` points (all by default), the rest references."""
     n = len(points)
     chosen = []
-    for a in range(n):
+    for a in range(n if anchors is None else anchors):
         positives = [p for p in range(n) if p != a and labels[p] == labels[a]]
         negatives = [k for k in range(n) if labels[k] != labels[a]]
         if mining == "batch-hard":
@@ -57,9 +59,11 @@ def brute_force_triplets(
     return chosen
 
 
-def reference_loss(points: np.ndarray, labels: np.ndarray, mining: str, margin: float) -> float:
+def reference_loss(
+    points: np.ndarray, labels: np.ndarray, mining: str, margin: float, anchors: int | None = None
+) -> float:
     """Eq. (2) summand [D_ap^2 - D_an^2 + a]_+, averaged over the mined triplets."""
-    triplets = brute_force_triplets(points, labels, mining, margin)
+    triplets = brute_force_triplets(points, labels, mining, margin, anchors)
     total = 0.0
     for a, p, k in triplets:
         total += max(
@@ -90,6 +94,58 @@ def test_matches_paper_formula_with_brute_force_mining(seed, mining, normalize):
     expected = reference_loss(points.numpy(), labels.numpy(), mining, margin)
     assert expected > 0
     assert value.item() == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("mining", MININGS)
+@pytest.mark.parametrize("normalize", [True, False])
+def test_references_match_paper_formula_with_brute_force_mining(seed, mining, normalize):
+    embeddings, labels = random_batch(seed)
+    references, reference_labels = random_batch(seed + 10, n=9)
+    margin = 0.2 if normalize else 1.0
+    loss = TripletMarginLoss(margin=margin, mining=mining, normalize=normalize)
+    value = loss(embeddings, labels, references, reference_labels)
+    points = torch.cat([embeddings, references])
+    if normalize:
+        points = torch.nn.functional.normalize(points, dim=1)
+    partner_labels = torch.cat([labels, reference_labels]).numpy()
+    expected = reference_loss(points.numpy(), partner_labels, mining, margin, anchors=14)
+    assert expected > 0
+    assert value.item() == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("mining", MININGS)
+def test_references_match_pytorch_metric_learning_ref_emb(seed, mining):
+    """PML's miners and loss with ``ref_emb`` = the batch then the references, self pairs
+    removed as its CrossBatchMemory does (semi-hard: our rule is its ``semihard`` one)."""
+    embeddings, labels = random_batch(seed, n=24, d=4)
+    references, reference_labels = random_batch(seed + 10, n=15, d=4)
+    partners = torch.cat([embeddings, references])
+    partner_labels = torch.cat([labels, reference_labels])
+    distance = pml_distances.LpDistance(power=2)
+    if mining == "all":
+        triplets = pml_utils.get_all_triplets_indices(labels, partner_labels)
+    elif mining == "semi-hard":
+        miner = pml_miners.TripletMarginMiner(
+            margin=0.2, type_of_triplets="semihard", distance=distance
+        )
+        triplets = miner(embeddings, labels, partners, partner_labels)
+    else:
+        # Its hardest positive of an anchor is never the anchor itself (distance 0) as long as
+        # the anchor has another positive, which every anchor here has.
+        triplets = pml_miners.BatchHardMiner(distance=distance)(
+            embeddings, labels, partners, partner_labels
+        )
+    triplets = pml_utils.remove_self_comparisons(triplets, torch.arange(24), len(partners))
+    theirs = pml_losses.TripletMarginLoss(
+        margin=0.2, distance=distance, reducer=pml_reducers.MeanReducer()
+    )(embeddings, labels, triplets, partners, partner_labels)
+    ours = TripletMarginLoss(margin=0.2, mining=mining)(
+        embeddings, labels, references, reference_labels
+    )
+    assert ours.item() > 0
+    assert ours.item() == pytest.approx(theirs.item(), rel=1e-9)
 
 
 @pytest.mark.parametrize("seed", SEEDS)

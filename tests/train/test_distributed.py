@@ -1,4 +1,5 @@
-"""Two gloo processes on one global batch take exactly the single-process step."""
+"""Two gloo processes on one global batch take exactly the single-process step (with a
+cross-batch memory: the same two steps, the second against the first's global batch)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from clusterable.data import load_dataset
-from clusterable.losses import build_loss
+from clusterable.losses import CrossBatchMemory, build_loss
 from clusterable.models import build_model
 from clusterable.train import TrainConfig, Trainer, setup_distributed
 
@@ -20,19 +21,26 @@ GLOBAL_BATCH = 48
 
 
 def one_step(loss_name: str, chunk_size: int | None, env=None, rank: int = 0, world: int = 1):
-    """Parameters (model then loss) after one SGD step on this process's slice of the batch."""
+    """Parameters (model then loss) after one SGD step on this process's slice of the batch;
+    ``"memory NAME"``: two steps of NAME in a CrossBatchMemory, the second on the next batch."""
     dataset = load_dataset("digits", split="train")
     torch.manual_seed(0)
     model = build_model("mlp", dataset.input_shape, 8).double()
-    loss = build_loss(loss_name, num_classes=10, embedding_dim=8).double()
+    name = loss_name.removeprefix("memory ")
+    loss = build_loss(name, num_classes=10, embedding_dim=8).double()
+    steps = 1
+    if name != loss_name:
+        loss, steps = CrossBatchMemory(loss, memory_size=64, embedding_dim=8).double(), 2
     config = TrainConfig(
         epochs=1, optimizer="sgd", momentum=0.0, lr=0.1, chunk_size=chunk_size, progress=False
     )
     trainer = Trainer(model, loss, dataset, config=config, env=env)
-    x = torch.from_numpy(np.asarray(dataset.x[:GLOBAL_BATCH])).double()
-    y = torch.from_numpy(dataset.labels[:GLOBAL_BATCH])
-    local = slice(rank * GLOBAL_BATCH // world, (rank + 1) * GLOBAL_BATCH // world)
-    value = trainer._train_step(x[local], y[local])
+    for step in range(steps):
+        rows = slice(step * GLOBAL_BATCH, (step + 1) * GLOBAL_BATCH)
+        x = torch.from_numpy(np.asarray(dataset.x[rows])).double()
+        y = torch.from_numpy(dataset.labels[rows])
+        local = slice(rank * GLOBAL_BATCH // world, (rank + 1) * GLOBAL_BATCH // world)
+        value = trainer._train_step(x[local], y[local])
     return value, [p.detach().clone() for p in [*model.parameters(), *loss.parameters()]]
 
 
@@ -56,7 +64,7 @@ def free_port() -> int:
 
 @pytest.mark.parametrize(
     ("loss_name", "chunk_size"),
-    [("lifted", None), ("spectral", 5), ("cross-entropy", None)],
+    [("lifted", None), ("spectral", 5), ("cross-entropy", None), ("memory msdnn", None)],
 )
 def test_two_process_step_equals_single_process_step(tmp_path, loss_name, chunk_size):
     expected_value, expected = one_step(loss_name, chunk_size)

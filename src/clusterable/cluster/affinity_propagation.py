@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 import numpy as np
 from sklearn.cluster import affinity_propagation as sklearn_affinity_propagation
 from sklearn.exceptions import ConvergenceWarning
+from tqdm import tqdm
 
 from clusterable.cluster._validation import (
     ClusterCountWarning,
@@ -110,9 +112,17 @@ def affinity_propagation(
 
 
 def fit_affinity_propagation(
-    x: np.ndarray, k: int, *, max_steps: int = 40, damping: float = 0.9
+    x: np.ndarray,
+    k: int,
+    *,
+    max_steps: int = 40,
+    damping: float = 0.9,
+    progress: bool | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`affinity_propagation`, also returning each cluster's exemplar.
+
+    ``progress``: a bar over the bisection's runs with the cluster count of the last one; by
+    default when standard error is a terminal (a run on 20,000 points takes minutes).
 
     Returns
     -------
@@ -160,16 +170,20 @@ def fit_affinity_propagation(
     best, best_gap = None, None
     # Equidistant points give one similarity value (low < 0, the points being distinct).
     span = high - low if high > low else -low
-    for _ in range(max_steps):
+    show = sys.stderr.isatty() if progress is None else progress
+    steps = tqdm(range(max_steps), desc=f"affinity propagation to {k} clusters", disable=not show)
+    for _ in steps:
         preference = 0.5 * (low + high)
         run = _run(similarity, preference, damping)
         count = None if run is None else int(run[1].size)
+        steps.set_postfix_str(f"{count} clusters" if count is not None else "did not converge")
         if count is not None:
             labels, exemplars = run[0][location], first_row[run[1]]
             gap = (abs(count - k), count)
             if best_gap is None or gap < best_gap:
                 best, best_gap = (labels, exemplars), gap
             if count == k:
+                steps.close()
                 return labels, exemplars
         if count is None or count > k:
             high = preference

@@ -1,8 +1,11 @@
 """Losses of the five papers, one module each, all called as ``loss(embeddings, labels)``.
 
-Build one by name with :func:`get_loss`, or import its class.
+Build one by name with :func:`get_loss`, or import its class. Beyond one batch:
+:class:`CrossBatchMemory` (past batches as extra partners of a pair-based loss) and
+:class:`DistributedLoss` (the global batch of a DDP run).
 """
 
+from clusterable.losses._base import EmbeddingLoss
 from clusterable.losses._registry import (
     available_losses,
     build_loss,
@@ -18,8 +21,10 @@ from clusterable.losses.corel import (
     CrossEntropyLoss,
     GaussianCORELLoss,
 )
+from clusterable.losses.distributed import DistributedLoss
 from clusterable.losses.expected_triplet import ExpectedTripletLoss
 from clusterable.losses.lifted import LiftedStructureLoss
+from clusterable.losses.memory import CrossBatchMemory
 from clusterable.losses.msdnn import MsDNNLoss, msdnn_autoencoder_loss
 from clusterable.losses.opml import OPMLLoss
 from clusterable.losses.snn import SoftNearestNeighborLoss
@@ -31,7 +36,10 @@ __all__ = [
     "CenterLoss",
     "ContrastiveLoss",
     "CosineCORELLoss",
+    "CrossBatchMemory",
     "CrossEntropyLoss",
+    "DistributedLoss",
+    "EmbeddingLoss",
     "ExpectedTripletLoss",
     "GaussianCORELLoss",
     "LiftedStructureLoss",

@@ -5,6 +5,14 @@ same clear message, and computes in float32 or float64 whatever autocast hands i
 log-sum-exp and pseudo-inverses are not trustworthy, and a loss is cheap next to the network.
 A loss that cannot be represented in that precision (embeddings of 1e19 and above in float32)
 raises a ``ValueError`` that says what to do, never returns NaN or inf.
+
+Pair- and triplet-based losses also take a reference set,
+``loss(embeddings, labels, ref_embeddings, ref_labels)``: the anchors are the batch, and every
+anchor's partners (positives and negatives) are the other batch items *plus* the references. A
+cross-batch memory (:class:`~clusterable.losses.CrossBatchMemory`) passes its stored embeddings
+this way. References with no rows give exactly the loss without references, and so does the
+batch itself passed as its references (the same tensor, as pytorch-metric-learning's
+``ref_emb=embeddings``): its pairs are then the batch's own, no item paired with itself.
 """
 
 from __future__ import annotations
@@ -74,24 +82,96 @@ def check_embeddings_and_labels(embeddings: Tensor, labels: Tensor) -> None:
         )
 
 
+def check_references(
+    embeddings: Tensor, ref_embeddings: Tensor | None, ref_labels: Tensor | None
+) -> None:
+    """Raise a ``ValueError`` that says what is wrong with a reference set for ``embeddings``.
+
+    ``ref_embeddings`` ``(m, d)`` and ``ref_labels`` ``(m,)`` come together, with the batch's
+    ``d``; ``m = 0`` is allowed (an empty memory).
+    """
+    if (ref_embeddings is None) != (ref_labels is None):
+        raise ValueError(
+            "pass ref_embeddings and ref_labels together (one label per reference embedding), "
+            "or neither"
+        )
+    if ref_embeddings is None:
+        return
+    if not isinstance(ref_embeddings, Tensor) or not isinstance(ref_labels, Tensor):
+        raise TypeError("ref_embeddings and ref_labels must be torch.Tensors")
+    if ref_embeddings.dim() != 2 or ref_embeddings.shape[1] != embeddings.shape[1]:
+        raise ValueError(
+            f"ref_embeddings must have shape (m, {embeddings.shape[1]}) like the batch's "
+            f"embeddings, got {tuple(ref_embeddings.shape)}; references must come from the "
+            "same embedding space"
+        )
+    if not ref_embeddings.is_floating_point():
+        raise ValueError(f"ref_embeddings must be floating point, got {ref_embeddings.dtype}")
+    if ref_labels.dim() != 1 or ref_labels.shape[0] != ref_embeddings.shape[0]:
+        raise ValueError(
+            f"ref_labels must have shape ({ref_embeddings.shape[0]},), one label per reference "
+            f"embedding, got {tuple(ref_labels.shape)}"
+        )
+    if ref_labels.is_floating_point() or ref_labels.is_complex() or ref_labels.dtype == torch.bool:
+        raise ValueError(f"ref_labels must be integer class ids, got {ref_labels.dtype}")
+    if not bool(torch.isfinite(ref_embeddings.detach()).all()):
+        raise ValueError(
+            "ref_embeddings has NaN or inf rows; a memory filled from a diverging model holds "
+            "them: lower the learning rate, or empty the memory"
+        )
+
+
 class EmbeddingLoss(nn.Module):
     """Base of every loss: ``forward(embeddings (n, d), labels (n,)) -> scalar``.
 
     Subclasses implement :meth:`compute`, which receives checked inputs in float32 or float64 with
-    autocast switched off.
+    autocast switched off. A loss that sets :attr:`accepts_references` also receives a reference
+    set ``(m, d)``, ``(m,)`` (``None`` when there is none or it is empty), in the same dtype.
     """
 
     #: Whether :meth:`forward` upcasts float16 and bfloat16 embeddings to float32 before
     #: :meth:`compute`. A loss that needs the caller's precision sets False and upcasts itself.
     upcasts_half_precision: ClassVar[bool] = True
 
-    def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+    #: Whether the loss takes ``ref_embeddings`` and ``ref_labels`` (see the module docstring).
+    accepts_references: ClassVar[bool] = False
+
+    #: Why a loss that does not accept references has no use for them: the error says it.
+    references_unsupported_because: ClassVar[str] = (
+        "its terms are not pairs or triplets of items, so extra partners do not enter it"
+    )
+
+    def forward(
+        self,
+        embeddings: Tensor,
+        labels: Tensor,
+        ref_embeddings: Tensor | None = None,
+        ref_labels: Tensor | None = None,
+    ) -> Tensor:
         check_embeddings_and_labels(embeddings, labels)
+        check_references(embeddings, ref_embeddings, ref_labels)
+        if ref_embeddings is embeddings:
+            if not torch.equal(ref_labels.to(labels.device), labels):
+                raise ValueError(
+                    "ref_embeddings is the batch itself but ref_labels differ from labels; pass "
+                    "the batch's labels, or a separate tensor of reference embeddings"
+                )
+            ref_embeddings = ref_labels = None
+        if ref_embeddings is not None and not self.accepts_references:
+            raise ValueError(
+                f"{type(self).__name__} takes no reference embeddings (no cross-batch memory): "
+                f"{self.references_unsupported_because}"
+            )
         if self.upcasts_half_precision and embeddings.dtype in LOW_PRECISION:
             embeddings = embeddings.float()
         labels = labels.to(device=embeddings.device, dtype=torch.long)
+        references = ()
+        if ref_embeddings is not None and ref_embeddings.shape[0] > 0:
+            ref_embeddings = ref_embeddings.to(device=embeddings.device, dtype=embeddings.dtype)
+            ref_labels = ref_labels.to(device=embeddings.device, dtype=torch.long)
+            references = (ref_embeddings, ref_labels)
         with torch.autocast(device_type=embeddings.device.type, enabled=False):
-            value = self.compute(embeddings, labels)
+            value = self.compute(embeddings, labels, *references)
         if not bool(torch.isfinite(value.detach())):
             peak = float(embeddings.detach().abs().max())
             raise ValueError(
@@ -103,5 +183,8 @@ class EmbeddingLoss(nn.Module):
         return value
 
     def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        """The loss on checked inputs: ``embeddings`` (n, d) float, ``labels`` (n,) long."""
+        """The loss on checked inputs: ``embeddings`` (n, d) float, ``labels`` (n,) long.
+
+        A loss with :attr:`accepts_references` takes ``ref_embeddings=None, ref_labels=None`` too.
+        """
         raise NotImplementedError

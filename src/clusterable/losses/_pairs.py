@@ -44,8 +44,11 @@ _MAX_STEP = 100
 
 def _exponent_of_peak(x: Tensor) -> int:
     """``e`` with ``max |x| < 2^e <= 2 max |x|`` (0 for an empty or all-zero tensor)."""
-    peak = float(x.detach().abs().max()) if x.numel() else 0.0
-    return math.frexp(peak)[1]
+    if not x.numel():
+        return 0
+    # One pass without an |x| copy: this runs on every batch + memory matrix.
+    low, high = torch.aminmax(x.detach())
+    return math.frexp(max(-float(low), float(high)))[1]
 
 
 def _times_power_of_two(x: Tensor, exponent: int) -> Tensor:
@@ -252,24 +255,51 @@ def unit_rows(x: Tensor) -> Tensor:
     return F.normalize(x * torch.exp2(-exponent.to(x.dtype)), dim=1)
 
 
-def label_masks(labels: Tensor) -> tuple[Tensor, Tensor]:
-    """Positive and negative pair masks of a batch.
+def partner_distances(x: Tensor, references: Tensor | None = None, squared: bool = False) -> Tensor:
+    """Distances from each batch item to its partners (the batch, then the refs): ``(n, n + m)``.
+
+    The batch block is :func:`pairwise_distances` (exact 0 on the diagonal, each pair once), the
+    reference block :func:`euclidean_distances` or :func:`squared_distances` against the
+    references: both through the one accurate mechanism of this module.
+
+    Parameters
+    ----------
+    x : Tensor
+        ``(n, d)`` batch.
+    references : Tensor, optional
+        ``(m, d)`` reference set (a memory of past embeddings); omitted, the result is ``(n, n)``.
+    squared : bool
+        Squared Euclidean distances.
+    """
+    within = pairwise_distances(x, squared=squared)  # (n, n)
+    if references is None:
+        return within
+    across = squared_distances(x, references) if squared else euclidean_distances(x, references)
+    return torch.cat([within, across], dim=1)  # (n, n + m)
+
+
+def partner_masks(labels: Tensor, ref_labels: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Positive and negative masks between the batch and its partners (the batch, then the refs).
 
     Parameters
     ----------
     labels : Tensor
-        ``(n,)`` integer labels.
+        ``(n,)`` batch labels.
+    ref_labels : Tensor, optional
+        ``(m,)`` reference labels.
 
     Returns
     -------
     positive : Tensor
-        ``(n, n)`` bool, ``y_i == y_j`` and ``i != j``.
+        ``(n, n + m)`` bool, same label and not the anchor itself (column ``i`` of row ``i``).
     negative : Tensor
-        ``(n, n)`` bool, ``y_i != y_j``.
+        ``(n, n + m)`` bool, different labels.
     """
-    same = labels[:, None] == labels[None, :]  # (n, n)
-    eye = torch.eye(labels.shape[0], dtype=torch.bool, device=labels.device)
-    return same & ~eye, ~same
+    partners = labels if ref_labels is None else torch.cat([labels, ref_labels])  # (n + m,)
+    same = labels[:, None] == partners[None, :]  # (n, n + m)
+    positive = same.clone()
+    positive[:, : labels.shape[0]].fill_diagonal_(False)
+    return positive, ~same
 
 
 def masked_logsumexp(x: Tensor, mask: Tensor, dim: int = -1, empty: float = 0.0) -> Tensor:

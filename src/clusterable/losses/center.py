@@ -53,6 +53,11 @@ class CenterLoss(EmbeddingLoss):
         ``(k, d)`` buffer of class centres.
     """
 
+    references_unsupported_because = (
+        "the centre loss compares each embedding with its class centre and the softmax class "
+        "matrix, never with other items (the centres already average past batches)"
+    )
+
     def __init__(
         self, num_classes: int, embedding_dim: int, lam: float = 0.003, alpha: float = 0.5
     ) -> None:

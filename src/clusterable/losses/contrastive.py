@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from clusterable.losses._base import EmbeddingLoss
-from clusterable.losses._pairs import euclidean_distances, unit_rows
+from clusterable.losses._pairs import partner_distances, partner_masks, unit_rows
 from clusterable.losses._registry import register_loss
 
 
@@ -27,6 +27,10 @@ class ContrastiveLoss(EmbeddingLoss):
     disjoint pairs from ``m`` images and divides by ``m``, i.e. half the mean over its pairs; the
     factor 2 is a learning-rate constant, and every pair of the batch is used here because the
     distances are computed for all of them anyway.
+
+    With references (a :class:`~clusterable.losses.CrossBatchMemory`), the pairs are every batch
+    item with every other batch item and every reference, and the mean runs over those
+    ``n (n - 1) + n m`` ordered pairs (within the batch each pair appears twice, as before).
 
     Parameters
     ----------
@@ -54,14 +58,25 @@ class ContrastiveLoss(EmbeddingLoss):
         self.margin = margin
         self.normalize = normalize
 
-    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+    accepts_references = True
+
+    def compute(
+        self,
+        embeddings: Tensor,
+        labels: Tensor,
+        ref_embeddings: Tensor | None = None,
+        ref_labels: Tensor | None = None,
+    ) -> Tensor:
         if self.normalize:
             embeddings = unit_rows(embeddings)
-        distances = euclidean_distances(embeddings)  # (n, n)
-        hinge = (self.margin - distances).clamp_min(0).square()  # (n, n)
-        same = labels[:, None] == labels[None, :]  # (n, n)
-        # The diagonal is a same-label term with D^2 = 0 exactly, and every pair i < j appears
-        # twice in the full matrix: its sum is twice the sum over pairs.
-        pair_terms = torch.where(same, distances.square(), hinge)  # (n, n)
-        n = labels.shape[0]
-        return pair_terms.sum() / max(n * (n - 1), 1)
+            ref_embeddings = None if ref_embeddings is None else unit_rows(ref_embeddings)
+        distances = partner_distances(embeddings, ref_embeddings)  # (n, n + m)
+        positive, negative = partner_masks(labels, ref_labels)  # (n, n + m) each
+        hinge = (self.margin - distances).clamp_min(0).square()  # (n, n + m)
+        # Every pair i < j of the batch appears twice in its block: the mean over ordered pairs
+        # is the mean over unordered ones. The diagonal (the anchor itself) is neither.
+        pair_terms = torch.where(
+            positive, distances.square(), torch.where(negative, hinge, 0.0)
+        )  # (n, n + m)
+        n, partners = distances.shape
+        return pair_terms.sum() / max(n * (partners - 1), 1)

@@ -46,6 +46,12 @@ class AttractiveRepulsiveLoss(EmbeddingLoss):
         ``(k, d)`` class matrix ``W``, one row per class.
     """
 
+    references_unsupported_because = (
+        "COREL's losses compare each embedding with the learned class matrix W, never with other "
+        "items, so a memory has no pairs to add partners to (W already summarises every past "
+        "batch)"
+    )
+
     def __init__(self, num_classes: int, embedding_dim: int, lam: float = 0.5) -> None:
         super().__init__()
         if int(num_classes) < 2:

@@ -25,7 +25,8 @@ class ExpectedTripletLoss(EmbeddingLoss):
     """Triplet hinge on the expected nearest hit and miss (MsDNN paper, Sec. III), batch mean.
 
     ``loss = (1 / n) sum_i max(0, margin - r_i)``; items with no hit or no miss contribute 0 and
-    count in n, as in :class:`~clusterable.losses.MsDNNLoss`.
+    count in n, as in :class:`~clusterable.losses.MsDNNLoss`. With references (a cross-batch
+    memory), the expectations run over the other batch items and the references.
 
     Parameters
     ----------
@@ -58,9 +59,23 @@ class ExpectedTripletLoss(EmbeddingLoss):
         self.squared = bool(squared)
         self.detach_weights = bool(detach_weights)
 
-    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+    accepts_references = True
+
+    def compute(
+        self,
+        embeddings: Tensor,
+        labels: Tensor,
+        ref_embeddings: Tensor | None = None,
+        ref_labels: Tensor | None = None,
+    ) -> Tensor:
         margin, valid = expected_margin(
-            embeddings, labels, self.sigma, self.squared, self.detach_weights
+            embeddings,
+            labels,
+            self.sigma,
+            self.squared,
+            self.detach_weights,
+            ref_embeddings,
+            ref_labels,
         )  # (n,), (n,)
         terms = (self.margin - margin).clamp_min(0.0).masked_fill(~valid, 0.0)  # (n,)
         return terms.sum() / len(labels)

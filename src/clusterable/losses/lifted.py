@@ -11,9 +11,9 @@ from torch import Tensor
 
 from clusterable.losses._base import EmbeddingLoss
 from clusterable.losses._pairs import (
-    euclidean_distances,
-    label_masks,
     masked_logsumexp,
+    partner_distances,
+    partner_masks,
     unit_rows,
 )
 from clusterable.losses._registry import register_loss
@@ -52,6 +52,14 @@ class LiftedStructureLoss(EmbeddingLoss):
         pytorch-metric-learning normalises, and with ``normalize=True`` this loss equals its
         ``LiftedStructureLoss(neg_margin=margin, pos_margin=0)``.
 
+    With references (``loss(embeddings, labels, ref_embeddings, ref_labels)``, e.g. a
+    :class:`~clusterable.losses.CrossBatchMemory`), the positive pairs are every anchor ``i`` of
+    the batch with every same-label partner ``j`` (the other batch items, then the references),
+    and ``N`` runs over the same partners. A reference is no anchor, so its own negatives are not
+    summed: for a reference ``j``, ``J_ij = l_i + D_ij``. This is pytorch-metric-learning's
+    convention with ``ref_emb`` (its negatives of ``j`` are those anchored at ``j``); the sums over
+    reference-to-reference pairs would cost ``O(m^2)`` and carry no gradient.
+
     Notes
     -----
     A batch without a positive pair or without a negative pair gives 0, which back-propagates
@@ -70,17 +78,32 @@ class LiftedStructureLoss(EmbeddingLoss):
         self.margin = margin
         self.normalize = normalize
 
-    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+    accepts_references = True
+
+    def compute(
+        self,
+        embeddings: Tensor,
+        labels: Tensor,
+        ref_embeddings: Tensor | None = None,
+        ref_labels: Tensor | None = None,
+    ) -> Tensor:
         if self.normalize:
             embeddings = unit_rows(embeddings)
-        distances = euclidean_distances(embeddings)  # (n, n)
-        positive, negative = label_masks(labels)  # (n, n), (n, n)
+            ref_embeddings = None if ref_embeddings is None else unit_rows(ref_embeddings)
+        distances = partner_distances(embeddings, ref_embeddings)  # (n, n + m)
+        positive, negative = partner_masks(labels, ref_labels)  # (n, n + m) each
         # l_i; a row with no negative (one-class batch) gets a finite placeholder, masked below.
         row_terms = masked_logsumexp(self.margin - distances, negative, dim=1)  # (n,)
-        lifted = torch.logaddexp(row_terms[:, None], row_terms[None, :]) + distances  # (n, n)
+        num_references = distances.shape[1] - distances.shape[0]
+        # log 0 for the references: no anchors, their negatives are not summed.
+        partner_terms = torch.cat(
+            [row_terms, row_terms.new_full((num_references,), float("-inf"))]
+        )  # (n + m,)
+        lifted = torch.logaddexp(row_terms[:, None], partner_terms[None, :]) + distances
         has_negative = negative.any(1)  # (n,)
-        active = positive & has_negative[:, None]  # (n, n)
-        squared_hinge = torch.where(active, lifted.clamp_min(0).square(), 0.0)  # (n, n)
-        # Ordered pairs: sum and count both double, so this is the unordered 1 / (2|P|) sum.
+        active = positive & has_negative[:, None]  # (n, n + m)
+        squared_hinge = torch.where(active, lifted.clamp_min(0).square(), 0.0)  # (n, n + m)
+        # Ordered pairs: within the batch, sum and count both double, so without references this
+        # is the unordered 1 / (2|P|) sum.
         num_ordered_pairs = positive.sum().clamp_min(1)
         return squared_hinge.sum() / (2 * num_ordered_pairs)

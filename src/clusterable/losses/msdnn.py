@@ -14,11 +14,12 @@ neighbours and keeps sub-classes apart, large sigma looks at the whole class and
 
 from __future__ import annotations
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from clusterable.losses._base import EmbeddingLoss
-from clusterable.losses._pairs import centred, label_masks, masked_logsumexp, pairwise_distances
+from clusterable.losses._pairs import masked_logsumexp, partner_distances, partner_masks
 from clusterable.losses._registry import register_loss
 
 
@@ -29,14 +30,31 @@ def _masked_softmax(logits: Tensor, mask: Tensor) -> Tensor:
     return (logits.masked_fill(~mask, float("-inf")) - normaliser[:, None]).exp()
 
 
+def _expectation(probability: Tensor, embeddings: Tensor, references: Tensor | None) -> Tensor:
+    """``sum_j P_ij f_j`` over the partners (the batch, then the references): ``(n, d)``.
+
+    One product per block, so that the backward pass builds no gradient for the ``m`` reference
+    rows, which a memory's are not asking for.
+    """
+    if references is None:
+        return probability @ embeddings
+    n = embeddings.shape[0]
+    return probability[:, :n] @ embeddings + probability[:, n:] @ references
+
+
 def expected_margin(
     embeddings: Tensor,
     labels: Tensor,
     sigma: float,
     squared: bool = False,
     detach_weights: bool = True,
+    ref_embeddings: Tensor | None = None,
+    ref_labels: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """MsDNN expected margin ``r_i`` of every item (Eq. 2-4) and which items have one.
+
+    The hits and misses of item i are the other batch items and, when given, the references (a
+    cross-batch memory): the expectations then run over both.
 
     Parameters
     ----------
@@ -51,6 +69,8 @@ def expected_margin(
     detach_weights : bool
         Compute the nearest-hit/miss probabilities without gradient, as Algorithm 1 does with the
         previous parameters; ``False`` differentiates through them too.
+    ref_embeddings, ref_labels : Tensor, optional
+        ``(m, d)`` and ``(m,)`` reference items.
 
     Returns
     -------
@@ -59,16 +79,24 @@ def expected_margin(
     valid : Tensor
         ``(n,)`` bool, the items with at least one hit and one miss.
     """
-    hit, miss = label_masks(labels)  # (n, n) each
-    # r_i depends on differences only: centring keeps f_i - E[f] exact far from the origin.
-    embeddings = centred(embeddings)  # (n, d)
-    source = embeddings.detach() if detach_weights else embeddings
+    hit, miss = partner_masks(labels, ref_labels)  # (n, n + m) each
+    partners = embeddings if ref_embeddings is None else torch.cat([embeddings, ref_embeddings])
+    # r_i depends on differences only: centring every item on one (constant) point keeps
+    # f_i - E[f] exact far from the origin.
+    origin = partners.detach().mean(0)  # (d,)
+    embeddings = embeddings - origin  # (n, d)
+    references = None if ref_embeddings is None else ref_embeddings - origin  # (m, d)
+    if detach_weights:
+        source = embeddings.detach()
+        source_references = None if references is None else references.detach()
+    else:
+        source, source_references = embeddings, references
     # Softmax of -D / sigma in the log domain: sigma = 1e-4 would underflow exp(-D / sigma).
-    logits = -pairwise_distances(source, squared=squared) / sigma  # (n, n)
-    hit_probability = _masked_softmax(logits, hit)  # (n, n), P_NH
-    miss_probability = _masked_softmax(logits, miss)  # (n, n), P_NM
-    expected_hit = hit_probability @ embeddings  # (n, d)
-    expected_miss = miss_probability @ embeddings  # (n, d)
+    logits = -partner_distances(source, source_references, squared=squared) / sigma  # (n, n + m)
+    hit_probability = _masked_softmax(logits, hit)  # (n, n + m), P_NH
+    miss_probability = _masked_softmax(logits, miss)  # (n, n + m), P_NM
+    expected_hit = _expectation(hit_probability, embeddings, references)  # (n, d)
+    expected_miss = _expectation(miss_probability, embeddings, references)  # (n, d)
     valid = hit.any(dim=1) & miss.any(dim=1)  # (n,)
     margin = (embeddings - expected_miss).square().sum(1) - (
         embeddings - expected_hit
@@ -84,6 +112,9 @@ class MsDNNLoss(EmbeddingLoss):
     :func:`expected_margin`. The paper sums over the batch (Eq. 5); we divide by the batch size n,
     the library's convention, which only rescales the learning rate. Items with no hit or no miss
     in the batch contribute 0 (and still count in n, since the paper's sum runs over all items).
+
+    With references (a :class:`~clusterable.losses.CrossBatchMemory`), each item's hits and
+    misses include them (see :func:`expected_margin`); the mean is still over the batch.
 
     Parameters
     ----------
@@ -112,9 +143,23 @@ class MsDNNLoss(EmbeddingLoss):
         self.squared = bool(squared)
         self.detach_weights = bool(detach_weights)
 
-    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+    accepts_references = True
+
+    def compute(
+        self,
+        embeddings: Tensor,
+        labels: Tensor,
+        ref_embeddings: Tensor | None = None,
+        ref_labels: Tensor | None = None,
+    ) -> Tensor:
         margin, valid = expected_margin(
-            embeddings, labels, self.sigma, self.squared, self.detach_weights
+            embeddings,
+            labels,
+            self.sigma,
+            self.squared,
+            self.detach_weights,
+            ref_embeddings,
+            ref_labels,
         )  # (n,), (n,)
         terms = F.softplus(-margin).masked_fill(~valid, 0.0)  # (n,)
         return terms.sum() / len(labels)

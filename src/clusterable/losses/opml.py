@@ -90,6 +90,13 @@ class OPMLLoss(EmbeddingLoss):
         Number of triplets mined in the last forward.
     """
 
+    references_unsupported_because = (
+        "OPML learns its metric L and weights R from the batch's semi-hard triplets by the "
+        "paper's alternating scheme (Sec. III, Algorithm 1), and its unsupervised pseudo-labels "
+        "are refreshed between epochs, which would leave a memory's labels stale; train it on "
+        "larger batches instead"
+    )
+
     def __init__(
         self,
         embedding_dim: int,

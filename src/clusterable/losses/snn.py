@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from clusterable.losses._base import EmbeddingLoss
-from clusterable.losses._pairs import label_masks, masked_logsumexp, squared_distances
+from clusterable.losses._pairs import masked_logsumexp, partner_distances, partner_masks
 from clusterable.losses._registry import register_loss
 
 
@@ -23,7 +23,9 @@ class SoftNearestNeighborLoss(EmbeddingLoss):
 
     with squared Euclidean distances ``D^2``, computed as a difference of two masked log-sum-exps.
     An item with no same-label partner in the batch contributes 0 (its log-ratio is undefined) and
-    still counts in b; a batch with one class gives 0 everywhere (each ratio is 1).
+    still counts in b; a batch with one class gives 0 everywhere (each ratio is 1). With
+    references (a :class:`~clusterable.losses.CrossBatchMemory`), ``j`` and ``k`` also run over
+    them; the mean is still over the batch.
 
     Parameters
     ----------
@@ -43,9 +45,18 @@ class SoftNearestNeighborLoss(EmbeddingLoss):
             raise ValueError(f"temperature must be positive, got {temperature}")
         self.temperature = float(temperature)
 
-    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        positive, negative = label_masks(labels)  # (n, n) each
-        logits = -squared_distances(embeddings) / self.temperature  # (n, n)
+    accepts_references = True
+
+    def compute(
+        self,
+        embeddings: Tensor,
+        labels: Tensor,
+        ref_embeddings: Tensor | None = None,
+        ref_labels: Tensor | None = None,
+    ) -> Tensor:
+        positive, negative = partner_masks(labels, ref_labels)  # (n, n + m) each
+        distances = partner_distances(embeddings, ref_embeddings, squared=True)  # (n, n + m)
+        logits = -distances / self.temperature  # (n, n + m)
         has_partner = positive.any(dim=1)  # (n,)
         log_same = masked_logsumexp(logits, positive, dim=1)  # (n,)
         log_all = masked_logsumexp(logits, positive | negative, dim=1)  # (n,), k != i

@@ -110,6 +110,13 @@ class SpectralClusteringLoss(EmbeddingLoss):
     # rounding (1e-3 relative) would count as rank at float32's tolerance.
     upcasts_half_precision = False
 
+    references_unsupported_because = (
+        "DSCL's loss is a function of the batch matrix F as a whole (its projection F F^+, "
+        "Eq. 10), not a sum over pairs, and past embeddings in F would carry no gradient; the "
+        "paper's answer to small batches is its large-batch trick: set TrainConfig.chunk_size "
+        "(--chunk-size) and a larger batch_size (Sec. 4.1)"
+    )
+
     def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         eps = torch.finfo(embeddings.dtype).eps
         if embeddings.dtype in LOW_PRECISION:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from clusterable.losses._base import EmbeddingLoss
-from clusterable.losses._pairs import squared_distances, unit_rows
+from clusterable.losses._pairs import partner_distances, unit_rows
 from clusterable.losses._registry import register_loss
 from clusterable.mining.triplets import MINING_STRATEGIES, MiningStrategy, mine_triplets
 
@@ -26,6 +26,9 @@ class TripletMarginLoss(EmbeddingLoss):
     ``mining="all"`` and ``"batch-hard"`` produce: semi-hard triplets all violate the margin).
     Eq. (2) divides by ``2m/3`` for ``m/3`` triplets, half this mean: a learning-rate constant.
     A batch where nothing is mined gives 0, which back-propagates.
+
+    With references (a :class:`~clusterable.losses.CrossBatchMemory`), anchors are the batch
+    items and positives and negatives are mined among the other batch items and the references.
 
     Parameters
     ----------
@@ -58,12 +61,21 @@ class TripletMarginLoss(EmbeddingLoss):
         self.mining = mining
         self.normalize = normalize
 
-    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+    accepts_references = True
+
+    def compute(
+        self,
+        embeddings: Tensor,
+        labels: Tensor,
+        ref_embeddings: Tensor | None = None,
+        ref_labels: Tensor | None = None,
+    ) -> Tensor:
         if self.normalize:
             embeddings = unit_rows(embeddings)
-        distances = squared_distances(embeddings)  # (n, n)
+            ref_embeddings = None if ref_embeddings is None else unit_rows(ref_embeddings)
+        distances = partner_distances(embeddings, ref_embeddings, squared=True)  # (n, n + m)
         anchor, positive, negative = mine_triplets(
-            self.mining, distances, labels, self.margin
+            self.mining, distances, labels, self.margin, ref_labels
         )  # (t,) each
         violation = distances[anchor, positive] - distances[anchor, negative]  # (t,)
         hinge = (violation + self.margin).clamp_min(0)  # (t,)

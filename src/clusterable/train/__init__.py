@@ -2,7 +2,7 @@
 
 from clusterable.train.checkpoint import load_meta, load_weights, resolve_checkpoint
 from clusterable.train.config import TrainConfig
-from clusterable.train.distributed import Distributed, gather_with_grad, setup_distributed
+from clusterable.train.distributed import Distributed, setup_distributed
 from clusterable.train.embed import embed_dataset
 from clusterable.train.trainer import Trainer, TrainResult
 
@@ -12,7 +12,6 @@ __all__ = [
     "TrainResult",
     "Trainer",
     "embed_dataset",
-    "gather_with_grad",
     "load_meta",
     "load_weights",
     "resolve_checkpoint",

@@ -1,10 +1,7 @@
-"""torchrun support: process-group set-up and the all-gather that keeps the local gradient.
+"""torchrun support for the Trainer: process-group set-up, barriers, logged means.
 
-Batch-level losses (DSCL, lifted, MsDNN, ...) must see the whole global batch, not one process's
-slice of it. :func:`gather_with_grad` all-gathers the embeddings and puts the local slice back as
-the autograd-tracked tensor, so each process back-propagates through its own items only. Every
-process computes the same global loss; scaling it by the world size before backward makes DDP's
-gradient averaging give exactly the single-process gradient (see ``Trainer._backward``).
+Losses see the whole global batch through :class:`clusterable.losses.DistributedLoss`, which any
+training loop can use; this module only places the process.
 
 Recipe::
 
@@ -18,7 +15,6 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
-from torch import Tensor
 
 CPU = torch.device("cpu")
 
@@ -58,20 +54,6 @@ def setup_distributed() -> Distributed:
     else:
         device = torch.device("cpu")
     return Distributed(rank=dist.get_rank(), world_size=dist.get_world_size(), device=device)
-
-
-def gather_with_grad(local: Tensor, env: Distributed) -> Tensor:
-    """All-gather ``(n_local, ...)`` tensors into ``(n_global, ...)`` in rank order.
-
-    The slice of this rank is ``local`` itself (with its gradient); the other slices are constants.
-    Every rank must pass the same number of rows.
-    """
-    if not env.enabled:
-        return local
-    parts = [torch.empty_like(local) for _ in range(env.world_size)]
-    dist.all_gather(parts, local.detach().contiguous())
-    parts[env.rank] = local
-    return torch.cat(parts)
 
 
 def barrier(env: Distributed) -> None:

@@ -20,7 +20,7 @@ from torch import nn
 
 from clusterable.data import LabelledDataset, load_dataset, stratified_split
 from clusterable.evaluate import evaluate_embeddings, knn_accuracy
-from clusterable.losses import available_losses, build_loss, loss_class
+from clusterable.losses import CrossBatchMemory, available_losses, build_loss, loss_class
 from clusterable.metric_table import format_metric_table
 from clusterable.models import build_decoder, build_model
 from clusterable.train.checkpoint import load_meta, load_weights, resolve_checkpoint
@@ -52,6 +52,7 @@ class RunSpec:
     )
     unsupervised: bool = False  # OPML: train on pseudo-labels (t-SNE + AAS of the raw inputs)
     pseudo_label_every: int = 0  # unsupervised: recompute pseudo-labels every E epochs (0: once)
+    memory_size: int = 0  # XBM: past embeddings kept as extra partners of a pair loss (0: none)
 
     def __post_init__(self) -> None:
         typed = typed_settings(vars(self), field_types(type(self)), "run setting")
@@ -124,6 +125,8 @@ def build_pieces(
         loss = build_loss(
             spec.loss, num_classes=num_classes, embedding_dim=spec.embedding_dim, **spec.loss_args
         )
+    if spec.memory_size:
+        loss = CrossBatchMemory(loss, spec.memory_size, spec.embedding_dim)
     decoder = (
         build_decoder(spec.model, input_shape, spec.embedding_dim) if spec.autoencoder else None
     )

@@ -3,8 +3,8 @@
 ``Trainer(model, loss, train_set, val_set, config, out).fit()`` runs epochs of batches from a
 sampler, evaluates on the held-out set, checkpoints atomically, logs every step as JSON lines, and
 resumes a killed run to the result the uninterrupted run gives. Under ``torchrun`` it runs
-DistributedDataParallel and batch-level losses see the all-gathered global batch
-(:mod:`clusterable.train.distributed`).
+DistributedDataParallel and every loss sees the all-gathered global batch
+(:class:`~clusterable.losses.DistributedLoss`).
 
 Example
 -------
@@ -37,6 +37,7 @@ from tqdm import tqdm
 
 from clusterable.data import LabelledDataset
 from clusterable.evaluate import evaluate_embeddings
+from clusterable.losses import DistributedLoss
 from clusterable.mining import (
     ClassBalancedBatchSampler,
     PairsWithHardNegativesSampler,
@@ -54,7 +55,6 @@ from clusterable.train.distributed import (
     Distributed,
     all_reduce_mean,
     barrier,
-    gather_with_grad,
     setup_distributed,
 )
 from clusterable.train.embed import embed_dataset
@@ -112,6 +112,7 @@ class Trainer:
         self.env = env or setup_distributed()
         self.model = model.to(self.env.device)
         self.loss = loss.to(self.env.device)
+        self.global_loss = DistributedLoss(self.loss)  # the loss itself outside torchrun
         self.decoder = decoder.to(self.env.device) if decoder is not None else None
         self.train_set, self.val_set = train_set, val_set
         self.out = Path(out) if out is not None else None
@@ -194,10 +195,9 @@ class Trainer:
         else:
             with self._autocast():
                 embeddings = self.network(x)  # (n_local, d)
-            value = self.loss(gather_with_grad(embeddings, self.env), gather_with_grad(y, self.env))
-            total = value * self.env.world_size + self._reconstruction(embeddings, x)
+            value = self.global_loss(embeddings, y)
+            total = value + self._reconstruction(embeddings, x)
             self.scaler.scale(total).backward()
-        self._average_loss_gradients()
         if self.config.grad_clip is not None:
             self.scaler.unscale_(self.optimizer)
             params = [p for g in self.optimizer.param_groups for p in g["params"]]
@@ -215,11 +215,10 @@ class Trainer:
         chunks = x.split(self.config.chunk_size)
         with torch.no_grad(), self._autocast():
             local = _full_precision(torch.cat([self.network(c) for c in chunks]))  # (n_local, d)
-        whole = gather_with_grad(local, self.env).requires_grad_()  # (n_global, d) leaf
-        value = self.loss(whole, gather_with_grad(y, self.env))
-        self.scaler.scale(value * self.env.world_size).backward()
-        start = self.env.rank * len(local)
-        local_grad = whole.grad[start : start + len(local)].split(self.config.chunk_size)
+        local.requires_grad_()  # (n_local, d) leaf: the global loss's gradient for its rows
+        value = self.global_loss(local, y)
+        self.scaler.scale(value).backward()
+        local_grad = local.grad.split(self.config.chunk_size)
         for i, (chunk, grad) in enumerate(zip(chunks, local_grad, strict=True)):
             last = i == len(chunks) - 1
             sync = nullcontext() if last or not self.env.enabled else self.network.no_sync()
@@ -238,15 +237,6 @@ class Trainer:
             reconstruction = self.decoder_network(embeddings)
         error = torch.nn.functional.mse_loss(_full_precision(reconstruction), _full_precision(x))
         return self.config.reconstruction_weight * error
-
-    def _average_loss_gradients(self) -> None:
-        # Every process computed the same global loss, so the loss's own parameters hold
-        # world_size times their gradient (the loss was scaled for the model's sake).
-        if not self.env.enabled:
-            return
-        for p in self.loss.parameters():
-            if p.grad is not None:
-                p.grad /= self.env.world_size
 
     # ----------------------------------------------------------------------------------------
     # epochs

@@ -28,7 +28,7 @@ Kind = Literal["log", "float", "int", "choice"]
 Target = Literal["train", "run", "loss"]
 
 #: RunSpec fields a search may set (data and names of pieces are not hyper-parameters).
-RUN_FIELDS = ("embedding_dim", "normalize", "val_fraction")
+RUN_FIELDS = ("embedding_dim", "normalize", "val_fraction", "memory_size")
 
 
 @dataclass(frozen=True)
