@@ -31,6 +31,7 @@ METRIC_LABELS = {
     "subclass_nmi": "sub-class NMI (clusters vs fine classes)",
     "subclass_accuracy": "sub-class Hungarian accuracy",
     "subclass_f1": "sub-class pairwise F1",
+    "classification_accuracy": "classification accuracy (the loss's own classifier)",
 }
 
 

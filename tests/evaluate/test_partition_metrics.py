@@ -178,11 +178,14 @@ def test_silhouette_sample_is_seeded_and_close():
 
 def test_silhouette_auto_scores_every_item_of_a_small_set_and_a_budget_of_a_large_one():
     rng = np.random.default_rng(2)
-    c = rng.integers(0, 4, 6000)
-    x = rng.standard_normal((4, 3))[c] * 3 + rng.standard_normal((6000, 3))
-    # 2e7 / 6,000 = 3,333 items scored of 6,000; all of 4,000 (2e7 / 4,000 = 5,000 >= 4,000).
-    assert silhouette(x, c, seed=5) == silhouette(x, c, sample_size=3333, seed=5)
-    assert silhouette(x[:4000], c[:4000]) == silhouette(x[:4000], c[:4000], sample_size=None)
+    c = rng.integers(0, 4, 12_000)
+    x = rng.standard_normal((4, 3))[c] * 3 + rng.standard_normal((12_000, 3))
+    # 5e6 / 4,000 = 1,250 items scored of 4,000; 500 (the least) of 12,000; all of 2,000.
+    assert silhouette(x[:4000], c[:4000], seed=5) == silhouette(
+        x[:4000], c[:4000], sample_size=1250, seed=5
+    )
+    assert silhouette(x, c, seed=5) == silhouette(x, c, sample_size=500, seed=5)
+    assert silhouette(x[:2000], c[:2000]) == silhouette(x[:2000], c[:2000], sample_size=None)
 
 
 def test_silhouette_sample_keeps_small_clusters_whole():

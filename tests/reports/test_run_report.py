@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from clusterable.cli import main
+from clusterable.metric_table import metric_label
 from clusterable.reports import write_run_report
-from clusterable.reports.panels import metric_name
 
 from _html import decoded_png, image_sources, section_ids
 
@@ -40,7 +40,7 @@ def test_the_metrics_are_the_runs_test_evaluation(digits_run):
     page = (digits_run / "report.html").read_text()
     metrics = json.loads((digits_run / "test_metrics.json").read_text())
     for key in ("recall@1", "map@r", "nmi", "f1", "accuracy"):
-        row = f"<td>{metric_name(key)}</td><td>{100 * metrics[key]:.2f}</td>"
+        row = f"<td>{metric_label(key)}</td><td>{100 * metrics[key]:.2f}</td>"
         assert row in page.replace("&#x27;", "'"), key
 
 

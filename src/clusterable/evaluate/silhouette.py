@@ -10,12 +10,12 @@ import torch
 from clusterable.evaluate._inputs import as_clusters, as_embeddings
 from clusterable.evaluate.neighbors import Metric
 
-#: Distances computed under ``sample_size="auto"``: every item up to 4,472 items; above, as many
+#: Distances computed under ``sample_size="auto"``: every item up to 2,236 items; above, as many
 #: sampled items as keep ``sample * n`` at this budget, but at least `AUTO_MIN_SAMPLE`. The
-#: silhouette values of items spread by about 0.1-0.2, so the mean of 1,000 of them has a
-#: standard error near 0.005. (The whole table's cost is about one kNN pass; an exact silhouette
-#: up to 10,000 items cost more than the kNN and k-means together, issue 10.)
-AUTO_DISTANCE_BUDGET = 20_000_000
+#: silhouette values of items spread by about 0.1-0.2, so the mean of 500 of them has a standard
+#: error near 0.007. (An exact silhouette up to 10,000 items cost as much as the kNN search of the
+#: whole table, issue 10.)
+AUTO_DISTANCE_BUDGET = 5_000_000
 
 #: Items scored at least under ``sample_size="auto"`` (the whole set when smaller).
 AUTO_MIN_SAMPLE = 500
@@ -55,7 +55,7 @@ def silhouette(
     sample_size : int, "auto" or None
         When ``n`` exceeds it, average the coefficients of this many items drawn uniformly without
         replacement. ``"auto"``: ``AUTO_DISTANCE_BUDGET / n`` of them, at least
-        `AUTO_MIN_SAMPLE` (every item up to 4,472 items; 2,460 of 8,131; 500 of 1,000,000).
+        `AUTO_MIN_SAMPLE` (every item up to 2,236 items; 844 of 5,924; 500 of 60,502).
         ``None`` averages all items (``O(n^2 d)``).
     seed : int
         Seed of the sample.

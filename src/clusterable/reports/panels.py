@@ -14,28 +14,10 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator, PercentFormatter
 
 from clusterable.evaluate import knn_search
+from clusterable.metric_table import metric_label
 from clusterable.plots._figure import new_figure
 from clusterable.reports.page import Html, Section, escape, figure_image, note, table, thumbnail
 from clusterable.tsne import tsne_map
-
-#: What each key of the evaluation table shows, so that no figure can be read as another.
-METRIC_NAMES = {
-    "precision@1": "precision@1 (retrieval: the nearest item shares the query's class)",
-    "map@r": "MAP@R (retrieval, Musgrave et al. 2020)",
-    "r_precision": "R-precision (retrieval)",
-    "nmi": "NMI (clustering vs classes)",
-    "precision": "pairwise precision (clustering: same-cluster pairs of one class)",
-    "recall": "pairwise recall (clustering: same-class pairs in one cluster)",
-    "f1": "pairwise F1 (clustering)",
-    "accuracy": "Hungarian accuracy (clustering, best cluster-to-class matching)",
-    "ari": "adjusted Rand index (clustering)",
-    "v_measure": "V-measure (clustering)",
-    "silhouette": "silhouette (clustering; a seeded sample of items)",
-    "classification_accuracy": "classification accuracy (the loss's own classifier)",
-    "subclass_nmi": "sub-class NMI (clustering vs the fine classes)",
-    "subclass_accuracy": "sub-class Hungarian accuracy",
-    "subclass_f1": "sub-class pairwise F1",
-}
 
 #: Validation metrics drawn as curves, when the log has them.
 CURVE_METRICS = ("recall@1", "map@r", "nmi", "f1", "accuracy", "classification_accuracy")
@@ -47,17 +29,6 @@ QUERIES_SHOWN = 4
 #: Member thumbnails per cluster, and clusters listed at most.
 MEMBERS_SHOWN = 10
 CLUSTERS_SHOWN = 40
-
-
-def metric_name(key: str) -> str:
-    """A readable name for a key of the evaluation table."""
-    if key in METRIC_NAMES:
-        return METRIC_NAMES[key]
-    if key.startswith("recall@"):
-        return f"Recall@{key[7:]} (retrieval: a same-class item among the {key[7:]} nearest)"
-    if key.startswith("knn@"):
-        return f"{key[4:]}-NN classification accuracy (neighbours from the training split)"
-    return key
 
 
 def _as_items(items: Any) -> np.ndarray | None:
@@ -102,7 +73,7 @@ def _short(value: Any) -> str:
 def metrics_section(metrics: Mapping[str, float], description: str) -> Section:
     """The evaluation table in percent, each metric named in full."""
     rows = [
-        (metric_name(key), f"{100 * value:.2f}")
+        (metric_label(key), f"{100 * value:.2f}")
         for key, value in metrics.items()
         if isinstance(value, (int, float)) and not isinstance(value, bool)
     ]
@@ -129,8 +100,8 @@ def per_class_section(
         kinds.append(
             "bad" if position < fifth else "good" if position >= len(order) - fifth else ""
         )
-    text = f"Sorted by {metric_name(key)}, worst first. Values in %. {description}"
-    header = ["class", "items", *[metric_name(c).split(" (")[0] for c in columns]]
+    text = f"Sorted by {metric_label(key)}, worst first. Values in %. {description}"
+    header = ["class", "items", *[metric_label(c).split(" (")[0] for c in columns]]
     return Section("classes", "Per-class results", note(text) + table(header, rows, kinds))
 
 
@@ -159,7 +130,7 @@ def curves_section(records: Sequence[Mapping[str, Any]]) -> Section:
     if not numeric:
         body = note("No validation metric was logged (no validation split).") + body
     else:
-        names = ", ".join(metric_name(name) for name in numeric)
+        names = ", ".join(metric_label(name) for name in numeric)
         body = note(f"Validation curves: {names}.") + body
     return Section("curves", "Training curves", body)
 
