@@ -11,9 +11,17 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import adjusted_rand_score
 
-from clusterable.cluster import aas, affinity_propagation, gmm, spectral, spectral_embedding
+from clusterable.cluster import (
+    aas,
+    affinity_propagation,
+    gmm,
+    kmeans,
+    spectral,
+    spectral_embedding,
+)
 
 ALGORITHMS = {
+    "kmeans": lambda x: kmeans(x, 3),
     "spectral": lambda x: spectral(x, 3),
     "gmm": lambda x: gmm(x, 3),
     "affinity_propagation": lambda x: affinity_propagation(x, 3),

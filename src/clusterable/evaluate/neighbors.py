@@ -127,6 +127,15 @@ def _torch_searcher(reference: np.ndarray) -> Any:
     return search
 
 
+def power_of_two_scale(q: np.ndarray, ref: np.ndarray) -> float:
+    """``2**e`` that brings the largest magnitude of ``q`` and ``ref`` near 1 (1.0 when it is
+    already within ``2**-20 .. 2**20``, or all values are 0)."""
+    peak = max(float(np.abs(q).max()), float(np.abs(ref).max()))
+    if peak == 0.0 or 2.0**-20 <= peak <= 2.0**20:
+        return 1.0
+    return float(2.0 ** -np.round(np.log2(peak)))
+
+
 def _rescore(
     queries: np.ndarray, reference: np.ndarray, rows: np.ndarray, cols: np.ndarray
 ) -> np.ndarray:
@@ -194,6 +203,12 @@ def iter_knn(
         )
     n_ref = ref.shape[0]
     check_k(k, n_ref - int(exclude_self), "k")
+    # A power of two brings the values near 1, exactly: squared distances of float32 values
+    # overflow above ~1e19 and vanish below ~1e-19, where the order would be lost.
+    unit = power_of_two_scale(q, ref) if metric == "euclidean" else 1.0
+    if unit != 1.0:
+        q = q * unit
+        ref = q if exclude_self else ref * unit
     exact = None
     if q.dtype == np.float64 or ref.dtype == np.float64:
         centre = ref.mean(axis=0, dtype=np.float64)  # (d,)
@@ -235,7 +250,7 @@ def iter_knn(
         order = np.lexsort((idx, keys), axis=-1)[:, :k]  # by distance, then by index
         keys = np.take_along_axis(keys, order, axis=1)
         idx = np.take_along_axis(idx, order, axis=1)
-        dist = np.sqrt(keys) if metric == "euclidean" else keys / 2.0  # |a-b|^2 = 2 - 2 cos
+        dist = np.sqrt(keys) / unit if metric == "euclidean" else keys / 2.0  # |a-b|^2 = 2-2cos
         yield start, dist.astype(np.float32 if exact is None else np.float64), idx
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from clusterable.evaluate._inputs import as_clusters, as_embeddings
-from clusterable.evaluate.neighbors import Metric
+from clusterable.evaluate.neighbors import Metric, power_of_two_scale
 
 #: Distances computed under ``sample_size="auto"``: every item up to 2,236 items; above, as many
 #: sampled items as keep ``sample * n`` at this budget, but at least `AUTO_MIN_SAMPLE`. The
@@ -95,6 +95,7 @@ def silhouette(
         x = x / norms
     elif metric == "euclidean":
         x = x - x.mean(axis=0)  # smaller norms, less cancellation in |a|^2 + |b|^2 - 2ab
+        x = x * power_of_two_scale(x, x)  # no overflow or underflow of squares; a ratio: exact
     else:
         raise ValueError(f"metric must be 'euclidean' or 'cosine', got {metric!r}.")
     if sample_size == "auto":
