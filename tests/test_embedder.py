@@ -12,9 +12,9 @@ from PIL import Image
 from clusterable.data import LabelledDataset, load_dataset
 from clusterable.embedder import Embedder, best_device
 from clusterable.index import model_checksum
+from clusterable.recipe import RunSpec, load_trained, train_run
 from clusterable.train import embed_dataset
 from clusterable.train.config import TrainConfig
-from clusterable.train.run import RunSpec, load_trained, train_run
 
 
 @pytest.fixture(scope="module")

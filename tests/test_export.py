@@ -11,8 +11,8 @@ from torch import nn
 
 from clusterable.export import PARITY_TOLERANCE, export_model, export_run
 from clusterable.models import available_models, build_model
+from clusterable.recipe import RunSpec, load_trained, train_run
 from clusterable.train.config import TrainConfig
-from clusterable.train.run import RunSpec, load_trained, train_run
 
 SHAPES = {"mlp": (20,), "corel-cnn": (1, 28, 28), "lenet": (1, 28, 28), "msdnn-cnn": (1, 28, 28)}
 

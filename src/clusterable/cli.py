@@ -101,9 +101,9 @@ def _embeddings_of(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, np
         labels = _label_codes(labels)
         return embeddings, labels, labels, None
     from clusterable.data import load_dataset
+    from clusterable.recipe import load_trained
     from clusterable.train import embed_dataset
     from clusterable.train.checkpoint import load_meta
-    from clusterable.train.run import load_trained
 
     model, _, spec, checkpoint = load_trained(source)
     data = args.data or spec.data
@@ -206,8 +206,8 @@ def _resumed_settings(
     out: Path, spec_given: dict[str, Any], train_given: dict[str, Any]
 ) -> tuple[Any, Any]:
     """The run's own stored settings; the ones named again must agree (epochs may grow)."""
+    from clusterable.recipe import RunSpec
     from clusterable.train import TrainConfig
-    from clusterable.train.run import RunSpec
     from clusterable.train.run_folder import (
         CHANGEABLE_ON_RESUME,
         check_resume_settings,
@@ -231,8 +231,8 @@ def _resumed_settings(
 
 
 def command_train(args: argparse.Namespace) -> int:
+    from clusterable.recipe import RunSpec, train_run
     from clusterable.train import TrainConfig
-    from clusterable.train.run import RunSpec, train_run
     from clusterable.train.run_folder import default_run_folder, interrupted_message
 
     spec_given, train_given = _given_settings(args)
@@ -259,8 +259,8 @@ def command_train(args: argparse.Namespace) -> int:
 
 
 def command_tune(args: argparse.Namespace) -> int:
+    from clusterable.recipe import RunSpec
     from clusterable.train import TrainConfig
-    from clusterable.train.run import RunSpec
     from clusterable.train.run_folder import check_writable, default_run_folder
     from clusterable.tune import parse_parameter, parse_space, tune
 
@@ -594,8 +594,8 @@ def add_run_settings(
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from clusterable.recipe import RunSpec
     from clusterable.train.config import TrainConfig
-    from clusterable.train.run import RunSpec
 
     spec_default, config_default = _defaults_of(RunSpec), _defaults_of(TrainConfig)
     parser = argparse.ArgumentParser(

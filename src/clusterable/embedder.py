@@ -113,8 +113,8 @@ class Embedder:
             If ``run`` holds no checkpoint.
         """
         from clusterable.index import model_checksum
+        from clusterable.recipe import load_trained
         from clusterable.train.checkpoint import load_meta
-        from clusterable.train.run import load_trained
 
         model, _, _, checkpoint = load_trained(run)
         input_shape = load_meta(checkpoint)["config"]["extra"]["input_shape"]

@@ -117,8 +117,8 @@ def export_run(
     run: str | os.PathLike[str], out: str | os.PathLike[str], format: Format = "onnx"
 ) -> Path:
     """Export the best checkpoint of a training run (folder or checkpoint) with its description."""
+    from clusterable.recipe import load_trained
     from clusterable.train.checkpoint import load_meta
-    from clusterable.train.run import load_trained
 
     model, _, spec, checkpoint = load_trained(run)
     extra = load_meta(checkpoint)["config"]["extra"]

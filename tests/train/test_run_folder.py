@@ -93,7 +93,7 @@ def test_an_unwritable_out_fails_before_the_data_is_read(tmp_path, capsys, monke
     def no_loading(*args, **kwargs):
         raise AssertionError("data was loaded before the run folder was checked")
 
-    monkeypatch.setattr("clusterable.train.run.load_dataset", no_loading)
+    monkeypatch.setattr("clusterable.recipe.load_dataset", no_loading)
     err = one_line_error(capsys, lambda: train(tmp_path / "file" / "run"))
     assert str(tmp_path / "file") in err and "cannot write" in err
 

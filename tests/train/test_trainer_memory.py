@@ -12,9 +12,9 @@ from clusterable.cli import main
 from clusterable.data import load_dataset
 from clusterable.losses import CrossBatchMemory, build_loss
 from clusterable.models import build_model
+from clusterable.recipe import load_trained
 from clusterable.train import TrainConfig, Trainer, resolve_checkpoint
 from clusterable.train.checkpoint import load_state
-from clusterable.train.run import load_trained
 
 DIM = 8
 

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from clusterable.cli import main
+from clusterable.recipe import RunSpec
 from clusterable.train.config import TrainConfig
-from clusterable.train.run import RunSpec
 from clusterable.tune import parse_parameter, study, tune
 
 SPEC = RunSpec(data="digits", loss="contrastive", embedding_dim=8)

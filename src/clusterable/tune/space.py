@@ -8,7 +8,7 @@ Forms (the command line, then YAML)::
     --param lam=choice:0.1,0.5,1,10     lam: {choice: [0.1, 0.5, 1, 10]}
 
 A name is a field of :class:`~clusterable.train.TrainConfig` (``lr``, ``batch_size``, ...), of
-:class:`~clusterable.train.run.RunSpec` (``embedding_dim``, ...), or a keyword of the loss
+:class:`~clusterable.recipe.RunSpec` (``embedding_dim``, ...), or a keyword of the loss
 (``margin``, ``sigma``, ...); ``train.NAME``, ``run.NAME`` and ``loss.NAME`` say which when a name
 could be both.
 """

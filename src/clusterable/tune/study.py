@@ -30,9 +30,9 @@ import yaml
 from clusterable.data import LabelledDataset, load_dataset
 from clusterable.evaluate import evaluate_embeddings, knn_accuracy
 from clusterable.plots._figure import new_figure, save_figure
+from clusterable.recipe import RunSpec, build_pieces
 from clusterable.train.config import TrainConfig
 from clusterable.train.embed import embed_dataset
-from clusterable.train.run import RunSpec, build_pieces
 from clusterable.train.trainer import Trainer
 from clusterable.tune.folds import Protocol, cross_validation_folds
 from clusterable.tune.space import Parameter

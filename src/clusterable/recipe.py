@@ -29,6 +29,11 @@ from clusterable.train.config_typing import field_types, parameter_types, typed_
 from clusterable.train.embed import embed_dataset
 from clusterable.train.run_folder import RUN_RECORD, prepare_run_folder
 from clusterable.train.trainer import Trainer, TrainResult
+from clusterable.unsupervised import (  # OPML: Algorithm 1 (RCGD on R, L), pseudo-labels
+    RiemannianOPMLLoss,
+    UnsupervisedTrainer,
+    with_pseudo_labels,
+)
 
 
 @dataclass
@@ -67,16 +72,14 @@ class RunSpec:
         if self.root is not None:
             self.root = str(Path(self.root).expanduser().resolve())
         # Loss arguments typed against the loss's constructor (margin="1e-1" becomes 0.1).
-        loss_class = self._loss_class()
-        if loss_class is not None:
+        constructor = self._loss_class()
+        if constructor is not None:
             self.loss_args = typed_settings(
-                self.loss_args, parameter_types(loss_class), f"loss {self.loss!r} argument"
+                self.loss_args, parameter_types(constructor), f"loss {self.loss!r} argument"
             )
 
     def _loss_class(self) -> type | None:
         if self.unsupervised and self.loss == "opml":
-            from clusterable.unsupervised import RiemannianOPMLLoss
-
             return RiemannianOPMLLoss
         return loss_class(self.loss) if self.loss in available_losses() else None
 
@@ -118,8 +121,6 @@ def build_pieces(
     """The model, the loss and (MsDNN-AE) the decoder a spec describes, freshly initialised."""
     model = build_model(spec.model, input_shape, spec.embedding_dim, normalize=spec.normalize)
     if spec.unsupervised and spec.loss == "opml":
-        from clusterable.unsupervised import RiemannianOPMLLoss  # Algorithm 1: RCGD on (R, L)
-
         loss = RiemannianOPMLLoss(embedding_dim=spec.embedding_dim, **spec.loss_args)
     else:
         loss = build_loss(
@@ -204,8 +205,6 @@ def train_run(
     full_train = spec.load("train")
     test = spec.load("test")
     if spec.unsupervised:
-        from clusterable.unsupervised import UnsupervisedTrainer, with_pseudo_labels
-
         # Labels only evaluate: no validation split (it would pick checkpoints by true labels).
         train, val = with_pseudo_labels(full_train, seed=config.seed), None
     else:
