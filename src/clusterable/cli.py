@@ -26,6 +26,7 @@ import yaml
 
 from clusterable import __version__
 from clusterable.cli_use import add_use_verbs, write_model_identity
+from clusterable.cluster import available_clusterings, canonical_clustering
 from clusterable.metric_table import clustering_heading, format_metric_table
 from clusterable.train.checkpoint import CheckpointWriteError
 from clusterable.train.run_folder import (
@@ -34,8 +35,6 @@ from clusterable.train.run_folder import (
     check_writable,
     describe_os_error,
 )
-
-CLUSTERINGS = ("kmeans", "spectral", "aas", "ap", "gmm")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -315,7 +314,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
     k = None if args.clustering == "aas" else args.n_clusters or len(np.unique(labels))
     if args.clustering == "aas" and args.n_clusters is not None:
         raise ValueError("--clustering aas chooses its own number of clusters: drop --n-clusters")
-    if args.clustering == "ap":
+    if canonical_clustering(args.clustering) == "affinity_propagation":
         print(
             f"affinity propagation on {len(embeddings)} items: O(n^2) memory and time, "
             "may take minutes"
@@ -378,12 +377,12 @@ def command_cluster(args: argparse.Namespace) -> int:
             raise ValueError(f"--method {args.method} needs the number of clusters: add --k N")
         k = len(np.unique(labels[labels >= 0]))
         print(f"k = {k}: the number of classes in --labels")
-    if args.method == "ap":
+    method = canonical_clustering(args.method)
+    if method == "affinity_propagation":
         print(
             f"affinity propagation on {len(embeddings)} points: O(n^2) memory and time, "
             "may take minutes"
         )
-    method = "affinity_propagation" if args.method == "ap" else args.method
     partition = cluster.fit(embeddings, method, k, seed=args.seed)
     clusters = partition.labels_
     if args.save:
@@ -713,7 +712,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_source(evaluate)
     evaluate.add_argument(
         "--clustering",
-        choices=CLUSTERINGS,
+        choices=available_clusterings(aliases=True),
         default="kmeans",
         help="partition the cluster scores are computed on (default: %(default)s)",
     )
@@ -740,7 +739,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cluster.add_argument("embeddings", help="(n, d) .npy file")
     cluster.add_argument(
-        "--method", choices=CLUSTERINGS, default="kmeans", help="(default: %(default)s)"
+        "--method",
+        choices=available_clusterings(aliases=True),
+        default="kmeans",
+        help="(default: %(default)s)",
     )
     cluster.add_argument(
         "--k",

@@ -147,7 +147,7 @@ def test_bad_calls_get_clear_errors():
         fit(x, "kmeans")
     with pytest.raises(ValueError, match="aas finds its own number of clusters"):
         fit(x, "aas", n_clusters=3)
-    with pytest.raises(ValueError, match="unknown clustering method 'dbscan'"):
+    with pytest.raises(ValueError, match="unknown clustering 'dbscan'"):
         fit(x, "dbscan", n_clusters=3)
     partition = fit(x, "kmeans", n_clusters=2)
     with pytest.raises(ValueError, match="fitted on 3-dimensional points, got 5"):

@@ -1,5 +1,7 @@
 """Partition algorithms the papers evaluate with; each returns int cluster ids (-1: AAS noise).
 
+`run_clustering(x, name, n_clusters, seed=...)` calls any of them by name (`available_clusterings`).
+
 `fit` runs one and keeps a `Partition` that assigns new points, saves and loads.
 """
 
@@ -9,6 +11,12 @@ from clusterable.cluster.affinity_propagation import affinity_propagation
 from clusterable.cluster.gmm import gmm
 from clusterable.cluster.kmeans import kmeans
 from clusterable.cluster.partition import METHODS, Partition, fit
+from clusterable.cluster.registry import (
+    available_clusterings,
+    canonical_clustering,
+    register_clusterer,
+    run_clustering,
+)
 from clusterable.cluster.spectral import spectral, spectral_embedding
 
 __all__ = [
@@ -17,9 +25,13 @@ __all__ = [
     "Partition",
     "aas",
     "affinity_propagation",
+    "available_clusterings",
+    "canonical_clustering",
     "fit",
     "gmm",
     "kmeans",
+    "register_clusterer",
+    "run_clustering",
     "spectral",
     "spectral_embedding",
 ]

@@ -23,6 +23,7 @@ import scipy.sparse as sp
 from sklearn.neighbors import NearestNeighbors
 
 from clusterable.cluster._validation import check_points, rescaled
+from clusterable.cluster.registry import register_clusterer
 
 #: Up to this dimension a k-d tree finds exact neighbours faster than faiss's brute force
 #: (10,000 points, 51 neighbours: 0.07 s against 0.8 s in 2-D; at 64-D it is 8.6 s against 0.7 s).
@@ -72,6 +73,7 @@ def knn_graph(points: np.ndarray, k_graph: int) -> tuple[np.ndarray, np.ndarray]
     return neighbours, squared
 
 
+@register_clusterer("aas", takes_n_clusters=False, seeded=False)
 def aas(
     x: np.ndarray,
     k_graph: int = 50,

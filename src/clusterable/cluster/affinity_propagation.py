@@ -17,6 +17,7 @@ from clusterable.cluster._validation import (
     rescaled,
     warn_cluster_count,
 )
+from clusterable.cluster.registry import register_clusterer
 
 __all__ = ["ClusterCountWarning", "affinity_propagation", "fit_affinity_propagation"]
 
@@ -43,6 +44,7 @@ def _run(
     return labels.astype(np.int64), np.asarray(exemplars, dtype=np.int64)
 
 
+@register_clusterer("affinity_propagation", seeded=False)
 def affinity_propagation(
     x: np.ndarray, k: int, *, max_steps: int = 40, damping: float = 0.9
 ) -> np.ndarray:

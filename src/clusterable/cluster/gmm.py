@@ -11,11 +11,13 @@ from clusterable.cluster._validation import (
     check_points,
     warn_cluster_count,
 )
+from clusterable.cluster.registry import register_clusterer
 
 #: Variance added to every diagonal covariance entry, relative to the mean feature variance.
 RELATIVE_REG_COVAR = 1e-6
 
 
+@register_clusterer("gmm")
 def gmm(x: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
     """Partition points by the most probable component of a ``k``-component Gaussian mixture.
 

@@ -20,6 +20,7 @@ import torch
 from scipy import sparse
 
 from clusterable.cluster._validation import check_n_clusters, check_points, warn_cluster_count
+from clusterable.cluster.registry import register_clusterer
 
 #: Lloyd iterations (assignments) at most, and restarts, by default.
 MAX_ITER = 50
@@ -208,6 +209,7 @@ def _seeds(frame: _Frame, k: int, init: str, rng: np.random.Generator) -> np.nda
     return np.ascontiguousarray(centroids, dtype=np.float32)
 
 
+@register_clusterer("kmeans")
 def kmeans(
     x: np.ndarray,
     k: int,

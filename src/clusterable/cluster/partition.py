@@ -41,6 +41,7 @@ from clusterable.cluster.aas import aas, knn_graph
 from clusterable.cluster.affinity_propagation import fit_affinity_propagation
 from clusterable.cluster.gmm import fit_gmm
 from clusterable.cluster.kmeans import kmeans
+from clusterable.cluster.registry import canonical_clustering
 from clusterable.cluster.spectral import fit_spectral
 
 #: The methods `fit` knows; AAS chooses its own number of clusters.
@@ -303,10 +304,7 @@ def fit(
     ...     partition.labels_[2], partition.labels_[0]]
     True
     """
-    if method not in METHODS:
-        raise ValueError(
-            f"unknown clustering method {method!r}; choose one of {', '.join(METHODS)}"
-        )
+    method = canonical_clustering(method)
     points = check_points(x)
     n = points.shape[0]
     if method == "aas":

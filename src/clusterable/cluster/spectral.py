@@ -10,6 +10,7 @@ import numpy as np
 
 from clusterable.cluster._validation import Rescaling, check_n_clusters, check_points
 from clusterable.cluster.kmeans import kmeans
+from clusterable.cluster.registry import register_clusterer
 
 
 def spectral_embedding(x: np.ndarray, rank: int | None = None) -> np.ndarray:
@@ -82,6 +83,7 @@ def _unit_rows(u: np.ndarray) -> np.ndarray:
     return u / np.where(norms > 0.0, norms, 1.0)
 
 
+@register_clusterer("spectral")
 def spectral(
     x: np.ndarray, k: int, seed: int = 0, *, rank: int | Literal["k"] | None = "k"
 ) -> np.ndarray:

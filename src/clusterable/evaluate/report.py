@@ -41,16 +41,6 @@ EVALUATION_KMEANS = {"init": "random", "n_init": 1, "max_iter": 20}
 #: k-means++ seeding (``k`` sequential steps) took longer than the whole clustering.
 KMEANS_PP_MAX_CLUSTERS = 64
 
-#: `clustering` names and the `clusterable.cluster` function each calls.
-CLUSTERINGS = {
-    "kmeans": "kmeans",
-    "spectral": "spectral",
-    "gmm": "gmm",
-    "affinity_propagation": "affinity_propagation",
-    "ap": "affinity_propagation",
-    "aas": "aas",
-}
-
 
 def partition(
     x: np.ndarray,
@@ -60,24 +50,16 @@ def partition(
     cluster_kwargs: Mapping[str, Any] | None = None,
 ) -> np.ndarray:
     """Cluster ``x`` with the named `clusterable.cluster` function; AAS picks its own count."""
-    if clustering not in CLUSTERINGS:
-        raise ValueError(
-            f"unknown clustering {clustering!r}; choose one of "
-            f"{sorted(CLUSTERINGS)} or pass precomputed cluster ids."
-        )
     # Imported here: clustering is optional for the retrieval metrics and pulls in faiss/sklearn.
-    from clusterable import cluster
+    from clusterable.cluster import canonical_clustering, run_clustering
 
-    fn = getattr(cluster, CLUSTERINGS[clustering])
-    kwargs = dict(cluster_kwargs or {})
-    if clustering == "kmeans":
+    name = canonical_clustering(clustering)
+    options = dict(cluster_kwargs or {})
+    if name == "kmeans":
         init = "k-means++" if n_clusters <= KMEANS_PP_MAX_CLUSTERS else "random"
-        kwargs = {**EVALUATION_KMEANS, "init": init, **kwargs}
-    if clustering == "aas":
-        return to_numpy(fn(x, **kwargs), "clusters")
-    if CLUSTERINGS[clustering] == "affinity_propagation":
-        return to_numpy(fn(x, n_clusters, **kwargs), "clusters")
-    return to_numpy(fn(x, n_clusters, seed=seed, **kwargs), "clusters")
+        options = {**EVALUATION_KMEANS, "init": init, **options}
+    count = None if name == "aas" else n_clusters  # AAS picks its own count
+    return run_clustering(x, name, count, seed=seed, **options)
 
 
 def _per_class(
