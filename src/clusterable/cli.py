@@ -28,7 +28,9 @@ from clusterable import __version__
 from clusterable.cli_use import add_use_verbs, write_model_identity
 from clusterable.cluster import available_clusterings, canonical_clustering
 from clusterable.metric_table import clustering_heading, format_metric_table
+from clusterable.reproduce import EXPERIMENTS
 from clusterable.train.checkpoint import CheckpointWriteError
+from clusterable.train.config import SAMPLERS
 from clusterable.train.run_folder import (
     RunFolderError,
     check_parent_writable,
@@ -441,7 +443,7 @@ def command_plot(args: argparse.Namespace) -> int:
 
 
 def command_reproduce(args: argparse.Namespace) -> int:
-    from clusterable.reproduce import EXPERIMENTS, Budget, run_all, run_experiment, write_summary
+    from clusterable.reproduce import Budget, run_all, run_experiment, write_summary
 
     mode = "quick" if args.quick else "full" if args.full else "default"
     out = Path(args.out)
@@ -452,10 +454,6 @@ def command_reproduce(args: argparse.Namespace) -> int:
             reports = run_all(mode, args.seeds, out, first_seed=args.seed)
         print(f"wrote {out.with_suffix('.md')} and {len(reports)} experiment folders in {out}")
         return 0
-    if args.experiment not in EXPERIMENTS:
-        raise ValueError(
-            f"unknown experiment {args.experiment!r}; choose one of: all, {', '.join(EXPERIMENTS)}"
-        )
     folder = out / args.experiment
     budget = Budget(mode=mode, seeds=args.seeds, folder=folder, first_seed=args.seed)
     report = run_experiment(args.experiment, budget)
@@ -563,7 +561,7 @@ def add_run_settings(
         "--sampler",
         config_default["sampler"],
         "how batches are drawn",
-        choices=("class-balanced", "random", "pairs-hard-negatives"),
+        choices=SAMPLERS,
     )
     setting(
         "--items-per-class",
@@ -778,7 +776,9 @@ def build_parser() -> argparse.ArgumentParser:
         "clusterable reproduce aas-synthetic --quick",
         command_reproduce,
     )
-    reproduce.add_argument("experiment", help="experiment name, or all (see the README)")
+    reproduce.add_argument(
+        "experiment", choices=["all", *EXPERIMENTS], help="an experiment, or all of them"
+    )
     budget = reproduce.add_mutually_exclusive_group()
     budget.add_argument("--quick", action="store_true", help="about a minute (for tests)")
     budget.add_argument("--full", action="store_true", help="the paper's own budget")

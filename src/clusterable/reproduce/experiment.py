@@ -57,6 +57,8 @@ def experiment(name: str) -> Callable[[Experiment], Experiment]:
     """Decorator: register a reproduction under ``name``."""
 
     def add(function: Experiment) -> Experiment:
+        if name in EXPERIMENTS:
+            raise RuntimeError(f"experiment name {name!r} is registered twice")
         EXPERIMENTS[name] = function
         return function
 
