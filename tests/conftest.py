@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,3 +34,15 @@ def fashion_mnist() -> Path:
     if not folder.is_dir():
         pytest.skip("Fashion-MNIST not installed (as root: apt-get install dataset-fashion-mnist)")
     return folder
+
+
+@pytest.fixture(scope="session")
+def free_port() -> Callable[[], int]:
+    """A function giving a free TCP port on 127.0.0.1, for a torch.distributed rendezvous."""
+
+    def find() -> int:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            return probe.getsockname()[1]
+
+    return find

@@ -292,6 +292,7 @@ def _items_of(embeddings_path: Path, count: int) -> tuple[list[str] | None, np.n
     if "split" not in where or not record.is_file():
         return None, None
     from clusterable.data import load_dataset
+    from clusterable.reports.run_report import item_images
 
     spec = json.loads(record.read_text())["spec"]
     data = load_dataset(
@@ -300,10 +301,9 @@ def _items_of(embeddings_path: Path, count: int) -> tuple[list[str] | None, np.n
         split=where["split"],
         labels=spec["labels"],
     )
-    if len(data) != count or len(data.input_shape) != 3:
-        return data.class_names if len(data) == count else None, None
-    images = np.stack([np.asarray(data.x[i], dtype=np.float32) for i in range(len(data))])
-    return data.class_names, images
+    if len(data) != count:
+        return None, None
+    return data.class_names, item_images(data)
 
 
 # ---------------------------------------------------------------------------------------------

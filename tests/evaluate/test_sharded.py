@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import socket
 
 import numpy as np
 import pytest
@@ -48,13 +47,7 @@ def _worker(rank: int, world: int, port: int, out: str) -> None:
         dist.destroy_process_group()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def test_two_shards_give_exactly_the_single_process_table(tmp_path):
+def test_two_shards_give_exactly_the_single_process_table(tmp_path, free_port):
     expected = table()
     out = str(tmp_path / "table")
     mp.spawn(_worker, args=(2, free_port(), out), nprocs=2, join=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -78,14 +77,8 @@ def _worker(rank: int, port: int, out: str) -> None:
         dist.destroy_process_group()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
-def two_processes(tmp_path_factory) -> list[dict[str, dict[str, object]]]:
+def two_processes(tmp_path_factory, free_port) -> list[dict[str, dict[str, object]]]:
     out = str(tmp_path_factory.mktemp("distributed") / "result")
     mp.spawn(_worker, args=(free_port(), out), nprocs=WORLD, join=True)
     return [torch.load(f"{out}.{rank}", weights_only=False) for rank in range(WORLD)]

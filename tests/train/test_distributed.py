@@ -4,7 +4,6 @@ cross-batch memory: the same two steps, the second against the first's global ba
 from __future__ import annotations
 
 import os
-import socket
 
 import numpy as np
 import pytest
@@ -56,17 +55,11 @@ def _worker(rank: int, world: int, port: int, loss_name: str, chunk_size, out: s
         dist.destroy_process_group()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.parametrize(
     ("loss_name", "chunk_size"),
     [("lifted", None), ("spectral", 5), ("cross-entropy", None), ("memory msdnn", None)],
 )
-def test_two_process_step_equals_single_process_step(tmp_path, loss_name, chunk_size):
+def test_two_process_step_equals_single_process_step(tmp_path, free_port, loss_name, chunk_size):
     expected_value, expected = one_step(loss_name, chunk_size)
     out = str(tmp_path / "result")
     mp.spawn(_worker, args=(2, free_port(), loss_name, chunk_size, out), nprocs=2, join=True)

@@ -23,6 +23,15 @@ def warn_cluster_count(method: str, found: int, k: int, reason: str) -> None:
     warnings.warn(message, ClusterCountWarning, stacklevel=3)
 
 
+def too_few_distinct_points(points: np.ndarray, k: int) -> str | None:
+    """Why ``points`` cannot give ``k`` clusters (fewer than ``k`` distinct points), or None."""
+    distinct = np.unique(points, axis=0).shape[0]
+    if distinct >= k:
+        return None
+    noun = "point" if distinct == 1 else "points"
+    return f"the {points.shape[0]} points hold only {distinct} distinct {noun}"
+
+
 def check_points(x: object, *, dtype: type = np.float64) -> np.ndarray:
     """Return ``x`` as a C-contiguous ``(n, d)`` array of ``dtype`` with finite values.
 

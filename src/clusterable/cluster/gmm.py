@@ -9,6 +9,7 @@ from clusterable.cluster._validation import (
     Rescaling,
     check_n_clusters,
     check_points,
+    too_few_distinct_points,
     warn_cluster_count,
 )
 from clusterable.cluster.registry import register_clusterer
@@ -104,14 +105,9 @@ def fit_gmm(
     labels = mixture.fit_predict(work).astype(np.int64)
     found = int(np.unique(labels).size)
     if found < k:
-        distinct = np.unique(points, axis=0).shape[0]
-        if distinct < k:
-            noun = "point" if distinct == 1 else "points"
-            reason = f"the {points.shape[0]} points hold only {distinct} distinct {noun}"
-        else:
-            reason = (
-                f"EM left {k - found} component(s) most probable for no point (a mixture need not "
-                "use every component; ask for fewer clusters or use kmeans)"
-            )
+        reason = too_few_distinct_points(points, k) or (
+            f"EM left {k - found} component(s) most probable for no point (a mixture need not "
+            "use every component; ask for fewer clusters or use kmeans)"
+        )
         warn_cluster_count("gmm", found, k, reason)
     return labels, mixture, rescaling

@@ -19,7 +19,12 @@ import numpy as np
 import torch
 from scipy import sparse
 
-from clusterable.cluster._validation import check_n_clusters, check_points, warn_cluster_count
+from clusterable.cluster._validation import (
+    check_n_clusters,
+    check_points,
+    too_few_distinct_points,
+    warn_cluster_count,
+)
 from clusterable.cluster.registry import register_clusterer
 
 #: Lloyd iterations (assignments) at most, and restarts, by default.
@@ -299,15 +304,10 @@ def kmeans(
             best_labels, best_inertia = labels, inertia
     found = int(np.unique(best_labels).size)
     if found < k:
-        distinct = np.unique(points, axis=0).shape[0]
-        if distinct < k:
-            noun = "point" if distinct == 1 else "points"
-            reason = f"the {n} points hold only {distinct} distinct {noun}"
-        else:
-            reason = (
-                f"{k - found} centroid(s) kept no point after {2 * max_iter} assignments; raise "
-                "max_iter"
-            )
+        reason = too_few_distinct_points(points, k) or (
+            f"{k - found} centroid(s) kept no point after {2 * max_iter} assignments; raise "
+            "max_iter"
+        )
         warn_cluster_count("kmeans", found, k, reason)
     return best_labels
 

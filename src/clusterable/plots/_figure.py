@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")  # before pyplot is imported: no display here
 import matplotlib.pyplot as plt
@@ -22,3 +23,12 @@ def save_figure(figure: Figure, path: str | Path) -> Path:
 def new_figure(columns: int = 1, rows: int = 1, size: float = 4.5) -> tuple[Figure, list]:
     figure, axes = plt.subplots(rows, columns, figsize=(size * columns, size * rows), squeeze=False)
     return figure, list(axes.flat)
+
+
+def as_image(item: np.ndarray) -> np.ndarray:
+    """An item as ``imshow`` and PIL take it: ``(C, H, W)`` becomes ``(H, W, C)``, one channel
+    ``(H, W)``."""
+    item = np.asarray(item, dtype=np.float32)
+    if item.ndim == 3 and item.shape[0] in (1, 3):  # CHW -> HWC
+        item = item.transpose(1, 2, 0)
+    return item.squeeze()

@@ -8,14 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from clusterable.evaluate import knn_search
-from clusterable.plots._figure import new_figure, save_figure
-
-
-def _as_image(item: np.ndarray) -> np.ndarray:
-    item = np.asarray(item, dtype=np.float32)
-    if item.ndim == 3 and item.shape[0] in (1, 3):  # CHW -> HWC
-        item = item.transpose(1, 2, 0)
-    return item.squeeze()
+from clusterable.plots._figure import as_image, new_figure, save_figure
 
 
 def plot_retrieval_grid(
@@ -38,7 +31,7 @@ def plot_retrieval_grid(
     for row, (query, found) in enumerate(zip(queries, neighbours, strict=True)):
         for column, index in enumerate([query, *found]):
             ax = axes[row * (k + 1) + column]
-            ax.imshow(_as_image(images[index]), cmap="gray")
+            ax.imshow(as_image(images[index]), cmap="gray")
             ax.set_xticks([])
             ax.set_yticks([])
             label = int(labels[index])

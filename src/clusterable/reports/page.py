@@ -21,7 +21,7 @@ import numpy as np
 from PIL import Image
 
 from clusterable._atomic import atomic_write
-from clusterable.plots._figure import plt
+from clusterable.plots._figure import as_image, plt
 
 #: Side of an item thumbnail, in pixels.
 THUMBNAIL = 56
@@ -133,10 +133,7 @@ def figure_image(figure: object, alt: str) -> Html:
 
 def thumbnail(item: np.ndarray, css: str = "", title: str = "") -> Html:
     """An item image (``(C, H, W)``, ``(H, W)`` or ``(H, W, C)``, in [0, 1]) as an ``<img>``."""
-    pixels = np.asarray(item, dtype=np.float32)
-    if pixels.ndim == 3 and pixels.shape[0] in (1, 3) and pixels.shape[-1] not in (1, 3):
-        pixels = pixels.transpose(1, 2, 0)  # CHW -> HWC
-    pixels = pixels.squeeze()
+    pixels = as_image(item)
     low, high = float(pixels.min()), float(pixels.max())
     if low < 0.0 or high > 1.0:  # standardised inputs: show their range
         pixels = (pixels - low) / (high - low) if high > low else np.zeros_like(pixels)

@@ -91,7 +91,7 @@ def write_run_report(
     if records:
         sections.append(curves_section(records))
     described = _sample_description(len(sample), len(test), spec["data"])
-    items = _images(sample)
+    items = item_images(sample)
     names = test.class_names
     sections += _embedding_sections(
         embeddings[labelled],
@@ -178,7 +178,7 @@ def _sample_description(used: int, total: int, name: str) -> str:
     return f"A seeded sample of {used:,} of the {total:,} items of the {name} test split."
 
 
-def _images(dataset: LabelledDataset) -> np.ndarray | None:
+def item_images(dataset: LabelledDataset) -> np.ndarray | None:
     """The items as ``(n, C, H, W)`` when they are images, else None (tables)."""
     if len(dataset.input_shape) != 3:
         return None
