@@ -18,9 +18,9 @@ import numpy as np
 import torch
 
 from clusterable.data import load_dataset
-from clusterable.losses import available_losses, build_loss
-from clusterable.models import build_model
-from clusterable.train import TrainConfig, Trainer
+from clusterable.losses import available_losses
+from clusterable.recipe import RunSpec, build_trainer
+from clusterable.train import TrainConfig
 
 EMBEDDING_DIM = 128
 
@@ -36,11 +36,10 @@ def median_seconds(step, repeats: int) -> float:
 
 def measure(name: str, data, steps: int) -> tuple[float, float, int]:
     """(seconds per training step, seconds of the loss alone, batch size)."""
-    torch.manual_seed(0)
-    model = build_model("corel-cnn", data.input_shape, EMBEDDING_DIM)
-    loss = build_loss(name, num_classes=10, embedding_dim=EMBEDDING_DIM)
+    spec = RunSpec(model="corel-cnn", loss=name, embedding_dim=EMBEDDING_DIM)
     config = TrainConfig(batch_size=128, items_per_class=12, progress=False, eval_every=0)
-    trainer = Trainer(model, loss, data, config=config)
+    trainer = build_trainer(spec, config, data)
+    model, loss = trainer.model, trainer.loss
     batch = next(iter(trainer.sampler))
     x = torch.from_numpy(np.asarray(data.x[np.asarray(batch)]))
     y = torch.from_numpy(data.labels[np.asarray(batch)])

@@ -104,7 +104,7 @@ def _embeddings_of(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, np
     from clusterable.data import load_dataset
     from clusterable.recipe import load_trained
     from clusterable.train import embed_dataset
-    from clusterable.train.checkpoint import load_meta
+    from clusterable.train.checkpoint import load_run_record
 
     model, _, spec, checkpoint = load_trained(source)
     data = args.data or spec.data
@@ -116,7 +116,7 @@ def _embeddings_of(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, np
         image_size=spec.image_size,
         channels=spec.channels,
     )
-    trained_shape = tuple(load_meta(checkpoint)["config"]["extra"]["input_shape"])
+    trained_shape = tuple(load_run_record(checkpoint)["input_shape"])
     if dataset.input_shape != trained_shape:
         raise ValueError(
             f"the run {source} was trained on {spec.data}, items of shape {trained_shape}; "
@@ -181,9 +181,11 @@ def _given_settings(
     for name in ("normalize", "autoencoder", "unsupervised"):
         if getattr(args, name):
             spec[name] = True
-    loss_args = {**spec.get("loss_args", {}), **_parse_assignments(args.loss_arg, "--loss-arg")}
-    if loss_args:
-        spec["loss_args"] = loss_args
+    for flag, key in (("loss_arg", "loss_args"), ("model_arg", "model_args")):
+        given = _parse_assignments(getattr(args, flag), f"--{flag.replace('_', '-')}")
+        merged = {**spec.get(key, {}), **given}
+        if merged:
+            spec[key] = merged
     for name in CONFIG_FLAGS:
         if getattr(args, name) is not None:
             train[name] = getattr(args, name)
@@ -216,7 +218,7 @@ def _resumed_settings(
     )
 
     record = read_run_record(out)
-    stored_train = {k: v for k, v in record["config"].items() if k != "extra"}
+    stored_train = record["config"]
     stored_spec = asdict(RunSpec.from_dict(record["spec"]))
     stored_config = TrainConfig.from_dict(stored_train).to_dict()
     wanted_spec = asdict(RunSpec.from_dict({**record["spec"], **spec_given}))
@@ -534,6 +536,14 @@ def add_run_settings(
         help="a keyword of the loss, typed as the loss declares it (repeatable)",
     )
     setting("--model", spec_default["model"], "model (clusterable.models.available_models())")
+    parser.add_argument(
+        "--model-arg",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a keyword of the model, typed as the model declares it; lists comma-separated, "
+        "e.g. channels=16,16,32,32,64,64 (repeatable)",
+    )
     setting("--embedding-dim", spec_default["embedding_dim"], "embedding size", type=int)
     parser.add_argument("--normalize", action="store_true", help="l2-normalise embeddings")
     setting(

@@ -29,12 +29,12 @@ from tqdm import tqdm
 from clusterable._threads import single_thread
 from clusterable.data import MSDNN_COARSE, LabelledDataset, class_split, coarse_labels, load_dataset
 from clusterable.evaluate import evaluate_embeddings, knn_accuracy
-from clusterable.losses import available_losses, build_loss
-from clusterable.models import build_model
+from clusterable.losses import available_losses
 from clusterable.plots import plot_tsne
+from clusterable.recipe import RunSpec, build_trainer
 from clusterable.reports import write_reproduction_report
 from clusterable.reproduce.report import ExperimentReport, Row
-from clusterable.train import TrainConfig, Trainer, embed_dataset
+from clusterable.train import TrainConfig, embed_dataset
 
 COLUMNS = {
     "recall@1": "R@1",
@@ -61,13 +61,7 @@ class DemoConfig:
 
 def train_view(name: str, train: LabelledDataset, config: DemoConfig) -> torch.nn.Module:
     """Train a fresh MLP with loss ``name`` on ``train``; returns the model in eval mode."""
-    torch.manual_seed(config.seed)
-    model = build_model("mlp", train.input_shape, config.embedding_dim)
-    loss = build_loss(
-        name,
-        num_classes=train.num_classes,
-        embedding_dim=config.embedding_dim,
-    )
+    spec = RunSpec(data="digits", model="mlp", loss=name, embedding_dim=config.embedding_dim)
     settings = TrainConfig(
         epochs=config.epochs,
         batch_size=config.batch_size,
@@ -77,8 +71,9 @@ def train_view(name: str, train: LabelledDataset, config: DemoConfig) -> torch.n
         progress=False,
         seed=config.seed,
     )
-    Trainer(model, loss, train, config=settings).fit()
-    return model.eval()
+    trainer = build_trainer(spec, settings, train)
+    trainer.fit()
+    return trainer.model.eval()
 
 
 def score_views(

@@ -114,10 +114,10 @@ class Embedder:
         """
         from clusterable.index import model_checksum
         from clusterable.recipe import load_trained
-        from clusterable.train.checkpoint import load_meta
+        from clusterable.train.checkpoint import load_run_record
 
         model, _, _, checkpoint = load_trained(run)
-        input_shape = load_meta(checkpoint)["config"]["extra"]["input_shape"]
+        input_shape = load_run_record(checkpoint)["input_shape"]
         return cls(
             model,
             input_shape,

@@ -118,11 +118,10 @@ def export_run(
 ) -> Path:
     """Export the best checkpoint of a training run (folder or checkpoint) with its description."""
     from clusterable.recipe import load_trained
-    from clusterable.train.checkpoint import load_meta
+    from clusterable.train.checkpoint import load_run_record
 
     model, _, spec, checkpoint = load_trained(run)
-    extra = load_meta(checkpoint)["config"]["extra"]
-    input_shape = tuple(int(s) for s in extra["input_shape"])
+    input_shape = tuple(int(s) for s in load_run_record(checkpoint)["input_shape"])
     description = {
         "model": spec.model,
         "embedding_dim": spec.embedding_dim,

@@ -1,8 +1,11 @@
-"""A training run from a plain description: data, model, loss; what ``clusterable train`` runs.
+"""A training run from a plain description: data, model, loss; what every run is built by.
 
-:class:`RunSpec` names the pieces, :func:`train_run` builds them, trains with a
-:class:`~clusterable.train.Trainer`, evaluates the best checkpoint on the test split and writes
-``run.json`` and ``test_metrics.json`` into the run folder; :func:`load_trained` rebuilds a trained
+:class:`RunSpec` names the pieces; :func:`build` makes the model, the loss and (MsDNN-AE) the
+decoder from it after :func:`~clusterable.seeding.seed_everything`; :func:`build_trainer` puts
+them into a :class:`~clusterable.train.Trainer` that stores the spec in every checkpoint. The CLI,
+the demo, the reproductions, ``tune`` and the benchmarks all build through these two.
+:func:`train_run` is ``clusterable train``: it also evaluates the best checkpoint on the test
+split and writes ``run.json`` and ``test_metrics.json``; :func:`load_trained` rebuilds a trained
 model from its checkpoint for ``evaluate``, ``embed`` and ``plot``.
 """
 
@@ -22,8 +25,9 @@ from clusterable.data import LabelledDataset, load_dataset, stratified_split
 from clusterable.evaluate import evaluate_embeddings, knn_accuracy
 from clusterable.losses import CrossBatchMemory, available_losses, build_loss, loss_class
 from clusterable.metric_table import format_metric_table
-from clusterable.models import build_decoder, build_model
-from clusterable.train.checkpoint import load_meta, load_weights, resolve_checkpoint
+from clusterable.models import available_models, build_decoder, build_model, model_builder
+from clusterable.seeding import seed_everything
+from clusterable.train.checkpoint import load_run_record, load_weights, resolve_checkpoint
 from clusterable.train.config import TrainConfig
 from clusterable.train.config_typing import field_types, parameter_types, typed_settings
 from clusterable.train.embed import embed_dataset
@@ -49,6 +53,7 @@ class RunSpec:
     loss: str = "lifted"  # a name of clusterable.losses.available_losses()
     loss_args: dict[str, Any] = field(default_factory=dict)  # the loss's constructor keywords
     model: str = "mlp"  # a name of clusterable.models.available_models()
+    model_args: dict[str, Any] = field(default_factory=dict)  # its keywords (channels=...)
     embedding_dim: int = 128
     normalize: bool = False  # l2-normalise the embeddings the model outputs
     val_fraction: float = 0.1  # share of each training class held out for validation
@@ -71,7 +76,13 @@ class RunSpec:
             self.data = f"{kind}:{Path(path).expanduser().resolve()}"
         if self.root is not None:
             self.root = str(Path(self.root).expanduser().resolve())
-        # Loss arguments typed against the loss's constructor (margin="1e-1" becomes 0.1).
+        # Model and loss arguments typed against what receives them ("16,32" becomes (16, 32),
+        # margin="1e-1" becomes 0.1).
+        builder = model_builder(self.model) if self.model in available_models() else None
+        if builder is not None:
+            self.model_args = typed_settings(
+                self.model_args, parameter_types(builder), f"model {self.model!r} argument"
+            )
         constructor = self._loss_class()
         if constructor is not None:
             self.loss_args = typed_settings(
@@ -115,11 +126,36 @@ def split_validation(
     return train.subset(kept), train.subset(held_out)
 
 
-def build_pieces(
-    spec: RunSpec, input_shape: tuple[int, ...], num_classes: int
-) -> tuple[nn.Module, nn.Module, nn.Module | None]:
-    """The model, the loss and (MsDNN-AE) the decoder a spec describes, freshly initialised."""
-    model = build_model(spec.model, input_shape, spec.embedding_dim, normalize=spec.normalize)
+@dataclass
+class Pieces:
+    """What :func:`build` makes: the model, the loss, and the MsDNN-AE decoder (or None)."""
+
+    model: nn.Module
+    loss: nn.Module
+    decoder: nn.Module | None = None
+
+
+def build(
+    spec: RunSpec, input_shape: tuple[int, ...], num_classes: int, seed: int | None = None
+) -> Pieces:
+    """The model, the loss and (MsDNN-AE) the decoder ``spec`` describes, freshly initialised.
+
+    Parameters
+    ----------
+    spec : RunSpec
+    input_shape : tuple of int
+        Shape of one item of the data they will see.
+    num_classes : int
+        Classes of the training labels (classification losses hold one weight row per class).
+    seed : int, optional
+        :func:`~clusterable.seeding.seed_everything` first, so that the same seed gives the same
+        initial weights; None draws from the generators as they stand.
+    """
+    if seed is not None:
+        seed_everything(seed)
+    model = build_model(
+        spec.model, input_shape, spec.embedding_dim, normalize=spec.normalize, **spec.model_args
+    )
     if spec.unsupervised and spec.loss == "opml":
         loss = RiemannianOPMLLoss(embedding_dim=spec.embedding_dim, **spec.loss_args)
     else:
@@ -128,10 +164,38 @@ def build_pieces(
         )
     if spec.memory_size:
         loss = CrossBatchMemory(loss, spec.memory_size, spec.embedding_dim)
-    decoder = (
-        build_decoder(spec.model, input_shape, spec.embedding_dim) if spec.autoencoder else None
-    )
-    return model, loss, decoder
+    decoder = None
+    if spec.autoencoder:
+        decoder = build_decoder(spec.model, input_shape, spec.embedding_dim, **spec.model_args)
+    return Pieces(model, loss, decoder)
+
+
+def build_trainer(
+    spec: RunSpec,
+    config: TrainConfig,
+    train: LabelledDataset,
+    val: LabelledDataset | None = None,
+    *,
+    num_classes: int | None = None,
+    out: Path | None = None,
+) -> Trainer:
+    """A :class:`~clusterable.train.Trainer` of the pieces ``spec`` describes, seeded by
+    ``config.seed``; every checkpoint it writes records the spec, so :func:`load_trained`
+    rebuilds its model.
+
+    ``num_classes``: the classes the loss holds weights for (default: ``train``'s).
+    """
+    num_classes = train.num_classes if num_classes is None else num_classes
+    pieces = build(spec, train.input_shape, num_classes, seed=config.seed)
+    record = {"spec": asdict(spec), "input_shape": list(train.input_shape)}
+    record["num_classes"] = num_classes
+    pieces_and_data = (pieces.model, pieces.loss, train, val)
+    shared = {"config": config, "out": out, "decoder": pieces.decoder, "record": record}
+    if spec.unsupervised:
+        return UnsupervisedTrainer(
+            *pieces_and_data, **shared, pseudo_label_every=spec.pseudo_label_every
+        )
+    return Trainer(*pieces_and_data, **shared)
 
 
 def evaluate_on_test(
@@ -171,7 +235,9 @@ def describe_start(
         f"data      {spec.data} ({labels}, {train.num_classes} classes, items of "
         f"shape {train.input_shape}): {counts} items",
         f"files     {train.source or 'in memory'}",
-        f"model     {spec.model}, {spec.embedding_dim}-d embeddings"
+        f"model     {spec.model}"
+        + "".join(f", {k}={v}" for k, v in spec.model_args.items())
+        + f", {spec.embedding_dim}-d embeddings"
         + (", l2-normalised" if spec.normalize else "")
         + (", with a decoder (autoencoder)" if spec.autoencoder else ""),
         f"loss      {spec.loss} ({type(loss).__name__}{': ' + loss_args if loss_args else ''})",
@@ -209,26 +275,14 @@ def train_run(
         train, val = with_pseudo_labels(full_train, seed=config.seed), None
     else:
         train, val = split_validation(full_train, spec.val_fraction, config.seed)
-    torch.manual_seed(config.seed)
-    model, loss, decoder = build_pieces(spec, train.input_shape, full_train.num_classes)
-    shape = {"num_classes": full_train.num_classes, "input_shape": list(train.input_shape)}
-    config.extra = {**config.extra, "run": asdict(spec), **shape}
-    if spec.unsupervised:
-        trainer = UnsupervisedTrainer(
-            model,
-            loss,
-            train,
-            val,
-            config=config,
-            out=out,
-            decoder=decoder,
-            pseudo_label_every=spec.pseudo_label_every,
-        )
-    else:
-        trainer = Trainer(model, loss, train, val, config=config, out=out, decoder=decoder)
+    trainer = build_trainer(spec, config, train, val, num_classes=full_train.num_classes, out=out)
     if config.verbose and trainer.env.is_main:
         sizes = {"train": len(train), "validation": len(val) if val else 0, "test": len(test)}
-        print(describe_start(spec, config, train, sizes, loss, trainer.env.device, out, resume))
+        print(
+            describe_start(
+                spec, config, train, sizes, trainer.loss, trainer.env.device, out, resume
+            )
+        )
         sys.stdout.flush()
     if out is not None and trainer.env.is_main:
         (out / RUN_RECORD).write_text(
@@ -236,8 +290,10 @@ def train_run(
         )
     result = trainer.fit(resume=resume)
     if result.checkpoint is not None:
-        load_weights(result.checkpoint, model, loss)
-    metrics = evaluate_on_test(model, full_train if spec.unsupervised else train, test, config.seed)
+        load_weights(result.checkpoint, trainer.model, trainer.loss)
+    metrics = evaluate_on_test(
+        trainer.model, full_train if spec.unsupervised else train, test, config.seed
+    )
     if out is not None and trainer.env.is_main:
         (out / "test_metrics.json").write_text(json.dumps(metrics, indent=2))
     if config.verbose and trainer.env.is_main:
@@ -254,8 +310,8 @@ def train_run(
 def load_trained(path: Path | str) -> tuple[nn.Module, nn.Module, RunSpec, Path]:
     """Rebuild the model and loss of a checkpoint (or run folder) and load their weights."""
     checkpoint = resolve_checkpoint(Path(path), pointer="best")
-    extra = load_meta(checkpoint)["config"]["extra"]
-    spec = RunSpec.from_dict(extra["run"])
-    model, loss, _ = build_pieces(spec, tuple(extra["input_shape"]), extra["num_classes"])
-    load_weights(checkpoint, model, loss)
-    return model.eval(), loss, spec, checkpoint
+    record = load_run_record(checkpoint)
+    spec = RunSpec.from_dict(record["spec"])
+    pieces = build(spec, tuple(record["input_shape"]), record["num_classes"])
+    load_weights(checkpoint, pieces.model, pieces.loss)
+    return pieces.model.eval(), pieces.loss, spec, checkpoint

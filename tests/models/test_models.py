@@ -13,7 +13,13 @@ import pytest
 import torch
 from torch import nn
 
-from clusterable.models import EmbeddingNet, available_models, build_decoder, build_model
+from clusterable.models import (
+    EmbeddingNet,
+    available_models,
+    build_decoder,
+    build_model,
+    model_builder,
+)
 
 # digits (scikit-learn), USPS, MNIST / Fashion-MNIST, and an odd non-square colour image.
 SHAPES = [(1, 8, 8), (1, 16, 16), (1, 28, 28), (3, 9, 13)]
@@ -73,12 +79,17 @@ def test_initialisation_is_seeded(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_config_rebuilds_the_architecture(name: str) -> None:
-    model = build_model(name, (1, 16, 16), DIM, normalize=True)
-    twin = build_model(**model.config)
-    twin.load_state_dict(model.state_dict())
-    x = torch.rand(3, 1, 16, 16)
-    torch.testing.assert_close(twin(x), model(x))
+def test_model_builder_is_the_registered_backbone(name: str) -> None:
+    backbone, feature_dim = model_builder(name)((1, 16, 16))
+    model = build_model(name, (1, 16, 16), DIM)
+    assert model.feature_dim == feature_dim
+    assert type(model.backbone) is type(backbone)
+
+
+def test_model_builder_names_pretrained_and_unknown_models() -> None:
+    assert model_builder("timm:resnet18") is None
+    with pytest.raises(ValueError, match="unknown model 'nope'; choose one of"):
+        model_builder("nope")
 
 
 def test_mlp_flattens_feature_vectors_and_takes_widths() -> None:

@@ -22,6 +22,7 @@ def test_every_kind_and_target_from_the_command_line():
         "class-balanced",
     )
     assert parse_parameter("loss.lr=float:1:2").target == "loss"  # the prefix decides
+    assert parse_parameter("model.hidden_dims=choice:8,16").target == "model"
 
 
 def test_the_yaml_form_gives_the_same_space():
@@ -41,7 +42,7 @@ def test_the_yaml_form_gives_the_same_space():
         ("sigma=float:1", "two numbers LOW and HIGH"),
         ("n=int:1.5:3", "whole numbers"),
         ("x=normal:0:1", "unknown kind 'normal'"),
-        ("model.channels=choice:1,2", "train., run. or loss."),
+        ("layers.width=choice:1,2", "train., run., loss. or model."),
     ],
 )
 def test_bad_parameters_say_what_to_write(text, message):

@@ -126,6 +126,14 @@ def test_another_search_in_the_same_folder_is_refused(tmp_path):
         search(tmp_path, 1, folds=3)
 
 
+def test_a_model_argument_is_searched_and_written_to_the_best_yaml(tmp_path):
+    space = [parse_parameter("model.hidden_dims=choice:8,16")]
+    result = tune(SPEC, space, config=CONFIG, folds=2, trials=1, out=tmp_path)
+    assert result.spec.model_args["hidden_dims"] in ((8,), (16,))
+    written = yaml.safe_load((tmp_path / study.BEST_FILE).read_text())
+    assert written["model_args"]["hidden_dims"] == list(result.spec.model_args["hidden_dims"])
+
+
 def test_values_the_loss_refuses_fail_before_any_training(tmp_path, monkeypatch):
     monkeypatch.setattr(study, "_fold_score", lambda *a, **k: pytest.fail("trained"))
     with pytest.raises((TypeError, ValueError), match="nonsense"):

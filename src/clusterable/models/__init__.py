@@ -10,6 +10,7 @@ from clusterable.models._registry import (
     available_models,
     build_decoder,
     build_model,
+    model_builder,
     register_model,
 )
 from clusterable.models.embedding_net import EmbeddingNet
@@ -20,5 +21,6 @@ __all__ = [
     "available_models",
     "build_decoder",
     "build_model",
+    "model_builder",
     "register_model",
 ]

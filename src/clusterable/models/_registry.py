@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import inspect
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -56,6 +55,16 @@ def register_model(
 def available_models() -> list[str]:
     """Built-in model names, sorted. ``timm:NAME`` and ``torchvision:NAME`` are accepted too."""
     return sorted(_MODELS)
+
+
+def model_builder(name: str) -> BackboneBuilder | None:
+    """The backbone builder registered as ``name`` (its keywords are ``build_model``'s model
+    arguments); None for a pretrained ``timm:`` / ``torchvision:`` backbone."""
+    if _split_pretrained(name) is not None:
+        return None
+    if name not in _MODELS:
+        raise ValueError(f"unknown model {name!r}; choose one of: {_choices()}")
+    return _MODELS[name].backbone
 
 
 def _choices() -> str:
@@ -144,16 +153,7 @@ def build_model(
         builder = _MODELS[name].backbone
         _check_kwargs("model", name, builder, kwargs)
         backbone, feature_dim = builder(input_shape, **kwargs)
-    model = EmbeddingNet(backbone, feature_dim, embedding_dim, normalize=normalize)
-    model.config = {
-        "name": name,
-        "input_shape": list(input_shape),
-        "embedding_dim": embedding_dim,
-        "normalize": normalize,
-        # Paths as strings, so that the config can be written as JSON.
-        **{k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in kwargs.items()},
-    }
-    return model
+    return EmbeddingNet(backbone, feature_dim, embedding_dim, normalize=normalize)
 
 
 def build_decoder(

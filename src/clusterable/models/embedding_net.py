@@ -29,9 +29,6 @@ class EmbeddingNet(nn.Module):
     backbone : nn.Module
     head : nn.Linear
         ``feature_dim -> embedding_dim``.
-    config : dict
-        The :func:`clusterable.models.build_model` arguments that rebuild this architecture
-        (set by ``build_model``; empty when the class is built directly), for checkpoints.
     """
 
     def __init__(
@@ -45,7 +42,6 @@ class EmbeddingNet(nn.Module):
         self.feature_dim = feature_dim
         self.embedding_dim = embedding_dim
         self.normalize = normalize
-        self.config: dict[str, object] = {}
 
     def forward(self, x: Tensor) -> Tensor:
         """Embed a batch: ``(n, *input_shape) -> (n, embedding_dim)``."""

@@ -73,7 +73,6 @@ def write_run_report(
     embeddings = embedder.embed(sample, progress=False).embeddings  # (m, d)
     labelled = sample.labels >= 0  # distractors (-1) take part in retrieval only as gallery
     config = dict(record.get("config", {}))
-    config["extra"] = {k: v for k, v in config.get("extra", {}).items() if k != "run"}  # = spec
     sections = [settings_section({"run": spec, "train": config})]
     sections.append(settings_section(library_versions(), "Versions", "versions"))
     metrics_file = folder / "test_metrics.json"

@@ -2,8 +2,9 @@
 
 A checkpoint folder holds ``weights.safetensors`` (model and loss tensors, prefixed ``model.`` and
 ``loss.``), ``state.pt`` (optimiser state, RNG states, progress: what resuming needs) and
-``meta.json`` (config, epoch, metrics). ``latest`` and ``best`` are small pointer files replaced
-atomically, so a run killed at any moment leaves the previous checkpoint readable.
+``meta.json`` (config, epoch, metrics, and under ``run`` how to rebuild the model). ``latest`` and
+``best`` are small pointer files replaced atomically, so a run killed at any moment leaves the
+previous checkpoint readable.
 """
 
 from __future__ import annotations
@@ -110,6 +111,25 @@ def load_weights(checkpoint: Path, model: nn.Module, loss: nn.Module | None = No
 
 def load_meta(checkpoint: Path) -> dict[str, Any]:
     return json.loads((checkpoint / META).read_text())
+
+
+def load_run_record(checkpoint: Path) -> dict[str, Any]:
+    """How to rebuild a checkpoint's model and loss: ``{"spec", "input_shape", "num_classes"}``.
+
+    Raises
+    ------
+    ValueError
+        A checkpoint written by a bare :class:`~clusterable.train.Trainer` (no recipe), which
+        only the code that built its model can load.
+    """
+    record = load_meta(checkpoint).get("run") or {}
+    if "spec" not in record:
+        raise ValueError(
+            f"{checkpoint} does not record how its model was built (it was not written by "
+            "`clusterable train` or clusterable.recipe): rebuild the model in your own code and "
+            "load it with clusterable.train.load_weights"
+        )
+    return record
 
 
 def load_state(checkpoint: Path) -> dict[str, Any]:

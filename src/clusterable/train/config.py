@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,6 @@ class TrainConfig:
     progress: bool = True  # tqdm progress bars (shown only when standard error is a terminal)
     verbose: bool = False  # a start banner and one line per epoch on stdout (``clusterable train``)
     seed: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)  # free-form notes kept in the run record
 
     def __post_init__(self) -> None:
         # Text and YAML 1.1 values ("1e-3") become the fields' types here, before any training.

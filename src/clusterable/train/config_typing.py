@@ -8,6 +8,7 @@ rather than a ``TypeError`` from inside the training step.
 
 from __future__ import annotations
 
+import collections.abc
 import inspect
 import types
 import typing
@@ -22,7 +23,7 @@ _FALSE_WORDS = {"false", "no", "off", "0"}
 def _describe(annotation: Any) -> str:
     if isinstance(annotation, type):
         return annotation.__name__
-    return str(annotation).replace("typing.", "")
+    return str(annotation).replace("typing.", "").replace("collections.abc.", "")
 
 
 def _to_float(value: Any) -> float:
@@ -52,6 +53,22 @@ def _to_bool(value: Any) -> bool:
     if word in _FALSE_WORDS:
         return False
     raise ValueError
+
+
+def _to_sequence(value: Any, annotation: Any) -> tuple | list:
+    """A list or tuple, text ``"16,16,32"`` or one number, each item typed as the annotation
+    says (``tuple[int, ...]``, ``Sequence[int]``, ``list[float]``); a Sequence becomes a tuple."""
+    if isinstance(value, str):
+        value = [part for part in value.replace(" ", "").split(",") if part]
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = [value]  # one width: hidden_dims=64
+    if not isinstance(value, (list, tuple)):
+        raise ValueError
+    items = [a for a in typing.get_args(annotation) if a is not Ellipsis]
+    if len(items) == 1:
+        value = [_convert(item, items[0]) for item in value]
+    origin = typing.get_origin(annotation) or annotation
+    return list(value) if origin is list else tuple(value)
 
 
 def _convert(value: Any, annotation: Any) -> Any:
@@ -89,10 +106,8 @@ def _convert(value: Any, annotation: Any) -> Any:
         if not isinstance(value, Mapping):
             raise ValueError
         return dict(value)
-    if origin in (tuple, list) or annotation in (tuple, list):
-        if not isinstance(value, (list, tuple)):
-            raise ValueError
-        return (origin or annotation)(value)
+    if origin in (tuple, list, collections.abc.Sequence) or annotation in (tuple, list):
+        return _to_sequence(value, annotation)
     return value  # an annotation this module does not know: the receiver checks it
 
 

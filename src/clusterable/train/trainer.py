@@ -43,6 +43,7 @@ from clusterable.mining import (
     PairsWithHardNegativesSampler,
     RandomBatchSampler,
 )
+from clusterable.seeding import seed_everything
 from clusterable.train.checkpoint import (
     load_state,
     load_weights,
@@ -95,6 +96,12 @@ class Trainer:
         written.
     decoder : nn.Module, optional
         MsDNN-AE: adds ``config.reconstruction_weight * MSE(decoder(embedding), input)``.
+    env : Distributed, optional
+        The process group; by default read from the torchrun environment.
+    record : dict, optional
+        How to rebuild the model and loss (:func:`clusterable.recipe.build_trainer` stores the
+        run's spec, input shape and class count): written into every checkpoint's ``meta.json``
+        under ``"run"``.
     """
 
     def __init__(
@@ -107,8 +114,10 @@ class Trainer:
         out: Path | str | None = None,
         decoder: nn.Module | None = None,
         env: Distributed | None = None,
+        record: dict[str, Any] | None = None,
     ) -> None:
         self.config = config or TrainConfig()
+        self.record = dict(record or {})
         self.env = env or setup_distributed()
         self.model = model.to(self.env.device)
         self.loss = loss.to(self.env.device)
@@ -315,9 +324,7 @@ class Trainer:
         if resume:
             self._resume()
         else:
-            torch.manual_seed(self.config.seed)
-            random.seed(self.config.seed)
-            np.random.seed(self.config.seed)  # noqa: NPY002 -- seeds user code that uses it
+            seed_everything(self.config.seed)
         while self.epoch < self.config.epochs:
             start = time.perf_counter()
             mean_loss = self._run_epoch()
@@ -395,6 +402,7 @@ class Trainer:
             "metrics": self.history[-1] if self.history else {},
             "dataset": self.train_set.name,
             "world_size": self.env.world_size,
+            "run": self.record,
         }
         pointers = ("latest", "best") if improved else ("latest",)
         name = f"epoch-{self.epoch:04d}"

@@ -10,7 +10,7 @@ Forms (the command line, then YAML)::
 A name is a field of :class:`~clusterable.train.TrainConfig` (``lr``, ``batch_size``, ...), of
 :class:`~clusterable.recipe.RunSpec` (``embedding_dim``, ...), or a keyword of the loss
 (``margin``, ``sigma``, ...); ``train.NAME``, ``run.NAME`` and ``loss.NAME`` say which when a name
-could be both.
+could be both, and ``model.NAME`` names a keyword of the model (``model.hidden_dims``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import yaml
 from clusterable.train.config import TrainConfig
 
 Kind = Literal["log", "float", "int", "choice"]
-Target = Literal["train", "run", "loss"]
+Target = Literal["train", "run", "loss", "model"]
 
 #: RunSpec fields a search may set (data and names of pieces are not hyper-parameters).
 RUN_FIELDS = ("embedding_dim", "normalize", "val_fraction", "memory_size")
@@ -108,10 +108,9 @@ def _parameter(name: str, kind: str, values: Sequence[Any]) -> Parameter:
 def _target(name: str) -> tuple[Target, str]:
     prefix, dot, key = name.partition(".")
     if dot:
-        if prefix not in ("train", "run", "loss"):
+        if prefix not in ("train", "run", "loss", "model"):
             raise ValueError(
-                f"{name}: the prefix says where a value goes: train., run. or loss. (model "
-                "arguments are not searchable yet)"
+                f"{name}: the prefix says where a value goes: train., run., loss. or model."
             )
         return prefix, key  # type: ignore[return-value]
     if name in {f.name for f in fields(TrainConfig)}:

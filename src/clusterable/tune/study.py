@@ -24,16 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 import yaml
 
 from clusterable.data import LabelledDataset, load_dataset
 from clusterable.evaluate import evaluate_embeddings, knn_accuracy
 from clusterable.plots._figure import new_figure, save_figure
-from clusterable.recipe import RunSpec, build_pieces
+from clusterable.recipe import RunSpec, build, build_trainer
 from clusterable.train.config import TrainConfig
 from clusterable.train.embed import embed_dataset
-from clusterable.train.trainer import Trainer
 from clusterable.tune.folds import Protocol, cross_validation_folds
 from clusterable.tune.space import Parameter
 
@@ -129,7 +127,7 @@ def tune(
 
     settings = {
         "spec": asdict(spec),
-        "config": {k: v for k, v in config.to_dict().items() if k != "extra"},
+        "config": config.to_dict(),
         "space": [asdict(p) for p in space],
         "folds": folds,
         "protocol": protocol,
@@ -271,9 +269,15 @@ def _apply(
     run_values = {k[4:]: v for k, v in values.items() if k.startswith("run.")}
     train_values = {k[6:]: v for k, v in values.items() if k.startswith("train.")}
     loss_values = {k[5:]: v for k, v in values.items() if k.startswith("loss.")}
-    run = replace(spec, **run_values, loss_args={**spec.loss_args, **loss_values})
+    model_values = {k[6:]: v for k, v in values.items() if k.startswith("model.")}
+    run = replace(
+        spec,
+        **run_values,
+        loss_args={**spec.loss_args, **loss_values},
+        model_args={**spec.model_args, **model_values},
+    )
     settings = replace(config, **train_values)
-    build_pieces(run, train.input_shape, train.num_classes)  # raises on a value it refuses
+    build(run, train.input_shape, train.num_classes)  # raises on a value it refuses
     return run, settings
 
 
@@ -305,11 +309,11 @@ def _fold_score(
 ) -> float:
     """Train on ``fit_rows`` of ``train``, score ``held_rows`` with ``metric``."""
     fit, held = train.subset(fit_rows), train.subset(held_rows)
-    torch.manual_seed(config.seed)
-    model, loss, decoder = build_pieces(spec, train.input_shape, train.num_classes)
     quiet = replace(config, eval_every=0, checkpoint_every=0, progress=False)
-    Trainer(model, loss, fit, None, config=quiet, decoder=decoder).fit()
-    held_emb, held_y = embed_dataset(model.eval(), held)
+    trainer = build_trainer(spec, quiet, fit, num_classes=train.num_classes)
+    trainer.fit()
+    model = trainer.model.eval()
+    held_emb, held_y = embed_dataset(model, held)
     if metric.startswith("knn@"):
         fit_emb, fit_y = embed_dataset(model, fit)
         return knn_accuracy(fit_emb, fit_y, held_emb, held_y, k=int(metric[4:]))
@@ -321,7 +325,7 @@ def _fold_score(
 def write_best_yaml(result: TuneResult, path: Path, metric: str) -> Path:
     """The best configuration as a ``clusterable train --config`` file."""
     settings = asdict(result.spec)
-    settings["train"] = {k: v for k, v in result.config.to_dict().items() if k != "extra"}
+    settings["train"] = result.config.to_dict()
     header = (
         f"# best of {result.completed} completed trials ({result.pruned} pruned): "
         f"{metric} {result.best_score:.4f} by cross-validation\n"

@@ -1,0 +1,97 @@
+"""One way to build a run: a RunSpec, seeded pieces, model arguments, the spec in the checkpoint."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from clusterable.cli import main
+from clusterable.data import load_dataset
+from clusterable.losses import get_loss
+from clusterable.models import build_model
+from clusterable.recipe import RunSpec, build, build_trainer, load_trained
+from clusterable.train import TrainConfig, Trainer
+
+SHAPE = (1, 28, 28)
+
+
+def _weights(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in module.state_dict().items()}
+
+
+def test_build_with_a_seed_gives_the_same_pieces_whatever_ran_before():
+    spec = RunSpec(model="lenet", loss="gaussian-corel", embedding_dim=8)
+    first = build(spec, SHAPE, num_classes=3, seed=5)
+    torch.rand(100)  # draws between the two builds must not matter
+    second = build(spec, SHAPE, num_classes=3, seed=5)
+    other = build(spec, SHAPE, num_classes=3, seed=6)
+    for a, b in ((first.model, second.model), (first.loss, second.loss)):
+        wa, wb = _weights(a), _weights(b)
+        assert wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert not torch.equal(first.model.head.weight, other.model.head.weight)
+
+
+def test_model_args_are_typed_against_the_model_and_reach_it():
+    spec = RunSpec(model="msdnn-cnn", model_args={"channels": "8,8,16,16,24,24"})
+    assert spec.model_args == {"channels": (8, 8, 16, 16, 24, 24)}
+    pieces = build(spec, SHAPE, num_classes=10)
+    assert pieces.model.feature_dim == 24 * 4 * 4  # the last convolution's width reached it
+
+
+def test_model_args_reach_the_autoencoder_decoder():
+    spec = RunSpec(model="mlp", loss="msdnn", autoencoder=True, model_args={"hidden_dims": [12, 6]})
+    pieces = build(spec, (20,), num_classes=2)
+    decoder_widths = [
+        m.out_features for m in pieces.decoder.modules() if hasattr(m, "out_features")
+    ]
+    assert decoder_widths == [6, 12, 20]
+
+
+def test_a_model_arg_of_the_wrong_type_names_the_model_and_the_argument():
+    with pytest.raises(
+        ValueError, match=r"model 'mlp' argument hidden_dims='wide'.*Sequence\[int\]"
+    ):
+        RunSpec(model="mlp", model_args={"hidden_dims": "wide"})
+
+
+def test_an_unknown_model_arg_lists_the_accepted_ones():
+    with pytest.raises(ValueError, match="hidden_dims"):
+        build(RunSpec(model="mlp", model_args={"depth": 3}), (20,), num_classes=2)
+
+
+def test_train_takes_model_args_from_flags_and_yaml_and_the_checkpoint_rebuilds_them(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("model_args:\n  negative_slope: 0.2\n")
+    out = tmp_path / "run"
+    argv = ["train", "--config", str(config), "--data", "digits", "--embedding-dim", "8"]
+    argv += ["--model-arg", "hidden_dims=24,12", "--epochs", "1", "--batch-size", "60"]
+    assert main([*argv, "--no-progress", "--no-report", "--out", str(out)]) == 0
+    stored = json.loads((out / "run.json").read_text())["spec"]["model_args"]
+    assert stored == {"negative_slope": 0.2, "hidden_dims": [24, 12]}
+    model, _, spec, checkpoint = load_trained(out)
+    assert spec.model_args == {"negative_slope": 0.2, "hidden_dims": (24, 12)}
+    assert model.feature_dim == 12
+    meta = json.loads((checkpoint / "meta.json").read_text())
+    assert meta["run"]["spec"]["model_args"]["hidden_dims"] == [24, 12]
+    assert meta["run"]["input_shape"] == [1, 8, 8] and meta["run"]["num_classes"] == 10
+
+
+def test_build_trainer_trains_what_build_makes():
+    train = load_dataset("digits", split="train")
+    spec = RunSpec(model="mlp", loss="contrastive", embedding_dim=8)
+    config = TrainConfig(epochs=1, batch_size=60, eval_every=0, progress=False, seed=2)
+    trainer = build_trainer(spec, config, train)
+    fresh = build(spec, train.input_shape, train.num_classes, seed=2)
+    assert torch.equal(trainer.model.head.weight, fresh.model.head.weight)
+    assert trainer.record["spec"]["loss"] == "contrastive"
+
+
+def test_a_checkpoint_without_a_recipe_says_how_to_load_it(tmp_path):
+    train = load_dataset("digits", split="train")
+    model = build_model("mlp", train.input_shape, 8)
+    config = TrainConfig(epochs=1, batch_size=60, eval_every=0, progress=False)
+    Trainer(model, get_loss("contrastive"), train, config=config, out=tmp_path).fit()
+    with pytest.raises(ValueError, match=r"load it with clusterable\.train\.load_weights"):
+        load_trained(tmp_path)
