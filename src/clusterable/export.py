@@ -23,6 +23,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from clusterable._optional import require
+
 Format = Literal["onnx", "torchscript"]
 
 #: Largest difference from PyTorch's output that an export may show on the parity batch.
@@ -34,8 +36,6 @@ TRACE_BATCH, PARITY_BATCH = 2, 3
 
 #: File suffix of each format.
 SUFFIX = {"onnx": ".onnx", "torchscript": ".pt"}
-
-_EXTRA_HINT = "pip install 'clusterable[export]' (onnx, onnxscript, onnxruntime)"
 
 
 def export_model(
@@ -142,7 +142,8 @@ def export_run(
 
 
 def _onnx_writer(model: nn.Module, example: torch.Tensor, path: Path) -> None:
-    _require("onnx", "onnxscript")
+    for package in ("onnx", "onnxscript"):
+        require(package, "ONNX export")
     batch = torch.export.Dim("batch")
     program = torch.onnx.export(
         model,
@@ -157,8 +158,7 @@ def _onnx_writer(model: nn.Module, example: torch.Tensor, path: Path) -> None:
 
 
 def _onnx_runner(path: Path, batch: np.ndarray) -> np.ndarray:
-    _require("onnxruntime")
-    import onnxruntime
+    onnxruntime = require("onnxruntime", "the ONNX export's parity check")
 
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     return session.run(None, {"input": batch})[0]
@@ -174,14 +174,6 @@ def _torchscript_runner(path: Path, batch: np.ndarray) -> np.ndarray:
     loaded = torch.jit.load(str(path))
     with torch.no_grad():
         return loaded(torch.from_numpy(batch)).numpy()
-
-
-def _require(*packages: str) -> None:
-    import importlib.util
-
-    missing = [p for p in packages if importlib.util.find_spec(p) is None]
-    if missing:
-        raise ImportError(f"ONNX export needs {', '.join(missing)}: {_EXTRA_HINT}")
 
 
 def _write_text_atomically(path: Path, text: str) -> None:

@@ -8,7 +8,8 @@ here), above it FFT gradients, which scale linearly.
 from __future__ import annotations
 
 import numpy as np
-from openTSNE import TSNE
+
+from clusterable._optional import require
 
 BARNES_HUT_LIMIT = 10_000
 
@@ -20,7 +21,7 @@ def tsne_map(features: np.ndarray, seed: int = 0) -> np.ndarray:
         raise ValueError(f"t-SNE needs a 2-D array of at least 2 rows, got shape {points.shape}")
     # openTSNE needs 3 * perplexity < n neighbours: tiny sets get a smaller perplexity.
     perplexity = min(30.0, max((len(points) - 1) / 3.0, 1.0))
-    tsne = TSNE(
+    tsne = require("openTSNE", "t-SNE maps (plots, OPML pseudo-labels)").TSNE(
         perplexity=perplexity,
         negative_gradient_method="bh" if len(points) < BARNES_HUT_LIMIT else "fft",
         n_jobs=1,

@@ -224,7 +224,7 @@ def test_usps_missing(tmp_path, isolated):
 
 def test_usps_without_h5py(tmp_path, isolated, monkeypatch):
     monkeypatch.setitem(sys.modules, "h5py", None)
-    with pytest.raises(ModuleNotFoundError, match="pip install h5py"):
+    with pytest.raises(ImportError, match=r"h5py.*pip install 'clusterable\[usps\]'"):
         load_dataset("usps", root=tmp_path)
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import numbers
 
-import faiss
 import numpy as np
 import scipy.sparse as sp
 from sklearn.neighbors import NearestNeighbors
@@ -39,8 +38,9 @@ def knn_graph(points: np.ndarray, k_graph: int) -> tuple[np.ndarray, np.ndarray]
     Parameters
     ----------
     points : np.ndarray
-        ``(n, d)`` float64 points; faiss (above `KD_TREE_MAX_DIM` dimensions) searches them in
-        float32, so they should be centred and of moderate scale (`rescaled`).
+        ``(n, d)`` float64 points; above `KD_TREE_MAX_DIM` dimensions faiss (the optional
+        ``faiss`` extra; scikit-learn's brute force without it) searches them in float32, so they
+        should be centred and of moderate scale (`rescaled`).
     k_graph : int
         Neighbours per point, ``1 <= k_graph < n``.
 
@@ -60,10 +60,7 @@ def knn_graph(points: np.ndarray, k_graph: int) -> tuple[np.ndarray, np.ndarray]
         )
         squared = distances**2
     else:
-        single = np.ascontiguousarray(points, dtype=np.float32)
-        index = faiss.IndexFlatL2(d)
-        index.add(single)
-        squared, neighbours = index.search(single, k_graph + 1)  # (n, k_graph + 1)
+        squared, neighbours = _brute_force_knn(points, k_graph + 1)  # (n, k_graph + 1) each
     is_self = neighbours == np.arange(n)[:, None]
     # Rows where the point was pushed out by k_graph + 1 twins drop their last (farthest) neighbour.
     is_self[~is_self.any(axis=1), -1] = True
@@ -71,6 +68,21 @@ def knn_graph(points: np.ndarray, k_graph: int) -> tuple[np.ndarray, np.ndarray]
     neighbours = neighbours[keep].reshape(n, k_graph).astype(np.int64)
     squared = np.maximum(squared[keep].reshape(n, k_graph).astype(np.float64), 0.0)
     return neighbours, squared
+
+
+def _brute_force_knn(points: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(n, k)`` squared distances and neighbours of every point, in float32: faiss (the
+    optional ``faiss`` extra) when installed, scikit-learn's brute force otherwise."""
+    single = np.ascontiguousarray(points, dtype=np.float32)  # (n, d)
+    try:
+        import faiss
+    except ImportError:
+        search = NearestNeighbors(n_neighbors=k, algorithm="brute").fit(single)
+        distances, neighbours = search.kneighbors(single)
+        return distances.astype(np.float64) ** 2, neighbours
+    index = faiss.IndexFlatL2(single.shape[1])
+    index.add(single)
+    return index.search(single, k)
 
 
 @register_clusterer("aas", takes_n_clusters=False, seeded=False)

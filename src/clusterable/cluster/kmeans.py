@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from scipy import sparse
 
+from clusterable._optional import installed
 from clusterable.cluster._validation import (
     check_n_clusters,
     check_points,
@@ -178,9 +179,10 @@ def _lloyd(
 ) -> tuple[np.ndarray, float]:
     """Lloyd iterations from ``seeds`` ``(k, d)``; labels of the last assignment and its inertia.
 
-    Assignments run in faiss on the CPU and in torch on any other device (``backend`` overrides).
+    Assignments run in faiss on the CPU (torch without the ``faiss`` extra) and in torch on any
+    other device (``backend`` overrides).
     """
-    backend = backend or ("faiss" if device.type == "cpu" else "torch")
+    backend = backend or ("faiss" if device.type == "cpu" and installed("faiss") else "torch")
     centroids = seeds
     k = centroids.shape[0]
     previous = None

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.datasets import load_digits as _sklearn_digits
 
+from clusterable._optional import require
 from clusterable.data.dataset import LabelledDataset, concatenate
 from clusterable.data.idx import read_idx_images_labels
 from clusterable.data.locate import SYSTEM_DATA_DIR, cache_dir, find_dir
@@ -133,13 +134,7 @@ def load_usps(root: str | Path | None, split: str) -> LabelledDataset:
     if split == "all":
         parts = [load_usps(root, s) for s in ("train", "test")]
         return concatenate(*parts).replace(name="usps/all")
-    try:
-        import h5py  # optional: only USPS needs it
-    except ImportError:
-        raise ModuleNotFoundError(
-            "USPS ships as HDF5, which needs h5py: `pip install h5py` "
-            "(or `pip install clusterable[usps]`)"
-        ) from None
+    h5py = require("h5py", "USPS (it ships as HDF5)")
     if root is not None and Path(root).is_file():
         path = Path(root)
     else:

@@ -6,8 +6,13 @@ One page each that opens offline (figures and thumbnails inline, no script, no n
 (written by ``clusterable reproduce`` beside each experiment's results).
 """
 
-from clusterable.reports.clustering_report import write_clustering_report
-from clusterable.reports.reproduction_report import write_reproduction_report
-from clusterable.reports.run_report import write_run_report
+from clusterable._optional import require
+
+# The check first, so that a missing matplotlib names the extra to install.
+require("matplotlib", "HTML reports (their figures)")
+
+from clusterable.reports.clustering_report import write_clustering_report  # noqa: E402
+from clusterable.reports.reproduction_report import write_reproduction_report  # noqa: E402
+from clusterable.reports.run_report import write_run_report  # noqa: E402
 
 __all__ = ["write_clustering_report", "write_reproduction_report", "write_run_report"]

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from clusterable._optional import require
 from clusterable.data import LabelledDataset, load_dataset
 from clusterable.evaluate import evaluate_embeddings, knn_accuracy
 from clusterable.plots._figure import new_figure, save_figure
@@ -175,13 +176,7 @@ def tune(
 
 
 def _optuna() -> Any:
-    try:
-        import optuna
-    except ImportError:
-        raise ImportError(
-            "tune needs Optuna: pip install 'clusterable[tune]' (or pip install optuna)"
-        ) from None
-    return optuna
+    return require("optuna", "clusterable tune (hyper-parameter search)")
 
 
 def _open_study(folder: Path | None, settings: dict[str, Any], seed: int, report: Any) -> Any:

@@ -10,13 +10,11 @@ V-B.2; here pymanopt, its Python port, with the torch backend). The loss formula
 from __future__ import annotations
 
 import numpy as np
-import pymanopt
 import torch
 import torch.nn.functional as F
-from pymanopt.manifolds import Euclidean, Grassmann, Product
-from pymanopt.optimizers import ConjugateGradient
 from torch import Tensor
 
+from clusterable._optional import require
 from clusterable.losses import OPMLLoss
 from clusterable.losses._pairs import squared_distances
 from clusterable.mining import positive_pairs
@@ -59,9 +57,12 @@ def riemannian_steps(
     cost_before, cost_after : float
         Mean Eq. 5 objective at the starting point and at the result.
     """
+    pymanopt = require("pymanopt", "OPML's Riemannian conjugate gradient")
+    require("pymanopt.function", "OPML's Riemannian conjugate gradient")  # the torch backend
+    euclidean, grassmann = pymanopt.manifolds.Euclidean, pymanopt.manifolds.Grassmann
     d, rank = loss.embedding_dim, loss.metric_dim
-    metric_space = Grassmann(d, rank) if loss.orthogonal else Euclidean(d, rank)
-    manifold = Product([Euclidean(d, rank), metric_space])
+    metric_space = grassmann(d, rank) if loss.orthogonal else euclidean(d, rank)
+    manifold = pymanopt.manifolds.Product([euclidean(d, rank), metric_space])
     points = embeddings.detach().to(torch.float64)  # (n, d); pymanopt works in float64
 
     @pymanopt.function.pytorch(manifold)
@@ -76,7 +77,7 @@ def riemannian_steps(
     ]
     problem = pymanopt.Problem(manifold, cost)
     cost_before = float(problem.cost(start))
-    optimizer = ConjugateGradient(max_iterations=maxiter, verbosity=0)
+    optimizer = pymanopt.optimizers.ConjugateGradient(max_iterations=maxiter, verbosity=0)
     result = optimizer.run(problem, initial_point=start)
     weight_matrix, metric = result.point
     with torch.no_grad():
