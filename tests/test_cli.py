@@ -128,12 +128,12 @@ def test_evaluate_embed_cluster_plot_a_trained_run(trained_run, tmp_path, capsys
     assert embeddings.shape == (len(labels), 16)
 
     clusters = tmp_path / "clusters.npy"
-    args = ["cluster", str(tmp_path / "emb" / "embeddings.npy"), "--method", "spectral"]
+    args = ["cluster", str(tmp_path / "emb" / "embeddings.npy"), "--clustering", "spectral"]
     assert (
         main(
             [
                 *args,
-                "--k",
+                "--n-clusters",
                 "10",
                 "--labels",
                 str(tmp_path / "emb" / "labels.npy"),
@@ -156,9 +156,9 @@ def test_evaluate_embed_cluster_plot_a_trained_run(trained_run, tmp_path, capsys
 
 def test_cluster_without_k_is_a_one_line_error(saved_embeddings, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        main(["cluster", str(saved_embeddings / "emb.npy"), "--method", "kmeans"])
+        main(["cluster", str(saved_embeddings / "emb.npy"), "--clustering", "kmeans"])
     assert exit_info.value.code == 2
-    assert "--k N" in capsys.readouterr().err
+    assert "--n-clusters N" in capsys.readouterr().err
 
 
 def test_train_unknown_loss_argument_is_a_one_line_error(tmp_path, capsys):

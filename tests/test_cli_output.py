@@ -75,13 +75,13 @@ def test_cluster_kmeans_takes_k_from_the_labels(blobs, capsys):
     argv = ["cluster", str(blobs / "e.npy"), "--labels", str(blobs / "names.npy")]
     assert main([*argv, "--out", str(blobs / "c.npy")]) == 0
     assert len(np.unique(np.load(blobs / "c.npy"))) == 3
-    assert "k = 3" in capsys.readouterr().out
+    assert "n_clusters = 3" in capsys.readouterr().out
 
 
 def test_cluster_aas_refuses_k(blobs, capsys):
     with pytest.raises(SystemExit):
         main(["cluster", str(blobs / "e.npy"), "--method", "aas", "--k", "10"])
-    assert "drop --k" in capsys.readouterr().err
+    assert "drop --n-clusters" in capsys.readouterr().err
 
 
 def test_warnings_are_one_line_without_a_source_path(blobs, capsys, monkeypatch):
@@ -94,7 +94,7 @@ def test_warnings_are_one_line_without_a_source_path(blobs, capsys, monkeypatch)
         return fit(*args, **kwargs)
 
     monkeypatch.setattr(cluster, "fit", warning_fit)
-    argv = ["cluster", str(blobs / "e.npy"), "--k", "3", "--out", str(blobs / "c.npy")]
+    argv = ["cluster", str(blobs / "e.npy"), "--n-clusters", "3", "--out", str(blobs / "c.npy")]
     assert main(argv) == 0
     err = capsys.readouterr().err
     assert "did not converge" in err and ".py" not in err and err.count("\n") == 1

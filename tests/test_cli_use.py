@@ -149,8 +149,8 @@ def test_cluster_save_then_assign_gives_the_fitted_labels_back(work, tmp_path, c
     _, run, pngs = work
     assert main(["embed", str(run), "--split", "test", "--out", str(tmp_path / "emb")]) == 0
     emb = tmp_path / "emb" / "embeddings.npy"
-    k = ["--k", "10"] if method == "kmeans" else []
-    argv = ["cluster", str(emb), "--method", method, *k, "--out", str(tmp_path / "c.npy")]
+    k = ["--n-clusters", "10"] if method == "kmeans" else []
+    argv = ["cluster", str(emb), "--clustering", method, *k, "--out", str(tmp_path / "c.npy")]
     assert main([*argv, "--save", str(tmp_path / "part.npz")]) == 0
     fitted = np.load(tmp_path / "c.npy")
     assert Partition.load(tmp_path / "part.npz").labels_.tolist() == fitted.tolist()
@@ -203,7 +203,7 @@ def test_bad_input_gets_one_line_errors(work, tmp_path, capsys):
             [
                 "cluster",
                 str(tmp_path / "points.npy"),
-                "--k",
+                "--n-clusters",
                 "2",
                 "--out",
                 str(tmp_path / "c.npy"),

@@ -26,7 +26,7 @@ import yaml
 
 from clusterable import __version__
 from clusterable.cli_use import add_use_verbs, write_model_identity
-from clusterable.cluster import available_clusterings, canonical_clustering
+from clusterable.cluster import available_clusterings, canonical_clustering, takes_n_clusters
 from clusterable.metric_table import clustering_heading, format_metric_table
 from clusterable.reproduce import EXPERIMENTS
 from clusterable.train.checkpoint import CheckpointWriteError
@@ -369,19 +369,21 @@ def command_cluster(args: argparse.Namespace) -> int:
     check_parent_writable(args.out)
     if args.save:
         check_parent_writable(args.save)
-    k = args.k
-    if args.method == "aas":
+    k = args.n_clusters
+    method = canonical_clustering(args.clustering)
+    if not takes_n_clusters(method):
         if k is not None:
             raise ValueError(
-                "--method aas chooses its own number of clusters (it marks noise too): drop --k, "
-                "or use another method to ask for k clusters"
+                f"--clustering {args.clustering} chooses its own number of clusters (it marks "
+                "noise too): drop --n-clusters, or use another method to ask for k clusters"
             )
     elif k is None:
         if labels is None:
-            raise ValueError(f"--method {args.method} needs the number of clusters: add --k N")
+            raise ValueError(
+                f"--clustering {args.clustering} needs the number of clusters: add --n-clusters N"
+            )
         k = len(np.unique(labels[labels >= 0]))
-        print(f"k = {k}: the number of classes in --labels")
-    method = canonical_clustering(args.method)
+        print(f"n_clusters = {k}: the number of classes in --labels")
     if method == "affinity_propagation":
         print(
             f"affinity propagation on {len(embeddings)} points: O(n^2) memory and time, "
@@ -407,7 +409,7 @@ def command_cluster(args: argparse.Namespace) -> int:
             "accuracy": cluster_accuracy(labels, clusters),
             "ari": ari(labels, clusters),
         }
-        heading = clustering_heading(args.method, k, found, len(labels), "scored")
+        heading = clustering_heading(args.clustering, k, found, len(labels), "scored")
         print(format_metric_table(table, heading))
     return 0
 
@@ -510,9 +512,6 @@ def add_run_settings(
         "10-class set: 0-4 -> 0, 5-9 -> 1; the fine classes then score sub-class clustering)",
         dest="labels",
         choices=("fine", "coarse"),
-    )
-    parser.add_argument(
-        "--labels", dest="labels", choices=("fine", "coarse"), help=argparse.SUPPRESS
     )
     setting(
         "--image-size",
@@ -742,21 +741,24 @@ def build_parser() -> argparse.ArgumentParser:
     cluster = verb(
         "cluster",
         "partition saved embeddings (k-means, DSCL spectral, AAS, affinity propagation, GMM)",
-        "clusterable cluster emb.npy --method spectral --k 10 --labels labels.npy",
+        "clusterable cluster emb.npy --clustering spectral --n-clusters 10 --labels labels.npy",
         command_cluster,
     )
     cluster.add_argument("embeddings", help="(n, d) .npy file")
     cluster.add_argument(
-        "--method",
+        "--clustering",
         choices=available_clusterings(aliases=True),
         default="kmeans",
-        help="(default: %(default)s)",
+        help="the partition method (default: %(default)s)",
     )
     cluster.add_argument(
-        "--k",
+        "--n-clusters",
         type=int,
         help="number of clusters (default: the classes in --labels; aas takes none)",
     )
+    # The names of earlier releases, kept working; `evaluate` and `cluster` now share one pair.
+    cluster.add_argument("--method", dest="clustering", help=argparse.SUPPRESS)
+    cluster.add_argument("--k", dest="n_clusters", type=int, help=argparse.SUPPRESS)
     cluster.add_argument(
         "--labels", help="a .npy file of labels (integers or text): also score the partition"
     )

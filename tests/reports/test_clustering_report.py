@@ -56,7 +56,7 @@ def test_a_saved_partition_of_embedded_images_shows_its_members(digits_run, tmp_
     emb = tmp_path / "emb"
     assert main(["embed", str(digits_run), "--split", "test", "--out", str(emb)]) == 0
     partition = tmp_path / "p.npz"
-    argv = ["cluster", str(emb / "embeddings.npy"), "--method", "aas", "--save", str(partition)]
+    argv = ["cluster", str(emb / "embeddings.npy"), "--clustering", "aas", "--save", str(partition)]
     assert main([*argv, "--out", str(tmp_path / "c.npy")]) == 0
     assert main(["report", str(partition), "--embeddings", str(emb / "embeddings.npy")]) == 0
     written = tmp_path / "p-report.html"

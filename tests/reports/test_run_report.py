@@ -73,7 +73,7 @@ def test_a_table_run_shows_ids_instead_of_images(tmp_path):
 
 def test_a_coarse_run_maps_the_sub_classes_too(tmp_path):
     run = tmp_path / "coarse"
-    argv = ["train", "--data", "digits", "--labels", "coarse", "--loss", "lifted"]
+    argv = ["train", "--data", "digits", "--label-view", "coarse", "--loss", "lifted"]
     assert main([*argv, "--epochs", "1", "--no-report", "--out", str(run)]) == 0
     written = write_run_report(run, tmp_path / "page.html")
     assert written == tmp_path / "page.html" and not (run / "report.html").exists()

@@ -109,7 +109,7 @@ def test_other_verbs_check_their_output_before_work(tmp_path, capsys, monkeypatc
     argv = {
         "evaluate": ["evaluate", emb, lab, "--json", str(blocked / "t.json")],
         "embed": ["embed", emb, lab, "--out", str(blocked / "emb")],
-        "cluster": ["cluster", emb, "--k", "2", "--out", str(blocked / "c.npy")],
+        "cluster": ["cluster", emb, "--n-clusters", "2", "--out", str(blocked / "c.npy")],
         "plot": ["plot", emb, lab, "--out", str(blocked / "plots")],
         "demo": ["demo", "--quick", "--out", str(blocked / "demo")],
     }[verb]

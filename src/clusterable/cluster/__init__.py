@@ -16,6 +16,7 @@ from clusterable.cluster.registry import (
     canonical_clustering,
     register_clusterer,
     run_clustering,
+    takes_n_clusters,
 )
 from clusterable.cluster.spectral import spectral, spectral_embedding
 
@@ -34,4 +35,5 @@ __all__ = [
     "run_clustering",
     "spectral",
     "spectral_embedding",
+    "takes_n_clusters",
 ]

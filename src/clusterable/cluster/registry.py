@@ -61,6 +61,11 @@ def canonical_clustering(name: str) -> str:
     return name
 
 
+def takes_n_clusters(name: str) -> bool:
+    """Whether clustering ``name`` is told its number of clusters (AAS finds its own)."""
+    return CLUSTERERS[canonical_clustering(name)].takes_n_clusters
+
+
 def run_clustering(
     x: Any, method: str, n_clusters: int | None = None, *, seed: int = 0, **options: Any
 ) -> np.ndarray:
