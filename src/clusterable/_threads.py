@@ -2,8 +2,7 @@
 
 The library's small networks (digits MLP, Fashion-MNIST CNNs, free 2-D points) run faster on one
 thread than on two: thread start-up costs more than the tiny matrix products save, and much more
-when the two cores are shared (measured here: 6 ms against 300 ms per FFNN step, 0.24 s against
-1.1 s per CNN batch of 128, 0.2 s against 4 s for a diagonal GMM on 10,000 x 64, under load).
+when the cores are shared (figures: benchmarks/README.md, "Measured defaults").
 """
 
 from __future__ import annotations

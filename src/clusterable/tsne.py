@@ -1,8 +1,8 @@
 """Seeded 2-D t-SNE maps (openTSNE): for plots, and for OPML's pseudo-labels, which cluster the map.
 
 One thread, so that a map depends on the seed only. Below :data:`BARNES_HUT_LIMIT` points
-Barnes-Hut gradients are used (539 digits: 1.8 s, against 13.7 s with FFT gradients, measured
-here), above it FFT gradients, which scale linearly.
+Barnes-Hut gradients are used (faster there: benchmarks/README.md, "Measured defaults"), above it
+FFT gradients, which scale linearly.
 """
 
 from __future__ import annotations

@@ -196,7 +196,8 @@ class OPML:
         Mean objective before and after RCGD.
     mean_margin_term_, mean_weight_ : tuple of float
         Mean ``m_i`` and ``w_i`` over T before and after RCGD: the loss can also fall by
-        ``w -> 0`` (degenerate), so both are kept (METHODS.md, Sec. 5).
+        ``w -> 0`` (degenerate: Eq. 5's weight function can switch a triplet off), so both are
+        kept.
 
     Examples
     --------
