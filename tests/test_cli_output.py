@@ -151,7 +151,7 @@ def test_tsne_plot_has_a_legend_of_class_names(monkeypatch, tmp_path):
 
 
 def test_retrieval_grid_titles_name_the_classes(monkeypatch, tmp_path):
-    from clusterable.plots import retrieval
+    from clusterable.plots import retrieval_grid as retrieval
 
     figures = captured_figure(monkeypatch, retrieval)
     labels = np.repeat(np.arange(2), 10)

@@ -6,7 +6,7 @@ from clusterable._optional import require
 require("matplotlib", "figures")
 
 from clusterable.plots.curves import plot_training_curves  # noqa: E402
-from clusterable.plots.retrieval import plot_retrieval_grid  # noqa: E402
-from clusterable.plots.tsne import plot_tsne, tsne_map  # noqa: E402
+from clusterable.plots.retrieval_grid import plot_retrieval_grid  # noqa: E402
+from clusterable.plots.tsne import plot_tsne  # noqa: E402
 
-__all__ = ["plot_retrieval_grid", "plot_training_curves", "plot_tsne", "tsne_map"]
+__all__ = ["plot_retrieval_grid", "plot_training_curves", "plot_tsne"]

@@ -17,11 +17,11 @@ import numpy as np
 from clusterable.cluster import aas, kmeans
 from clusterable.cluster.aas import knn_graph
 from clusterable.data import load_dataset
-from clusterable.plots import tsne_map
 from clusterable.plots._figure import new_figure, save_figure
 from clusterable.reproduce.aas_synthetic import partition_scores, scatter_clusters
 from clusterable.reproduce.experiment import Budget, experiment
 from clusterable.reproduce.report import Claim, ExperimentReport, Row
+from clusterable.tsne import tsne_map
 
 METRICS = ["NMI", "F", "precision", "recall", "NMI (kept)", "F (kept)", "kept"]
 #: Table I (eps 0.5, theta_min 0, gamma 100): k_graph -> NMI, F, P, R and number of clusters.
