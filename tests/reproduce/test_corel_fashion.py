@@ -10,14 +10,16 @@ import pytest
 from PIL import Image
 
 from clusterable.data import LabelledDataset
-from clusterable.reproduce import Row
+from clusterable.reproduce import Budget, Row, corel_fashion
 
 # Importing the module registers the experiment.
 from clusterable.reproduce.corel_fashion import (
     LOSSES,
     METRICS,
     MODELS,
+    VALIDATION_SIZE,
     claims,
+    protocol,
     stratified_subset,
 )
 
@@ -106,3 +108,37 @@ def test_stratified_subset_keeps_the_class_balance() -> None:
     assert len(subset) == 40
     assert np.bincount(subset.labels).tolist() == [10, 10, 10, 10]
     assert stratified_subset(data, None) is data
+
+
+def test_the_default_budget_searches_20_lambdas_on_validation_accuracy() -> None:
+    plan = protocol(Budget(mode="default"))
+    assert plan.tune_on == ("FFNN",)
+    ffnn = plan.models["FFNN"]
+    assert not ffnn.search.cross_validated  # every value, scored on the validation split
+    assert ffnn.search.val_per_class * 10 == VALIDATION_SIZE  # 5,000 held out (COREL Sec. 4)
+    for loss in ("center", "cosine-corel", "gaussian-corel"):
+        values = ffnn.parameter(loss).choices
+        assert len(values) == len(set(values)) == 20, loss
+    assert ffnn.parameter("cross-entropy").choices == (0.5,)  # plain CCE, Eq. 2
+    quick = protocol(Budget(mode="quick")).models["FFNN"]
+    assert len(quick.parameter("center").choices) == 2
+
+
+def test_the_lambda_of_best_validation_accuracy_is_kept(monkeypatch) -> None:
+    plan = protocol(Budget(mode="quick"))
+    data = LabelledDataset("toy", np.zeros((40, 2), np.float32), np.repeat(np.arange(10), 4))
+    runs = corel_fashion.Runs(plan, data, data)
+    accuracy = {0.003: 0.4, 0.03: 0.6, 0.5: 0.7, 0.9: 0.7}  # a tie goes to the first value
+
+    def trained(model, loss, lam, train, val, epochs, seed):
+        return corel_fashion.Trained(None, None, accuracy[lam], 1, 0.0)
+
+    monkeypatch.setattr(corel_fashion, "train_once", trained)
+    chosen, curves = runs.tune("FFNN")
+    assert chosen == {
+        "cross-entropy": 0.5,
+        "center": 0.03,
+        "cosine-corel": 0.5,
+        "gaussian-corel": 0.5,
+    }
+    assert curves["center"] == {0.003: 0.4, 0.03: 0.6}

@@ -5,11 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import optuna
 import pytest
 from PIL import Image
 
+from clusterable.reproduce import Budget, msdnn_subclass, run_experiment
+from clusterable.reproduce._shared import Scale, Search
+
 # Importing the module registers the experiment.
 from clusterable.reproduce.msdnn_subclass import PAPER, best_knn_accuracy
+from clusterable.tune import study
 
 METHODS = ["MsDNN", "MsDNN-AE", "SNN", "triplet", "contrastive", "lifted", "cross-entropy"]
 METRICS = ["nmi", "accuracy", "knn_accuracy"]
@@ -66,3 +71,48 @@ def test_best_knn_accuracy_takes_the_best_k() -> None:
     reference = np.array([[0.0], [0.1], [0.2], [0.3], [0.45], [5.0], [5.1], [5.2]])
     labels = np.array([0, 0, 0, 0, 1, 1, 1, 1])
     assert best_knn_accuracy(reference, labels, np.array([[0.4]]), np.array([0])) == 1.0
+
+
+def test_the_default_budget_searches_the_papers_range_by_5_fold_cross_validation() -> None:
+    scale = msdnn_subclass._scale(Budget(mode="default"))
+    assert scale.search.cross_validated and scale.search.folds == 5
+    assert scale.search.protocol == "stratified" and scale.search.trials >= 21
+    for name in ("sigma", "temperature"):
+        assert scale.parameter(name).choices == tuple(2.0**p for p in range(-10, 11))
+    assert scale.parameter("lambda").choices == (0.1, 0.5, 1.0, 10.0)
+    assert scale.parameter("lambda").target == "train"  # TrainConfig.reconstruction_weight
+    quick = msdnn_subclass._scale(Budget(mode="quick"))
+    assert not quick.search.cross_validated and len(quick.parameter("sigma").choices) == 2
+
+
+def test_the_value_a_search_chose_is_the_one_trained(tmp_path, monkeypatch, fashion_mnist) -> None:
+    """A tiny cross-validated search: each row's setting is its study's best trial."""
+    tiny = Scale(
+        12,
+        6,
+        1,
+        tsne_items=30,
+        search=Search(epochs=1, fit_per_class=20, folds=2, trials=2),
+        space={
+            "sigma": "sigma=choice:0.0625,4.0",
+            "temperature": "temperature=choice:0.0625,4.0",
+            "lambda": "reconstruction_weight=choice:0.5,10.0",
+        },
+    )
+    monkeypatch.setattr(msdnn_subclass, "_scale", lambda budget: tiny)
+    report = run_experiment("msdnn-subclass", Budget(mode="default", folder=tmp_path))
+    notes = {row.method: row.note for row in report.rows}
+    chosen = {}
+    for folder in ("msdnn", "snn", "msdnn-ae"):
+        storage = f"sqlite:///{tmp_path / 'search' / folder / study.STUDY_FILE}"
+        searched = optuna.load_study(study_name=study.STUDY_NAME, storage=storage)
+        assert searched.user_attrs["settings"]["folds"] == 2
+        assert searched.user_attrs["settings"]["items"] == 2 * 20  # 20 per coarse class
+        chosen[folder] = searched.best_params
+    assert notes["MsDNN"] == f"sigma={chosen['msdnn']['loss.sigma']:g}"
+    assert notes["SNN"] == f"temperature={chosen['snn']['loss.temperature']:g}"
+    weight = chosen["msdnn-ae"]["train.reconstruction_weight"]
+    assert notes["MsDNN-AE"] == f"sigma={chosen['msdnn']['loss.sigma']:g}, lambda={weight:g}"
+    assert "5-fold" not in report.setup and "2-fold stratified" in report.setup
+    assert "2 trials, 2-fold stratified" in report.budget
+    assert any(p.startswith("search/") for p in report.plots)

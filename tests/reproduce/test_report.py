@@ -59,3 +59,23 @@ def test_budget_seeds_start_at_the_first_seed():
     assert Budget(mode="quick").seed_list(1, 3) == [0]
     assert Budget(first_seed=5).seed_list(1, 3) == [5, 6, 7]
     assert Budget(mode="full", seeds=2, first_seed=1).seed_list(1, 3, 10) == [1, 2]
+
+
+def test_a_cell_is_percent_with_the_spread_over_seeds():
+    ours, baseline = make_report("x").rows
+    assert ours.cell("nmi") == "60.00 ± 10.00"
+    assert baseline.cell("nmi") == "40.00"  # one run: no spread
+    assert baseline.cell("recall@1") == "—"
+
+
+def test_the_claims_say_at_which_budget_they_were_judged():
+    report = make_report("x")
+    report.budget = "quick budget: 1 epoch(s) on 400 training items, seeds [0]"
+    assert "Claims judged at the quick budget: 1 epoch(s)" in report.markdown()
+
+
+def test_the_budget_round_trips(tmp_path):
+    report = make_report("x")
+    report.budget = "default budget"
+    write_report(report, tmp_path)
+    assert ExperimentReport.from_json(tmp_path / "results.json").budget == "default budget"

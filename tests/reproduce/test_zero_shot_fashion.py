@@ -5,14 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import optuna
 import pytest
 from PIL import Image
 
 from clusterable.cluster import spectral
+from clusterable.data import class_split, first_per_class, load_dataset
 from clusterable.evaluate import nmi
+from clusterable.reproduce import Budget, zero_shot_fashion
+from clusterable.reproduce._shared import Scale, Search
 
 # Importing the module registers the experiment.
-from clusterable.reproduce.zero_shot_fashion import METRICS, zero_shot_scores
+from clusterable.reproduce.zero_shot_fashion import METRICS, SEEN, zero_shot_scores
+from clusterable.tune import parse_parameter, study
 
 ROWS = [
     "DSCL (d=5) with SC",
@@ -77,3 +82,29 @@ def test_spectral_scores_are_algorithm_2() -> None:
     assert with_sc["nmi"] == pytest.approx(expected)
     without_sc = zero_shot_scores(embedding, labels, spectral=False, seed=0)
     assert set(with_sc) == set(without_sc) == set(METRICS)
+
+
+def test_the_default_budget_tunes_every_method_on_class_disjoint_folds() -> None:
+    scale = zero_shot_fashion._scale(Budget(mode="default"))
+    assert scale.search.cross_validated and scale.search.protocol == "class-disjoint"
+    assert scale.search.trials > 1
+    for method, _, space in zero_shot_fashion._methods(Budget(mode="default")):
+        names = [parse_parameter(text).name for text in space]
+        assert "lr" in names, method.label
+        assert ("margin" in names) == ("margin" in method.spec.loss_args), method.label
+    assert zero_shot_fashion._scale(Budget(mode="quick")).search is None
+
+
+def test_a_tiny_search_chooses_what_the_method_then_trains_with(tmp_path, fashion_mnist) -> None:
+    seen = class_split(load_dataset("fashion-mnist", split="train"), SEEN, relabel=True)
+    tiny = Scale(8, 4, 1, search=Search(1, 8, folds=2, trials=2, protocol="class-disjoint"))
+    budget = Budget(mode="default", folder=tmp_path)
+    methods, notes = zero_shot_fashion.tuned_methods(budget, tiny, first_per_class(seen, 8))
+    assert len(methods) == len(notes) == len(zero_shot_fashion._methods(budget))
+    lifted = next(method for method, _ in methods if method.label == "lifted")
+    storage = f"sqlite:///{tmp_path / 'search' / 'lifted' / study.STUDY_FILE}"
+    searched = optuna.load_study(study_name=study.STUDY_NAME, storage=storage)
+    assert searched.user_attrs["settings"]["protocol"] == "class-disjoint"
+    assert lifted.train_args["lr"] == searched.best_params["train.lr"]
+    assert lifted.spec.loss_args["margin"] == searched.best_params["loss.margin"]
+    assert zero_shot_fashion._describe(lifted).startswith("lr=")

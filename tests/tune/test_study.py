@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import optuna
 import pytest
 import yaml
@@ -140,3 +141,15 @@ def test_values_the_loss_refuses_fail_before_any_training(tmp_path, monkeypatch)
         tune(SPEC, [parse_parameter("nonsense=float:0:1")], config=CONFIG, folds=2, trials=1)
     with pytest.raises(ValueError, match="unknown metric 'mapr'"):
         tune(SPEC, SPACE, config=CONFIG, folds=2, trials=1, metric="mapr")
+
+
+def test_a_search_folds_the_data_it_is_given(tmp_path):
+    digits = SPEC.load("train")
+    subset = digits.subset(np.flatnonzero(digits.labels < 4))
+    result = search(tmp_path, 2, data=subset)
+    storage = f"sqlite:///{tmp_path / study.STUDY_FILE}"
+    stored = optuna.load_study(study_name=study.STUDY_NAME, storage=storage).user_attrs
+    assert stored["settings"]["items"] == len(subset) < len(digits)
+    assert result.completed >= 1
+    with pytest.raises(ValueError, match="other settings"):  # other data: another search
+        search(tmp_path, 3)

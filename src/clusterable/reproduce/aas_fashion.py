@@ -242,6 +242,10 @@ def aas_fashion(budget: Budget) -> ExperimentReport:
             f"for {n_images} points (paper, MNIST 10,000: 1.67 s affinity + 22.8 s clustering).",
         ],
     )
+    report.budget = (
+        f"{budget.mode} budget: t-SNE of {n_images:,} test images, seeds {seeds}; search: none "
+        "(the paper's settings and sweeps)"
+    )
     report.record = {"seeds": seeds}
     return report
 

@@ -179,6 +179,7 @@ def aas_synthetic(budget: Budget) -> ExperimentReport:
             "k-means (67.2 / 56.8).",
         ],
     )
+    report.budget = f"{budget.mode} budget: seeds {seeds}; search: none (the paper's settings)"
     report.record = {"seeds": seeds}
     return report
 

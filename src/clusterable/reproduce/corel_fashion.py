@@ -33,12 +33,12 @@ from clusterable._threads import single_thread
 from clusterable.cluster import gmm, kmeans
 from clusterable.data import LabelledDataset, load_dataset, stratified_split
 from clusterable.evaluate import ari, cluster_accuracy, silhouette, v_measure
-from clusterable.losses import build_loss
-from clusterable.models import build_model
 from clusterable.plots._figure import new_figure, save_figure
+from clusterable.recipe import RunSpec, build_trainer
+from clusterable.reproduce._shared import Scale, Search, select_on_validation
 from clusterable.reproduce.experiment import Budget, experiment
 from clusterable.reproduce.report import Claim, ExperimentReport, Row
-from clusterable.train import TrainConfig, Trainer, embed_dataset, load_weights
+from clusterable.train import TrainConfig, embed_dataset, load_weights
 
 #: Registered loss name -> the paper's name for it.
 LOSSES = {
@@ -71,36 +71,53 @@ METRICS = ["val acc", "test acc"] + [
 class Protocol:
     """The budget of one mode: what is kept from the paper's protocol and what is scaled."""
 
-    train_size: dict[str, int | None]  # training images per model; None: all 55,000
-    validation_size: int
-    test_size: int | None  # None: the whole 10,000-image test set
-    epochs: dict[str, int]  # per model
-    lambdas: dict[str, tuple[float, ...]]  # searched on validation accuracy, per loss
-    tune_on: tuple[str, ...]  # models whose lambda is tuned; the others take the FFNN's
+    #: Per model: training images per class, epochs, test images per class, and its lambda
+    #: search (every value on the validation set); a model without one takes the FFNN's lambdas.
+    models: dict[str, Scale]
+    validation_per_class: int  # the held-out training images per class that score an epoch
+
+    @property
+    def tune_on(self) -> tuple[str, ...]:
+        return tuple(m for m, scale in self.models.items() if scale.search is not None)
+
+
+def _grid(values: np.ndarray | tuple[float, ...]) -> str:
+    return "lam=choice:" + ",".join(repr(float(v)) for v in values)
 
 
 def protocol(budget: Budget) -> Protocol:
-    """Quick: a smoke test. Default: fits two loaded CPU cores in about 10-15 minutes. Full: the
-    paper's 150 epochs on all 55,000 images and 20 values of lambda tuned per model."""
-    corel_full = tuple(float(v) for v in np.linspace(0.025, 0.975, 20))
-    center_full = tuple(float(v) for v in np.logspace(-4, 0, 20))
-    corel = budget.pick((0.5, 0.9), (0.3, 0.5, 0.7, 0.9), corel_full)
+    """Quick: a smoke test with 2-value grids. Default: the paper's 20 values of lambda per loss
+    on the FFNN, each scored on the validation accuracy (the CNN takes the FFNN's choice). Full:
+    the paper's 150 epochs on all 55,000 images and its search on both models."""
+    paper_space = {
+        "cross-entropy": _grid((0.5,)),  # plain cross-entropy, Eq. 2: the paper tunes the others
+        "center": _grid(np.logspace(-4, 0, 20)),
+        "cosine-corel": _grid(np.linspace(0.025, 0.975, 20)),
+        "gaussian-corel": _grid(np.linspace(0.025, 0.975, 20)),
+    }
+    quick_space = {
+        "cross-entropy": _grid((0.5,)),
+        "center": _grid((0.003, 0.03)),
+        "cosine-corel": _grid((0.5, 0.9)),
+        "gaussian-corel": _grid((0.5, 0.9)),
+    }
+    validation = budget.pick(50, VALIDATION_SIZE // NUM_CLASSES)
+    test = budget.pick(100, None)
+
+    def scale(per_class: int | None, epochs: int, tuned: bool, space: dict) -> Scale:
+        search = Search(epochs, per_class, validation) if tuned else None
+        return Scale(per_class, test, epochs, search=search, space=space if tuned else {})
+
     return Protocol(
-        train_size=budget.pick(
-            {"FFNN": 1_000, "CNN": 1_000},
-            {"FFNN": 20_000, "CNN": 10_000},
-            {"FFNN": None, "CNN": None},
+        models=budget.pick(
+            {"FFNN": scale(100, 1, True, quick_space), "CNN": scale(100, 1, False, {})},
+            {"FFNN": scale(2_000, 8, True, paper_space), "CNN": scale(1_000, 4, False, {})},
+            {
+                "FFNN": scale(None, 150, True, paper_space),
+                "CNN": scale(None, 150, True, paper_space),
+            },
         ),
-        validation_size=budget.pick(500, VALIDATION_SIZE),
-        test_size=budget.pick(1_000, None),
-        epochs=budget.pick({"FFNN": 1, "CNN": 1}, {"FFNN": 8, "CNN": 4}, {"FFNN": 150, "CNN": 150}),
-        lambdas={
-            "cross-entropy": (0.5,),  # plain cross-entropy, Eq. 2: the paper tunes the other three
-            "center": budget.pick((0.003, 0.03), (0.003, 0.03, 0.3), center_full),
-            "cosine-corel": corel,
-            "gaussian-corel": corel,
-        },
-        tune_on=budget.pick(("FFNN",), ("FFNN",), ("FFNN", "CNN")),
+        validation_per_class=validation,
     )
 
 
@@ -123,6 +140,10 @@ def stratified_subset(data: LabelledDataset, size: int | None) -> LabelledDatase
     return data.subset(keep)
 
 
+def _per_class_subset(data: LabelledDataset, per_class: int | None) -> LabelledDataset:
+    return stratified_subset(data, None if per_class is None else per_class * NUM_CLASSES)
+
+
 def train_once(
     model_name: str,
     loss_name: str,
@@ -134,9 +155,13 @@ def train_once(
 ) -> Trained:
     """Adam, batches of 128 drawn at random (COREL Sec. 4); the best validation epoch's weights."""
     start = time.perf_counter()
-    torch.manual_seed(seed)  # the network's and the class matrix's initialisation
-    model = build_model(model_name, train.input_shape, EMBEDDING_DIM)
-    loss = build_loss(loss_name, num_classes=NUM_CLASSES, embedding_dim=EMBEDDING_DIM, lam=lam)
+    spec = RunSpec(
+        data="fashion-mnist",
+        model=model_name,
+        loss=loss_name,
+        loss_args={"lam": lam},
+        embedding_dim=EMBEDDING_DIM,
+    )
     config = TrainConfig(
         epochs=epochs,
         batch_size=BATCH_SIZE,
@@ -153,10 +178,15 @@ def train_once(
         seed=seed,
     )
     with tempfile.TemporaryDirectory(prefix="corel-fashion-") as run_dir:
-        result = Trainer(model, loss, train, val, config=config, out=run_dir).fit()
-        load_weights(result.checkpoint, model, loss)
+        trainer = build_trainer(spec, config, train, val, num_classes=NUM_CLASSES, out=run_dir)
+        result = trainer.fit()
+        load_weights(result.checkpoint, trainer.model, trainer.loss)
     return Trained(
-        model, loss, float(result.best_metric), int(result.best_epoch), time.perf_counter() - start
+        trainer.model,
+        trainer.loss,
+        float(result.best_metric),
+        int(result.best_epoch),
+        time.perf_counter() - start,
     )
 
 
@@ -193,7 +223,7 @@ class Runs:
 
     def __init__(self, plan: Protocol, train: LabelledDataset, val: LabelledDataset) -> None:
         self.plan = plan
-        self.train = {m: stratified_subset(train, plan.train_size[m]) for m in MODELS}
+        self.train = {m: _per_class_subset(train, plan.models[m].train_per_class) for m in MODELS}
         self.val = val
         self.done: dict[tuple[str, str, float, int], Trained] = {}
 
@@ -201,27 +231,30 @@ class Runs:
         key = (model, loss, lam, seed)
         if key not in self.done:
             self.done[key] = train_once(
-                MODELS[model], loss, lam, self.train[model], self.val, self.plan.epochs[model], seed
+                MODELS[model],
+                loss,
+                lam,
+                self.train[model],
+                self.val,
+                self.plan.models[model].epochs,
+                seed,
             )
         return self.done[key]
 
     def tune(self, model: str) -> tuple[dict[str, float], dict[str, dict[float, float]]]:
         """Lambda of best seed-0 validation accuracy for each loss, and every value tried."""
-        curves = {
-            loss: {lam: self.get(model, loss, lam, 0).val_accuracy for lam in grid}
-            for loss, grid in self.plan.lambdas.items()
-        }
-        chosen = {loss: max(curve, key=curve.__getitem__) for loss, curve in curves.items()}
+        chosen, curves = {}, {}
+        for loss in LOSSES:
+            lambdas = self.plan.models[model].parameter(loss).choices
+            chosen[loss], accuracies = select_on_validation(
+                lambdas, lambda lam, loss=loss: self.get(model, loss, lam, 0).val_accuracy
+            )
+            curves[loss] = dict(zip(lambdas, accuracies, strict=True))
         return chosen, curves
 
 
 def _percent(x: float) -> str:
     return f"{100 * x:.2f}"
-
-
-def _with_std(row: Row, metric: str) -> str:
-    spread = f" ± {_percent(row.std[metric])}" if metric in row.std else ""
-    return _percent(row.ours[metric]) + spread
 
 
 def claims(model: str, rows: dict[str, Row], cosine_geometry: Row) -> list[Claim]:
@@ -233,7 +266,7 @@ def claims(model: str, rows: dict[str, Row], cosine_geometry: Row) -> list[Claim
     cce, gaussian = rows["cross-entropy"], rows["gaussian-corel"]
 
     def listing(metric: str) -> str:
-        return ", ".join(f"{LOSSES[n]} {_with_std(r, metric)}" for n, r in rows.items())
+        return ", ".join(f"{LOSSES[n]} {r.cell(metric)}" for n, r in rows.items())
 
     def best(metric: str, pick: Callable = max) -> str:
         return pick(rows, key=lambda n: rows[n].ours[metric])
@@ -250,15 +283,14 @@ def claims(model: str, rows: dict[str, Row], cosine_geometry: Row) -> list[Claim
         Claim(
             f"{model}: Gaussian-COREL >= CCE in test accuracy (Table 2)",
             gaussian.ours["test acc"] >= cce.ours["test acc"],
-            f"test acc: Gaussian-COREL {_with_std(gaussian, 'test acc')} vs CCE "
-            f"{_with_std(cce, 'test acc')}",
+            f"test acc: Gaussian-COREL {gaussian.cell('test acc')} vs CCE {cce.cell('test acc')}",
         ),
         Claim(
             f"{model}: Cosine-COREL has the highest silhouette, k-means and GMM (Table 4)",
             all(best(m) == "cosine-corel" for m in silhouettes),
             "; ".join(f"{m}: {listing(m)}" for m in silhouettes)
             + own
-            + ", ".join(f"{m} {_with_std(cosine_geometry, m)} (cosine)" for m in silhouettes),
+            + ", ".join(f"{m} {cosine_geometry.cell(m)} (cosine)" for m in silhouettes),
         ),
         Claim(
             f"{model}: Cosine-COREL's k-means accuracy is within {100 * CLOSE:.0f} points of its "
@@ -325,35 +357,51 @@ def corel_fashion(budget: Budget) -> ExperimentReport:
     seeds = budget.seed_list(quick=1, default=2, full=10)
     with single_thread():
         tables = _run(plan, seeds)
-    rows, claim_list, latent, labels, curves, seconds, sizes = tables
 
     plots = ["lambda_tuning.png", "latent_space.png"]
-    plot_tuning(curves, budget.folder / plots[0])
-    plot_latent_spaces(latent, labels, budget.folder / plots[1])
+    plot_tuning(tables.curves, budget.folder / plots[0])
+    plot_latent_spaces(tables.latent, tables.test_labels, budget.folder / plots[1])
+    ffnn = plan.models["FFNN"]
     report = ExperimentReport(
         name="corel-fashion",
         title="COREL Tables 2 and 4 on Fashion-MNIST",
         paper="Kenyon-Dean et al., Clustering-Oriented Representation Learning with "
         "Attractive-Repulsive Loss, AAAI 2019 workshop",
-        setup=_setup(plan, seeds, sizes),
+        setup=_setup(plan, seeds, tables.sizes),
         metrics=METRICS,
-        rows=rows,
-        claims=claim_list,
+        rows=tables.rows,
+        claims=tables.claims,
         plots=plots,
-        notes=_notes(curves, seconds),
+        notes=_notes(tables.curves, tables.seconds),
+        budget=ffnn.budget_line(budget.mode, tables.sizes["FFNN"], seeds, NUM_CLASSES)
+        + f" (the FFNN's; {', '.join(_training(plan, tables.sizes))})",
     )
     report.record = {"seeds": seeds}
     return report
 
 
-def _run(plan: Protocol, seeds: list[int]) -> tuple:
+@dataclass
+class Tables:
+    """What :func:`_run` gives the report: rows and claims, and what the plots and notes show."""
+
+    rows: list[Row]
+    claims: list[Claim]
+    latent: dict[tuple[str, str], np.ndarray]  # (model, loss) -> seed-0 test latent space
+    test_labels: np.ndarray
+    curves: dict[str, dict[str, dict[float, float]]]  # model -> loss -> lambda -> val accuracy
+    seconds: dict[str, float]  # training time per model, the search included
+    sizes: dict[str, int]  # items: "val", "test", and the training items of each model
+
+
+def _run(plan: Protocol, seeds: list[int]) -> Tables:
     """Tune lambda, train every (model, loss, seed), score it; the table's rows and claims."""
     everything = load_dataset("fashion-mnist", split="train")
     fit_part, held_out = stratified_split(
         everything.labels, train_fraction=1 - VALIDATION_SIZE / len(everything)
     )
-    val = stratified_subset(everything.subset(held_out), plan.validation_size)
-    test = stratified_subset(load_dataset("fashion-mnist", split="test"), plan.test_size)
+    val = _per_class_subset(everything.subset(held_out), plan.validation_per_class)
+    test_per_class = plan.models["FFNN"].test_per_class
+    test = _per_class_subset(load_dataset("fashion-mnist", split="test"), test_per_class)
     runs = Runs(plan, everything.subset(fit_part), val)
 
     lambdas: dict[str, dict[str, float]] = {}
@@ -389,17 +437,24 @@ def _run(plan: Protocol, seeds: list[int]) -> tuple:
         claim_list += claims(model, by_loss, cosine_geometry)
         seconds[model] = sum(r.seconds for k, r in runs.done.items() if k[0] == model)
     sizes = {"val": len(val), "test": len(test)} | {m: len(runs.train[m]) for m in MODELS}
-    return rows, claim_list, latent, test.labels, curves, seconds, sizes
+    return Tables(rows, claim_list, latent, test.labels, curves, seconds, sizes)
 
 
 def _size(n: int) -> str:
     return f"{n:,}"
 
 
+def _training(plan: Protocol, sizes: dict[str, int]) -> list[str]:
+    return [
+        f"{model} {plan.models[model].epochs} epochs on {_size(sizes[model])} images"
+        for model in MODELS
+    ]
+
+
 def _setup(plan: Protocol, seeds: list[int], sizes: dict[str, int]) -> str:
-    training = ", ".join(
-        f"{model} {plan.epochs[model]} epochs on {_size(sizes[model])} images" for model in MODELS
-    )
+    training = ", ".join(_training(plan, sizes))
+    searched = plan.models[plan.tune_on[0]]
+    grids = {loss: searched.parameter(loss).choices for loss in LOSSES}
     return (
         f"Fashion-MNIST: {_size(sizes['val'])} training images held out (stratified) for "
         f"validation, {_size(sizes['test'])} test images. The paper's FFNN (two hidden layers) and "
@@ -408,7 +463,7 @@ def _setup(plan: Protocol, seeds: list[int], sizes: dict[str, int]) -> str:
         f"the epoch of best validation accuracy; mean ± std over {len(seeds)} seed(s). k-means "
         f"(10 restarts) and a diagonal GMM with k = 10 on the test latent space, Euclidean, "
         f"silhouette on every test item. Lambda searched on validation accuracy (seed 0) over "
-        f"{', '.join(f'{LOSSES[n]} {list(g)}' for n, g in plan.lambdas.items() if len(g) > 1)} "
+        f"{', '.join(f'{LOSSES[n]} {list(g)}' for n, g in grids.items() if len(g) > 1)} "
         f"on the {' and '.join(plan.tune_on)}"
         + ("" if set(plan.tune_on) == set(MODELS) else ", the choice reused for the other model")
         + ". The paper trained 150 epochs on all 55,000 images, tuned 20 values of lambda per "

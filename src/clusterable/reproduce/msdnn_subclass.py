@@ -11,12 +11,11 @@ cross-validation does; neither the test split nor the fine labels take part in t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
 from clusterable._threads import single_thread
-from clusterable.cluster import kmeans
 from clusterable.data import (
     MSDNN_COARSE,
     LabelledDataset,
@@ -24,13 +23,21 @@ from clusterable.data import (
     first_per_class,
     load_dataset,
 )
-from clusterable.evaluate import cluster_accuracy, knn_accuracy, nmi
-from clusterable.plots import plot_tsne
-from clusterable.reproduce._training import (
-    Backbone,
+from clusterable.evaluate import knn_accuracy
+from clusterable.recipe import RunSpec
+from clusterable.reproduce._shared import (
     Method,
-    backbone_for,
+    Scale,
+    Search,
+    backbone,
+    describe_backbone,
+    grid,
+    plot_tsne_panels,
+    powers_of_two,
+    select_on_validation,
+    subclass_scores,
     train_and_embed,
+    tune_method,
 )
 from clusterable.reproduce.experiment import Budget, experiment
 from clusterable.reproduce.report import Claim, ExperimentReport, Row
@@ -39,6 +46,9 @@ from clusterable.train import TrainConfig
 #: k of the k-NN classifier: the paper reports the best of these on the test set (Table III).
 KNN_KS = (1, 3, 5, 7)
 SUBCLASSES = 10  # k of k-means: the fine Fashion-MNIST classes
+#: What a cross-validated search maximises: k-NN accuracy of the held-out fold on the coarse
+#: labels (the paper's "classification accuracy"; one k, the middle of KNN_KS).
+SEARCH_METRIC = "knn@5"
 
 #: Fashion-MNIST columns of Tables I (NMI, ACC) and III (k-NN accuracy), as fractions.
 PAPER: dict[str, dict[str, float]] = {
@@ -53,38 +63,48 @@ PAPER: dict[str, dict[str, float]] = {
     "cross-entropy": {"nmi": 0.5126, "accuracy": 0.4359},
 }
 
-
-@dataclass(frozen=True)
-class _Scale:
-    """How much of the paper's protocol one budget runs."""
-
-    train_per_class: int | None  # training images per fine class (None: all 6,000)
-    test_per_class: int | None  # test images per fine class (None: all 1,000)
-    epochs: int  # the paper: up to 100
-    select_fit: int  # training images per coarse class in a selection run
-    select_val: int  # held-out images per coarse class that score it
-    select_epochs: int
-    sigma_grid: tuple[float, ...]  # MsDNN sigma and SNN temperature (the paper: 2^-10 .. 2^10)
-    lambda_grid: tuple[float, ...]  # MsDNN-AE lambda (the paper: 0.1, 0.5, 1, 10)
-    tsne_items: int  # training items drawn in the t-SNE maps
+#: MsDNN-AE's lambda is TrainConfig.reconstruction_weight, with RunSpec.autoencoder for the
+#: decoder; the one place that says so (the MsDNN-AE loss wrapper will move it).
+LAMBDA = "reconstruction_weight"
 
 
-def _scale(budget: Budget) -> _Scale:
+def _scale(budget: Budget) -> Scale:
+    """Quick: the small held-out grids (a smoke test). Default and full: the paper's search,
+    sigma and the SNN temperature over 2^-10 .. 2^10 and lambda over 0.1, 0.5, 1, 10, each by
+    5-fold cross-validation on the coarse-label k-NN accuracy (:func:`clusterable.tune.tune`)."""
+    paper_space = {
+        "sigma": powers_of_two("sigma", -10, 10),
+        "temperature": powers_of_two("temperature", -10, 10),
+        "lambda": f"{LAMBDA}=choice:0.1,0.5,1.0,10.0",
+    }
     return budget.pick(
-        quick=_Scale(40, 30, 1, 100, 60, 1, (2.0**-4, 2.0**2), (1.0,), 300),
-        default=_Scale(
-            800, None, 4, 1500, 1000, 2, tuple(2.0**p for p in (-6, -3, 0, 3)), (1.0,), 2000
+        quick=Scale(
+            40,
+            30,
+            1,
+            tsne_items=300,
+            search=Search(epochs=1, fit_per_class=100, val_per_class=60),
+            space={
+                "sigma": "sigma=choice:0.0625,4.0",
+                "temperature": "temperature=choice:0.0625,4.0",
+                "lambda": f"{LAMBDA}=choice:1.0",
+            },
         ),
-        full=_Scale(
+        default=Scale(
+            800,
+            None,
+            4,
+            tsne_items=2000,
+            search=Search(epochs=2, fit_per_class=1000, folds=5, trials=21),
+            space=paper_space,
+        ),
+        full=Scale(
             None,
             None,
             100,
-            24000,
-            6000,
-            30,
-            tuple(2.0**p for p in range(-10, 11)),
-            (0.1, 0.5, 1.0, 10.0),
-            5000,
+            tsne_items=5000,
+            search=Search(epochs=30, fit_per_class=None, folds=5, trials=21),
+            space=paper_space,
         ),
     )
 
@@ -119,30 +139,69 @@ def best_knn_accuracy(
     return max(accuracies.values())
 
 
-def _select(
-    candidates: list[Method],
-    fit: LabelledDataset,
-    val: LabelledDataset,
-    backbone: Backbone,
-    config: TrainConfig,
-) -> tuple[Method, list[tuple[Method, float, float]]]:
-    """The candidate of highest held-out k-NN accuracy on the coarse labels (the paper's rule).
+def _method(label: str, loss: str, loss_args: dict, budget: Budget, **settings) -> Method:
+    spec = RunSpec(
+        data="fashion-mnist",
+        labels="coarse",
+        loss=loss,
+        loss_args=loss_args,
+        embedding_dim=128,  # the paper's embedding width for (F-)MNIST
+        **backbone(budget),
+        **settings,
+    )
+    return Method(label, spec)
 
-    Returns the winner and, for each candidate, its validation accuracy and the k-means NMI of its
-    validation embedding against the fine labels: reported beside the choice (the paper's Fig. 3),
-    never used for it.
+
+def _choose(
+    method: Method,
+    name: str,
+    scale: Scale,
+    train: LabelledDataset,
+    folder,
+) -> tuple[Method, str]:
+    """``method`` with the value of ``scale.space[name]`` the budget's search chose, and a note.
+
+    Held-out grid: the candidate of highest held-out k-NN accuracy on the coarse labels, with
+    the k-means NMI of its held-out embedding against the fine labels reported beside (the
+    paper's Fig. 3), never used. Cross-validated: :func:`clusterable.tune.tune` over the paper's
+    values. Neither sees the test split or the fine labels.
     """
+    search, parameter = scale.search, scale.parameter(name)
+    key = f"{parameter.target}.{parameter.name}"
+    config = _config(search.epochs, seed=0)
+    if search.cross_validated:
+        chosen, result = tune_method(
+            method, [parameter], search, train, config, SEARCH_METRIC, folder
+        )
+        return chosen, (
+            f"{method.label} {parameter.name}: {result.best_values[key]:g} chosen by "
+            f"{search.folds}-fold cross-validation on {SEARCH_METRIC} accuracy (coarse labels, "
+            f"{result.completed} trials completed, {result.pruned} pruned, mean "
+            f"{100 * result.best_score:.2f} %) over {parameter.describe()}."
+        )
+    candidates = [method.with_values(values) for values in grid(parameter)]
     if len(candidates) == 1:
-        return candidates[0], []
-    scores = []
-    for candidate in candidates:
-        fit_emb, val_emb = train_and_embed(candidate, fit, [fit, val], backbone, config)
-        accuracy = best_knn_accuracy(fit_emb, fit.labels, val_emb, val.labels)
-        clusters = kmeans(val_emb, SUBCLASSES, seed=config.seed)
-        scores.append((candidate, accuracy, nmi(val.fine_labels, clusters)))
-    # Ties go to the first (smallest) value of the grid.
-    best = max(range(len(scores)), key=lambda i: (scores[i][1], -i))
-    return scores[best][0], scores
+        return candidates[0], ""
+    fit = first_per_class(train, search.fit_per_class)
+    val = first_per_class(train, search.val_per_class, start=search.fit_per_class)
+    fine_nmi: list[float] = []  # in the order the candidates are scored
+
+    def held_out_accuracy(candidate: Method) -> float:
+        fit_emb, val_emb = train_and_embed(candidate, fit, [fit, val], config)
+        scores = subclass_scores(val_emb, val.fine_labels, SUBCLASSES, config.seed)
+        fine_nmi.append(scores["nmi"])
+        return best_knn_accuracy(fit_emb, fit.labels, val_emb, val.labels)
+
+    chosen, accuracies = select_on_validation(candidates, held_out_accuracy)
+    cells = ", ".join(
+        f"{c.value(key):g}: {100 * acc:.2f} / {100 * n:.2f}"
+        for c, acc, n in zip(candidates, accuracies, fine_nmi, strict=True)
+    )
+    note = (
+        f"{method.label} selection, {parameter.name} -> held-out k-NN accuracy / fine-label NMI "
+        f"of the held-out embedding (NMI shown only, never used): {cells}."
+    )
+    return chosen, note
 
 
 def _evaluate(
@@ -152,37 +211,21 @@ def _evaluate(
     test: LabelledDataset,
     seed: int,
 ) -> dict[str, float]:
-    clusters = kmeans(train_emb, SUBCLASSES, seed=seed)
-    return {
-        "nmi": nmi(train.fine_labels, clusters),
-        "accuracy": cluster_accuracy(train.fine_labels, clusters),
-        "knn_accuracy": best_knn_accuracy(train_emb, train.labels, test_emb, test.labels),
-    }
+    scores = subclass_scores(train_emb, train.fine_labels, SUBCLASSES, seed)
+    scores["knn_accuracy"] = best_knn_accuracy(train_emb, train.labels, test_emb, test.labels)
+    return scores
 
 
-def _selection_note(what: str, key: str, scores: list[tuple[Method, float, float]]) -> str:
-    def value(method: Method) -> float:
-        return (
-            method.loss_kwargs[key] if key in method.loss_kwargs else method.reconstruction_weight
-        )
-
-    cells = ", ".join(
-        f"{value(m):g}: {100 * acc:.2f} / {100 * fine_nmi:.2f}" for m, acc, fine_nmi in scores
-    )
-    return (
-        f"{what} selection, {key} -> held-out k-NN accuracy / fine-label NMI of the held-out "
-        f"embedding (NMI shown only, never used): {cells}."
-    )
-
-
-def _baselines(dim: int) -> list[Method]:
+def _baselines(budget: Budget) -> list[Method]:
     return [
         # FaceNet semi-hard triplets on the unit sphere. The paper cites batch-hard mining [6];
         # from scratch at this budget it collapsed (NMI 0.3 %, k-NN accuracy 68 % in a default run).
-        Method("triplet", "triplet", {"margin": 0.2, "mining": "semi-hard"}, dim, normalize=True),
-        Method("contrastive", "contrastive", {"margin": 1.0}, dim),
-        Method("lifted", "lifted", {"margin": 1.0}, dim),
-        Method("cross-entropy", "cross-entropy", {}, dim),
+        _method(
+            "triplet", "triplet", {"margin": 0.2, "mining": "semi-hard"}, budget, normalize=True
+        ),
+        _method("contrastive", "contrastive", {"margin": 1.0}, budget),
+        _method("lifted", "lifted", {"margin": 1.0}, budget),
+        _method("cross-entropy", "cross-entropy", {}, budget),
     ]
 
 
@@ -233,55 +276,32 @@ def msdnn_subclass(budget: Budget) -> ExperimentReport:
     """MsDNN Tables I and III on Fashion-MNIST (coarse 0-4 vs 5-9); see the module docstring."""
     scale = _scale(budget)
     seeds = budget.seed_list(quick=1, default=1, full=3)
-    backbone = backbone_for(budget)
-    dim = 128  # the paper's embedding width for (F-)MNIST
     train, test = _load("train", scale.train_per_class), _load("test", scale.test_per_class)
-    # The held-out selection split comes from the training images and their coarse labels only.
-    fit = first_per_class(train, scale.select_fit)
-    val = first_per_class(train, scale.select_val, start=scale.select_fit)
+    searches = budget.folder / "search"
 
     notes = []
     with single_thread():
-        select_config = _config(scale.select_epochs, seed=0)
-        msdnn = Method("MsDNN", "msdnn", {}, dim)
-        msdnn, sigma_scores = _select(
-            [msdnn.with_kwargs(sigma=s) for s in scale.sigma_grid],
-            fit,
-            val,
-            backbone,
-            select_config,
+        # The search uses the training images and their coarse labels only.
+        msdnn, sigma_note = _choose(
+            _method("MsDNN", "msdnn", {}, budget), "sigma", scale, train, searches / "msdnn"
         )
-        snn = Method("SNN", "snn", {}, dim)
-        snn, temperature_scores = _select(
-            [snn.with_kwargs(temperature=t) for t in scale.sigma_grid],
-            fit,
-            val,
-            backbone,
-            select_config,
+        snn, temperature_note = _choose(
+            _method("SNN", "snn", {}, budget), "temperature", scale, train, searches / "snn"
         )
         # lambda is searched with MsDNN's sigma fixed (the paper searched both jointly).
-        autoencoder = replace(msdnn, label="MsDNN-AE")
-        autoencoder, lambda_scores = _select(
-            [replace(autoencoder, reconstruction_weight=w) for w in scale.lambda_grid],
-            fit,
-            val,
-            backbone,
-            select_config,
+        autoencoder = replace(msdnn, label="MsDNN-AE", spec=replace(msdnn.spec, autoencoder=True))
+        autoencoder, lambda_note = _choose(
+            autoencoder, "lambda", scale, train, searches / "msdnn-ae"
         )
-        notes += [
-            _selection_note("MsDNN", "sigma", sigma_scores),
-            _selection_note("SNN", "temperature", temperature_scores),
-        ]
-        if lambda_scores:
-            notes.append(_selection_note("MsDNN-AE", "reconstruction_weight", lambda_scores))
+        notes += [note for note in (sigma_note, temperature_note, lambda_note) if note]
 
-        methods = [msdnn, autoencoder, snn, *_baselines(dim)]
+        methods = [msdnn, autoencoder, snn, *_baselines(budget)]
         runs: dict[str, list[dict[str, float]]] = {m.label: [] for m in methods}
         maps: dict[str, np.ndarray] = {}
         for seed in seeds:
             for method in methods:
                 train_emb, test_emb = train_and_embed(
-                    method, train, [train, test], backbone, _config(scale.epochs, seed)
+                    method, train, [train, test], _config(scale.epochs, seed)
                 )
                 runs[method.label].append(_evaluate(train_emb, train, test_emb, test, seed))
                 if seed == seeds[0] and method.label in ("MsDNN", "triplet"):
@@ -291,12 +311,18 @@ def msdnn_subclass(budget: Budget) -> ExperimentReport:
         m.label: Row.from_runs(m.label, runs[m.label], PAPER.get(m.label), _describe(m))
         for m in methods
     }
-    plots = _plot_maps(maps, train, scale.tsne_items, budget)
+    plots = plot_tsne_panels(maps, train, scale.tsne_items, budget.folder, subclasses=True)
+    if scale.search.cross_validated:
+        plots += [
+            f"search/{name}/search.png"
+            for name in ("msdnn", "snn", "msdnn-ae")
+            if (searches / name / "search.png").is_file()
+        ]
     report = ExperimentReport(
         name="msdnn-subclass",
         title="MsDNN sub-class discovery on Fashion-MNIST (Tables I and III)",
         paper="Chauhan, Davoudi, Komeili. Multi-scale Deep Nearest Neighbors. IJCNN 2021.",
-        setup=_setup(scale, backbone, train, test, seeds),
+        setup=_setup(scale, msdnn.spec, train, test, seeds),
         metrics=["nmi", "accuracy", "knn_accuracy"],
         rows=list(rows.values()),
         claims=_verdicts(rows),
@@ -310,6 +336,7 @@ def msdnn_subclass(budget: Budget) -> ExperimentReport:
             "layer of the same network trained with cross-entropy); DkNN's k-NN accuracy is its "
             "own classifier's, so it is not shown.",
         ],
+        budget=scale.budget_line(budget.mode, len(train), seeds, 2),
     )
     report.record = {"seeds": seeds}
     return report
@@ -317,52 +344,44 @@ def msdnn_subclass(budget: Budget) -> ExperimentReport:
 
 def _describe(method: Method) -> str:
     settings = [
-        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in method.loss_kwargs.items()
+        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+        for k, v in method.spec.loss_args.items()
     ]
-    if method.reconstruction_weight:
-        settings.append(f"lambda={method.reconstruction_weight:g}")
+    if method.spec.autoencoder:
+        settings.append(f"lambda={method.train_args[LAMBDA]:g}")
     return ", ".join(settings)
 
 
-def _plot_maps(
-    maps: dict[str, np.ndarray], train: LabelledDataset, items: int, budget: Budget
-) -> list[str]:
-    """t-SNE of the training embedding by coarse class and by fine class (the paper's Fig. 2)."""
-    sample = np.random.default_rng(0).choice(len(train), min(items, len(train)), replace=False)
-    names = []
-    for label, embedding in maps.items():
-        name = f"tsne_{label.lower()}.png"
-        plot_tsne(
-            embedding[sample],
-            train.labels[sample],
-            budget.folder / name,
-            subclasses=train.fine_labels[sample],
-            title=label,
-        )
-        names.append(name)
-    return names
-
-
 def _setup(
-    scale: _Scale,
-    backbone: Backbone,
-    train: LabelledDataset,
-    test: LabelledDataset,
-    seeds: list[int],
+    scale: Scale, spec: RunSpec, train: LabelledDataset, test: LabelledDataset, seeds: list[int]
 ) -> str:
-    grid = ", ".join(f"2^{int(np.log2(s))}" for s in scale.sigma_grid)
-    lambdas = ", ".join(f"{w:g}" for w in scale.lambda_grid)
+    search = scale.search
+    grid = ", ".join(f"2^{int(np.log2(s))}" for s in scale.parameter("sigma").choices)
+    lambdas = ", ".join(f"{w:g}" for w in scale.parameter("lambda").choices)
+    if search.cross_validated:
+        selection = (
+            f"Model selection as the paper: {search.folds}-fold stratified cross-validation "
+            f"(clusterable tune, {search.trials} trials per parameter, TPE, median pruning) on "
+            f"{SEARCH_METRIC} accuracy of the held-out fold, coarse labels only, on the first "
+            f"{search.fit_per_class or 30000} training images of each coarse class, "
+            f"{search.epochs} epochs per fold; sigma (MsDNN) and temperature (SNN) over {grid}; "
+            f"lambda (MsDNN-AE) over {lambdas} with MsDNN's sigma."
+        )
+    else:
+        selection = (
+            "Model selection (paper: 5-fold cross-validation on classification accuracy over "
+            "sigma in 2^-10..2^10, lambda in 0.1, 0.5, 1, 10): one held-out split of the "
+            f"training set — train {2 * search.fit_per_class:,} images for {search.epochs} "
+            f"epochs, score best-of-k k-NN accuracy on the next {2 * search.val_per_class:,} "
+            f"(coarse labels only); sigma (MsDNN) and temperature (SNN) over {grid}; lambda "
+            f"(MsDNN-AE) over {lambdas} with MsDNN's sigma."
+        )
     return (
         f"Fashion-MNIST, coarse labels 0-4 -> 0 and 5-9 -> 1. Training set: {len(train):,} images "
         f"(the first {scale.train_per_class or 6000} of each fine class; paper: all 60,000); "
-        f"test set: {len(test):,} images. Backbone: {backbone.describe()} (six convolutions, "
+        f"test set: {len(test):,} images. Backbone: {describe_backbone(spec)} (six convolutions, "
         f"as the paper), embedding 128, Adam 1e-3, batches of 128, {scale.epochs} epochs "
-        f"(paper: up to 100), seeds {seeds}. Model selection (paper: 5-fold cross-validation on "
-        f"classification accuracy over sigma in 2^-10..2^10, lambda in 0.1, 0.5, 1, 10): one "
-        f"held-out split of the training set — train {2 * scale.select_fit:,} images for "
-        f"{scale.select_epochs} epochs, score best-of-k k-NN accuracy on the next "
-        f"{2 * scale.select_val:,} (coarse labels only); sigma (MsDNN) and temperature (SNN) "
-        f"over {grid}; lambda (MsDNN-AE) over {lambdas} with MsDNN's sigma. Fixed: triplet "
+        f"(paper: up to 100), seeds {seeds}. {selection} Fixed: triplet "
         "semi-hard (the paper: batch-hard, which collapsed here), margin 0.2, unit-norm "
         "embedding; contrastive and lifted margin 1.0; cross-entropy embedding = the layer "
         "before the class weights."

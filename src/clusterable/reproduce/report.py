@@ -42,6 +42,14 @@ class Row:
         std = {k: float(np.std([r[k] for r in runs])) for k in keys} if len(runs) > 1 else {}
         return cls(method, ours, std, paper or {}, note)
 
+    def cell(self, metric: str) -> str:
+        """Our value of ``metric`` in percent, "mean ± std" when there are several seeds."""
+        value = self.ours.get(metric)
+        if value is None:
+            return "—"
+        spread = f" ± {100 * self.std[metric]:.2f}" if metric in self.std else ""
+        return f"{100 * value:.2f}{spread}"
+
 
 @dataclass
 class Claim:
@@ -66,6 +74,8 @@ class ExperimentReport:
     plots: list[str] = field(default_factory=list)  # file names in the experiment folder
     notes: list[str] = field(default_factory=list)
     record: dict[str, Any] = field(default_factory=dict)  # command, seeds, versions, wall time
+    #: At which budget the claims were judged: epochs, training size, seeds, search.
+    budget: str = ""  # empty in reports written before it was recorded
 
     @classmethod
     def from_json(cls, path: Path) -> ExperimentReport:
@@ -84,12 +94,7 @@ class ExperimentReport:
         rows = []
         for row in self.rows:
             cells = [row.method + (f" ({row.note})" if row.note else "")]
-            for m in self.metrics:
-                value = row.ours.get(m)
-                text = "—" if value is None else f"{100 * value:.2f}"
-                if m in row.std:
-                    text += f" ± {100 * row.std[m]:.2f}"
-                cells.append(text)
+            cells += [row.cell(m) for m in self.metrics]
             cells += [f"{100 * row.paper[m]:.2f}" if m in row.paper else "—" for m in with_paper]
             rows.append(cells)
         return header, rows
@@ -100,6 +105,8 @@ class ExperimentReport:
         lines += ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
         lines += ["| " + " | ".join(cells) + " |" for cells in rows]
         if self.claims:
+            if self.budget:
+                lines += ["", f"Claims judged at the {self.budget}."]
             lines += ["", "| paper's claim | holds here? | evidence |", "|---|---|---|"]
             verdict = {True: "yes", False: "**no**", None: "not checked"}
             lines += [f"| {c.text} | {verdict[c.holds]} | {c.evidence} |" for c in self.claims]

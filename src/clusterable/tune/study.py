@@ -76,6 +76,7 @@ def tune(
     space: Sequence[Parameter],
     *,
     config: TrainConfig | None = None,
+    data: LabelledDataset | None = None,
     folds: int = 3,
     protocol: Protocol = "stratified",
     trials: int = 20,
@@ -93,6 +94,9 @@ def tune(
         What to search (:func:`~clusterable.tune.space.parse_parameter`, ``parse_space``).
     config : TrainConfig, optional
         Training settings of every trial (the searched ones are overridden).
+    data : LabelledDataset, optional
+        The training data to fold (a subset, a relabelled view); default: ``spec``'s training
+        split.
     protocol : {"stratified", "class-disjoint"}
         Stratified k-fold, or folds that hold out whole classes (zero-shot protocols).
     metric : str
@@ -118,7 +122,9 @@ def tune(
     if spec.unsupervised:
         raise ValueError("tune searches supervised runs: its folds are scored with the labels")
     config = config or TrainConfig()
-    train = load_dataset(spec.data, root=spec.root, split="train", labels=spec.labels)
+    train = data
+    if train is None:
+        train = load_dataset(spec.data, root=spec.root, split="train", labels=spec.labels)
     train = train.subset(np.flatnonzero(train.labels >= 0))  # distractors are never scored
     splits = cross_validation_folds(train.labels, folds, protocol, seed)
     _check_metric(metric)
@@ -128,6 +134,7 @@ def tune(
 
     settings = {
         "spec": asdict(spec),
+        "items": len(train),  # a search on other data (``data``) is another search
         "config": config.to_dict(),
         "space": [asdict(p) for p in space],
         "folds": folds,

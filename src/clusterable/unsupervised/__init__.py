@@ -8,7 +8,9 @@ Loss", IEEE TAI 2020.
   Grassmann); ``OPML().fit(x, pseudo_labels).transform(x)``.
 - :class:`RiemannianOPMLLoss` and :class:`UnsupervisedTrainer`: deep sOPML (Algorithm 1) in the
   ordinary trainer; ``clusterable train --loss opml --unsupervised`` runs it.
-- :mod:`clusterable.unsupervised.protocol`: the paper's Fashion-MNIST experiment.
+
+The paper's Fashion-MNIST experiment is ``clusterable reproduce opml-fashion``
+(:mod:`clusterable.reproduce.opml_fashion`).
 """
 
 from clusterable.tsne import tsne_map
