@@ -34,7 +34,6 @@ KEYS = [
     "f1",
     "accuracy",
     "ari",
-    "v_measure",
     "silhouette",
 ]
 
@@ -48,8 +47,9 @@ def blobs(seed=0, n=240, classes=8, d=10):
 def test_keys_and_agreement_with_single_metrics():
     x, y = blobs()
     c = np.random.default_rng(1).integers(0, 8, len(y))
-    table = evaluate_embeddings(x, y, clustering=c)
-    assert list(table) == KEYS
+    table = evaluate_embeddings(x, y, clustering=c, metrics=[*KEYS[4:], "recall@k", "v_measure"])
+    assert list(table) == [*KEYS[:-1], "v_measure", "silhouette"]
+    assert evaluate_embeddings(x, y, clustering=c) == {k: table[k] for k in KEYS}
     recall = recall_at_k(x, y, (1, 2, 4, 8))
     for k in (1, 2, 4, 8):
         assert table[f"recall@{k}"] == recall[k]

@@ -51,7 +51,6 @@ METRICS = (
     "recall",
     "accuracy",
     "ari",
-    "v_measure",
     "silhouette",
 )
 
