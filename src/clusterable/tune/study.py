@@ -119,7 +119,7 @@ def tune(
         raise ValueError("tune searches supervised runs: its folds are scored with the labels")
     config = config or TrainConfig()
     train = load_dataset(spec.data, root=spec.root, split="train", labels=spec.labels)
-    train = train.subset(np.flatnonzero(train.labels >= 0))  # distractors are never scored
+    train = train.labelled()  # distractors are never scored
     splits = cross_validation_folds(train.labels, folds, protocol, seed)
     _check_metric(metric)
     for parameter in space:  # every end of every range must build, before hours of training
