@@ -32,8 +32,8 @@ EVALUATION_KMEANS = {"init": "random", "n_init": 1, "max_iter": 20}
 #: Up to this many clusters the evaluation seeds k-means with greedy k-means++ instead: random
 #: seeds often put two centroids in one of a few well-separated groups and none in another,
 #: which Lloyd iterations cannot undo, while k-means++ seeding costs at most a few iterations'
-#: work here. Above, random seeds gave as good a partition at every size of the sweep, where
-#: k-means++ seeding (``k`` sequential steps) took longer than the whole clustering.
+#: work here. Above, random seeds gave as good a partition at every size of the sweep, while
+#: k-means++ seeding takes ``k`` sequential steps (measured: see benchmarks/README.md).
 KMEANS_PP_MAX_CLUSTERS = 64
 
 
@@ -128,7 +128,7 @@ def evaluate_embeddings(
         l2-normalised embeddings.
     silhouette_sample : int, "auto" or None
         Items whose silhouette is averaged (see `clusterable.evaluate.silhouette`); ``"auto"`` is
-        exact up to 10,000 items; ``None`` for all items.
+        exact up to 2,236 items and samples a budget of distances above; ``None`` for all items.
     process_group : torch.distributed.ProcessGroup or True, optional
         Evaluate the set whose shards the ranks of this group hold (``True``: the default
         group): ``emb`` and ``labels`` are this rank's shard, the set is the shards in rank order,

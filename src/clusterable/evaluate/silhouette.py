@@ -15,8 +15,8 @@ from clusterable.evaluate.registry import Artefacts, register_metric
 #: Distances computed under ``sample_size="auto"``: every item up to 2,236 items; above, as many
 #: sampled items as keep ``sample * n`` at this budget, but at least `AUTO_MIN_SAMPLE`. The
 #: silhouette values of items spread by about 0.1-0.2, so the mean of 500 of them has a standard
-#: error near 0.007. (An exact silhouette up to 10,000 items cost as much as the kNN search of the
-#: whole table, issue 10.)
+#: error near 0.007. An exact silhouette of larger sets costs as much as the table's kNN search
+#: (measured: see benchmarks/README.md, "Evaluation").
 AUTO_DISTANCE_BUDGET = 5_000_000
 
 #: Items scored at least under ``sample_size="auto"`` (the whole set when smaller).
