@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from clusterable.data import (
-    LabelledDataset,
     first_per_class,
     load_dataset,
     noisy_digit_distractors,
@@ -15,18 +14,12 @@ from clusterable.data import (
 from clusterable.data.distractors import with_distractors as defined_here
 
 
-def _ds(labels: list[int]) -> LabelledDataset:
-    x = np.arange(len(labels), dtype=np.float32)[:, None]  # item i holds the value i
-    names = [f"c{c}" for c in range(max(labels) + 1)]
-    return LabelledDataset("toy", x, labels, class_names=names)
-
-
 def test_the_public_name_is_the_distractors_module_one():
     assert with_distractors is defined_here
 
 
-def test_with_distractors_appends_unlabelled_items():
-    ds = _ds([0, 1, 1])
+def test_with_distractors_appends_unlabelled_items(make_toy):
+    ds = make_toy([0, 1, 1])
     noise = np.full((4, 1), 9.0, dtype=np.float32)
     mixed = with_distractors(ds, noise)
     assert len(mixed) == 7
@@ -35,13 +28,13 @@ def test_with_distractors_appends_unlabelled_items():
     assert mixed.num_classes == 2
     assert mixed.class_names == ds.class_names
     assert mixed[5][1] == -1
-    from_dataset = with_distractors(ds, _ds([0, 0]))
+    from_dataset = with_distractors(ds, make_toy([0, 0]))
     assert from_dataset.labels.tolist() == [0, 1, 1, -1, -1]
 
 
-def test_with_distractors_checks_shape():
+def test_with_distractors_checks_shape(make_toy):
     with pytest.raises(ValueError, match="size="):
-        with_distractors(_ds([0]), np.zeros((2, 3), np.float32))
+        with_distractors(make_toy([0]), np.zeros((2, 3), np.float32))
 
 
 def test_noisy_digit_distractors():

@@ -7,7 +7,6 @@ import pytest
 
 from clusterable.data import (
     MSDNN_COARSE,
-    LabelledDataset,
     class_split,
     coarse_labels,
     first_per_class,
@@ -15,14 +14,8 @@ from clusterable.data import (
 )
 
 
-def _ds(labels: list[int]) -> LabelledDataset:
-    x = np.arange(len(labels), dtype=np.float32)[:, None]  # item i holds the value i
-    names = [f"c{c}" for c in range(max(labels) + 1)]
-    return LabelledDataset("toy", x, labels, class_names=names)
-
-
-def test_coarse_labels_keep_fine_labels_and_distractors():
-    ds = _ds([0, 4, 5, 9, -1, 7])
+def test_coarse_labels_keep_fine_labels_and_distractors(make_toy):
+    ds = make_toy([0, 4, 5, 9, -1, 7])
     coarse = coarse_labels(ds, MSDNN_COARSE)
     assert coarse.labels.tolist() == [0, 0, 1, 1, -1, 1]
     assert coarse.fine_labels.tolist() == [0, 4, 5, 9, -1, 7]
@@ -32,20 +25,20 @@ def test_coarse_labels_keep_fine_labels_and_distractors():
     assert ds.labels.tolist() == [0, 4, 5, 9, -1, 7]  # the input is untouched
 
 
-def test_coarse_labels_from_a_callable():
-    coarse = coarse_labels(_ds([0, 1, 2, 3]), lambda c: c % 2)
+def test_coarse_labels_from_a_callable(make_toy):
+    coarse = coarse_labels(make_toy([0, 1, 2, 3]), lambda c: c % 2)
     assert coarse.labels.tolist() == [0, 1, 0, 1]
 
 
-def test_coarse_mapping_must_cover_every_class():
+def test_coarse_mapping_must_cover_every_class(make_toy):
     with pytest.raises(ValueError, match=r"no entry for label\(s\) \[3\]"):
-        coarse_labels(_ds([0, 3]), {0: 0})
+        coarse_labels(make_toy([0, 3]), {0: 0})
     with pytest.raises(ValueError, match="-1 is reserved"):
-        coarse_labels(_ds([0]), {0: -1})
+        coarse_labels(make_toy([0]), {0: -1})
 
 
-def test_class_split_keeps_classes_in_file_order():
-    ds = _ds([0, 1, 2, 3, 2, 1])
+def test_class_split_keeps_classes_in_file_order(make_toy):
+    ds = make_toy([0, 1, 2, 3, 2, 1])
     split = class_split(ds, [2, 1])
     assert split.labels.tolist() == [1, 2, 2, 1]
     assert split.x[:, 0].tolist() == [1, 2, 4, 5]
@@ -55,8 +48,8 @@ def test_class_split_keeps_classes_in_file_order():
     assert relabelled.class_names == ["c2", "c1"]
 
 
-def test_first_per_class_in_file_order():
-    ds = _ds([1, 0, 1, 1, 0, 2, 1, 0, 0])
+def test_first_per_class_in_file_order(make_toy):
+    ds = make_toy([1, 0, 1, 1, 0, 2, 1, 0, 0])
     first = first_per_class(ds, 2)
     assert first.x[:, 0].tolist() == [0, 1, 2, 4, 5]
     assert np.bincount(first.labels).tolist() == [2, 2, 1]  # class 2 has only one item
