@@ -14,7 +14,7 @@ pml, then ours and pml again (``--repeats``), so that both sides see the same lo
 the medians is what counts on a shared machine, not the seconds.
 
 - ours: ``evaluate_embeddings(emb, labels, ks=(1, 10, 100))``: Recall@1/10/100, precision@1,
-  MAP@R, R-precision, NMI, pairwise P/R/F1, Hungarian accuracy, ARI, V-measure, silhouette;
+  MAP@R, R-precision, NMI, pairwise P/R/F1, Hungarian accuracy, ARI, silhouette;
 - pml: ``AccuracyCalculator(include=(precision_at_1, mean_average_precision_at_r, NMI),
   k="max_bin_count")``: faiss ``IndexFlatL2`` kNN and ``faiss.Kmeans(niter=20)``.
 

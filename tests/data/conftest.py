@@ -1,4 +1,4 @@
-"""Fixture-file writers shared by the data tests: IDX files and tiny images."""
+"""Fixtures shared by the data tests: IDX files, tiny images, a toy dataset."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PIL import Image
+
+from clusterable.data import LabelledDataset
 
 _IDX_CODES = {np.dtype(np.uint8): 0x08, np.dtype(np.int32): 0x0C, np.dtype(np.float32): 0x0D}
 
@@ -70,3 +72,15 @@ def write_image(path: Path, color: tuple[int, int, int], size: tuple[int, int] =
 @pytest.fixture
 def image_writer() -> Callable[..., Path]:
     return write_image
+
+
+def toy_dataset(labels: list[int]) -> LabelledDataset:
+    """One 1-D item per label, item i holding the value i, classes named ``c0, c1, ...``."""
+    x = np.arange(len(labels), dtype=np.float32)[:, None]
+    names = [f"c{c}" for c in range(max(labels) + 1)]
+    return LabelledDataset("toy", x, labels, class_names=names)
+
+
+@pytest.fixture
+def make_toy() -> Callable[[list[int]], LabelledDataset]:
+    return toy_dataset

@@ -1,4 +1,5 @@
-"""LabelledDataset in its two storage forms, subsets and concatenation."""
+"""LabelledDataset in its two storage forms, subsets, arrays of its items, concatenation; the
+unlabelled (-1) convention."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader
 
-from clusterable.data import ImageFiles, LabelledDataset, concatenate
+from clusterable.data import UNLABELLED, ImageFiles, LabelledDataset, concatenate, labelled_mask
 
 
 def _toy(n: int = 6) -> LabelledDataset:
@@ -125,3 +126,40 @@ def test_concatenate_refuses_mismatches(tmp_path, image_writer):
     arrays = LabelledDataset("arr", np.zeros((1, 3, 2, 2)), [0])
     with pytest.raises(TypeError, match="in-memory arrays with image files"):
         concatenate(arrays, images)
+
+
+def test_features_of_an_array_dataset_are_its_items_and_labels():
+    ds = LabelledDataset("cubes", np.arange(24).reshape(3, 2, 2, 2), [2, -1, 0])
+    x, labels = ds.features()
+    assert x.shape == (3, 2, 2, 2) and x.dtype == np.float32
+    np.testing.assert_array_equal(x, np.arange(24).reshape(3, 2, 2, 2))
+    assert labels.tolist() == [2, -1, 0]
+    flat, _ = ds.features(flat=True)
+    np.testing.assert_array_equal(flat, np.arange(24, dtype=np.float32).reshape(3, 8))
+
+
+def test_features_of_image_files_decode_every_item(tmp_path, image_writer):
+    paths = [image_writer(tmp_path / f"{i}.png", (i * 40, 0, 0)) for i in range(3)]
+    ds = LabelledDataset("imgs", ImageFiles(paths, size=4), [0, 1, -1])
+    x, labels = ds.features()
+    assert x.shape == (3, 3, 4, 4) and x.dtype == np.float32
+    np.testing.assert_array_equal(x, np.stack([ds[i][0].numpy() for i in range(3)]))
+    assert ds.features(flat=True)[0].shape == (3, 48)
+    assert labels.tolist() == [0, 1, -1]
+    assert ds.subset(np.zeros(0, dtype=int)).features()[0].shape == (0, 3, 4, 4)
+
+
+def test_labelled_drops_the_unlabelled_items_in_order():
+    ds = _toy()
+    kept = ds.labelled()
+    assert kept.labels.tolist() == [0, 1, 2, 0, 1]
+    np.testing.assert_array_equal(kept.x, ds.x[:5])
+    assert kept.class_names == ds.class_names
+
+
+def test_labelled_mask_for_arrays_and_tensors():
+    labels = np.array([3, UNLABELLED, 0, UNLABELLED])
+    assert UNLABELLED == -1
+    assert labelled_mask(labels).tolist() == [True, False, True, False]
+    mask = labelled_mask(torch.from_numpy(labels))
+    assert isinstance(mask, torch.Tensor) and mask.tolist() == [True, False, True, False]

@@ -34,7 +34,6 @@ KEYS = [
     "f1",
     "accuracy",
     "ari",
-    "v_measure",
     "silhouette",
 ]
 
@@ -48,8 +47,9 @@ def blobs(seed=0, n=240, classes=8, d=10):
 def test_keys_and_agreement_with_single_metrics():
     x, y = blobs()
     c = np.random.default_rng(1).integers(0, 8, len(y))
-    table = evaluate_embeddings(x, y, clustering=c)
-    assert list(table) == KEYS
+    table = evaluate_embeddings(x, y, clustering=c, metrics=[*KEYS[4:], "recall@k", "v_measure"])
+    assert list(table) == [*KEYS[:-1], "v_measure", "silhouette"]
+    assert evaluate_embeddings(x, y, clustering=c) == {k: table[k] for k in KEYS}
     recall = recall_at_k(x, y, (1, 2, 4, 8))
     for k in (1, 2, 4, 8):
         assert table[f"recall@{k}"] == recall[k]
@@ -146,3 +146,26 @@ def test_bad_input(kwargs, match):
     labels = args.pop("labels")
     with pytest.raises(ValueError, match=match):
         evaluate_embeddings(x, labels, **args)
+
+
+def test_inputs_are_validated_once_at_the_edge(monkeypatch):
+    from clusterable.evaluate import _inputs, neighbors, partition_metrics, retrieval
+    from clusterable.evaluate import silhouette as silhouette_module
+
+    calls = []
+
+    def counted(real):
+        def wrapper(*args, **kwargs):
+            calls.append(real.__name__)
+            return real(*args, **kwargs)
+
+        return wrapper
+
+    for name in ("as_embeddings", "as_labels", "as_clusters", "as_points"):
+        real = getattr(_inputs, name)
+        for module in (report, neighbors, partition_metrics, retrieval, silhouette_module):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, counted(real))
+    x, y = blobs()
+    evaluate_embeddings(x, y, clustering=np.random.default_rng(1).integers(0, 8, len(y)))
+    assert sorted(calls) == ["as_clusters", "as_embeddings", "as_labels", "as_points"]

@@ -44,6 +44,31 @@ def test_against_sklearn(data):
     assert v_measure(y, c) == pytest.approx(skm.v_measure_score(y, c), abs=1e-10)
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(2, 3000),
+    st.integers(1, 60),
+    st.integers(1, 60),
+    st.floats(0.0, 1.0),
+    st.integers(0, 2**32 - 1),
+)
+def test_large_random_tables_against_sklearn(n, classes, clusters, agreement, seed):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, classes, n)
+    c = np.where(rng.random(n) < agreement, y % clusters, rng.integers(0, clusters, n))
+    table = contingency_table(y, c)
+    assert pm.nmi_from_table(table) == pytest.approx(
+        skm.normalized_mutual_info_score(y, c), abs=1e-10
+    )
+    assert pm.ari_from_table(table) == pytest.approx(skm.adjusted_rand_score(y, c), abs=1e-10)
+    assert pm.v_measure_from_table(table) == pytest.approx(skm.v_measure_score(y, c), abs=1e-10)
+
+
+def test_clusters_equal_to_the_classes_score_exactly_one():
+    y = np.random.default_rng(4).integers(0, 50, 5000)
+    assert nmi(y, y) == v_measure(y, y) == ari(y, y) == 1.0
+
+
 def loop_pairwise(y, c):
     tp = fp = fn = 0
     for i, j in itertools.combinations(range(len(y)), 2):

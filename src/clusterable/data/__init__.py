@@ -5,10 +5,13 @@ Every loader returns a :class:`LabelledDataset`; :func:`load_dataset` finds one 
 
 from clusterable.data.dataset import (
     DEFAULT_IMAGE_SIZE,
+    UNLABELLED,
     ImageFiles,
     LabelledDataset,
     concatenate,
+    labelled_mask,
 )
+from clusterable.data.distractors import noisy_digit_distractors, with_distractors
 from clusterable.data.idx import read_idx, read_idx_images_labels
 from clusterable.data.registry import available_datasets, load_dataset
 from clusterable.data.splits import stratified_split
@@ -17,18 +20,12 @@ from clusterable.data.synthetic import (
     crescents_and_gaussians,
     two_class_subclusters,
 )
-from clusterable.data.views import (
-    MSDNN_COARSE,
-    class_split,
-    coarse_labels,
-    first_per_class,
-    noisy_digit_distractors,
-    with_distractors,
-)
+from clusterable.data.views import MSDNN_COARSE, class_split, coarse_labels, first_per_class
 
 __all__ = [
     "DEFAULT_IMAGE_SIZE",
     "MSDNN_COARSE",
+    "UNLABELLED",
     "ImageFiles",
     "LabelledDataset",
     "SyntheticSet",
@@ -38,6 +35,7 @@ __all__ = [
     "concatenate",
     "crescents_and_gaussians",
     "first_per_class",
+    "labelled_mask",
     "load_dataset",
     "noisy_digit_distractors",
     "read_idx",

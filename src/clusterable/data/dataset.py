@@ -6,17 +6,34 @@ is applied). Items are stored in one of two forms that index alike:
 
 - a float32 array ``(n, *input_shape)`` held in memory (values in [0, 1] for images), or
 - :class:`ImageFiles`, paths of images decoded with PIL on access, resized to a fixed square size.
+
+Label :data:`UNLABELLED` (-1) marks an item without a class (an OPML distractor, a pseudo-label's
+noise point): it is trained on where a loss allows and never scored as a class;
+:func:`labelled_mask` and :meth:`LabelledDataset.labelled` pick the others.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
 from torch.utils.data import Dataset
+
+#: The label of an item that has no class.
+UNLABELLED = -1
+
+LabelArray = TypeVar("LabelArray", np.ndarray, torch.Tensor)
+
+
+def labelled_mask(labels: LabelArray) -> LabelArray:
+    """``(n,)`` boolean mask of the items that have a class, i.e. whose label is not
+    :data:`UNLABELLED` (numpy array in, numpy array out; tensor in, tensor out)."""
+    return labels > UNLABELLED
+
 
 #: Side of the square that image files are resized to unless a loader is told otherwise. The papers
 #: crop 224-227 pixels for ImageNet backbones; 64 keeps CPU training of the small models practical.
@@ -160,7 +177,43 @@ class LabelledDataset(Dataset):
     @property
     def num_classes(self) -> int:
         """Number of distinct labels, distractors (-1) not counted."""
-        return len(np.unique(self.labels[self.labels >= 0]))
+        return len(np.unique(self.labels[labelled_mask(self.labels)]))
+
+    def features(self, *, flat: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Every item as one float32 array, and the ``(n,)`` labels.
+
+        Parameters
+        ----------
+        flat : bool
+            ``(n, prod(input_shape))`` rows (raw pixels as vectors, what k-means or t-SNE of the
+            inputs take) instead of ``(n, *input_shape)``.
+
+        Returns
+        -------
+        x : np.ndarray
+            ``(n, *input_shape)`` or ``(n, d)`` float32: the stored array itself when the items
+            are held in memory (do not write to it), the images decoded when they are files.
+        labels : np.ndarray
+            ``(n,)`` int64 training labels, -1 for unlabelled items.
+
+        Examples
+        --------
+        >>> ds = LabelledDataset("toy", np.zeros((3, 1, 2, 2)), [0, 1, -1])
+        >>> x, y = ds.features(flat=True)
+        >>> x.shape, y.tolist()
+        ((3, 4), [0, 1, -1])
+        """
+        if isinstance(self.x, np.ndarray):
+            x = self.x
+        else:
+            x = np.empty((len(self), *self.input_shape), dtype=np.float32)
+            for i in range(len(self)):
+                x[i] = self.x[i]
+        return (x.reshape(len(self), -1) if flat else x), self.labels
+
+    def labelled(self) -> LabelledDataset:
+        """The items that have a class (label not :data:`UNLABELLED`), in order."""
+        return self.subset(labelled_mask(self.labels))
 
     def __len__(self) -> int:
         return len(self.labels)
@@ -223,7 +276,7 @@ def concatenate(first: LabelledDataset, *others: LabelledDataset) -> LabelledDat
         raise TypeError(
             "cannot concatenate in-memory arrays with image files "
             f"({', '.join(p.name for p in parts)}); load the image files into an array first, "
-            "e.g. np.stack([ds.x[i] for i in range(len(ds))])"
+            "e.g. ds.replace(x=ds.features()[0])"
         )
     return first.replace(
         x=x,

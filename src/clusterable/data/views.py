@@ -3,7 +3,8 @@
 - :func:`coarse_labels`: train on merged classes, keep the originals as ``fine_labels`` (MsDNN).
 - :func:`class_split`: keep some classes only (zero-shot splits of lifted structure and DSCL).
 - :func:`first_per_class`: the first n items of each class in file order (OPML).
-- :func:`with_distractors` and :func:`noisy_digit_distractors`: unlabelled noise items (OPML).
+
+Unlabelled distractor items (OPML) are added by `clusterable.data.distractors`.
 """
 
 from __future__ import annotations
@@ -11,10 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import numpy as np
-from PIL import Image
-from sklearn.datasets import load_digits
 
-from clusterable.data.dataset import LabelledDataset, concatenate
+from clusterable.data.dataset import UNLABELLED, LabelledDataset, labelled_mask
 
 #: MsDNN's coarse labels for 10-class sets (MNIST, USPS, Fashion-MNIST): 0-4 -> 0, 5-9 -> 1.
 MSDNN_COARSE: dict[int, int] = {c: c // 5 for c in range(10)}
@@ -40,7 +39,7 @@ def coarse_labels(
     >>> coarse_labels(ds, MSDNN_COARSE).labels.tolist()
     [0, 0, 1, 1]
     """
-    present = [int(c) for c in np.unique(ds.labels) if c >= 0]
+    present = [int(c) for c in np.unique(ds.labels[labelled_mask(ds.labels)])]
     if isinstance(mapping, dict):
         missing = [c for c in present if c not in mapping]
         if missing:
@@ -53,7 +52,8 @@ def coarse_labels(
         table = {c: int(mapping(c)) for c in present}
     if any(coarse < 0 for coarse in table.values()):
         raise ValueError("coarse labels must be >= 0; -1 is reserved for distractors")
-    lookup = np.full(max(present, default=-1) + 2, -1, dtype=np.int64)  # last slot: label -1
+    # The last slot is read by label -1 (UNLABELLED) and keeps it.
+    lookup = np.full(max(present, default=-1) + 2, UNLABELLED, dtype=np.int64)
     for fine, coarse in table.items():
         lookup[fine] = coarse
     members: dict[int, list[str]] = {}
@@ -120,72 +120,3 @@ def first_per_class(ds: LabelledDataset, n: int, start: int = 0) -> LabelledData
     rank = np.empty(len(ds), dtype=np.int64)
     rank[order] = np.arange(len(ds)) - group_start
     return ds.subset((rank >= start) & (rank < start + n))
-
-
-def with_distractors(
-    ds: LabelledDataset, distractor_x: np.ndarray | LabelledDataset
-) -> LabelledDataset:
-    """Append unlabelled items (label and fine label -1) that evaluation can include or drop.
-
-    Parameters
-    ----------
-    ds : LabelledDataset
-        The labelled items, kept first.
-    distractor_x : np.ndarray or LabelledDataset
-        ``(m, *ds.input_shape)`` items, e.g. :func:`noisy_digit_distractors`, or a dataset whose
-        items are used and whose labels are dropped.
-
-    Examples
-    --------
-    >>> ds = LabelledDataset("toy", np.zeros((2, 1, 28, 28), np.float32), [0, 1])
-    >>> with_distractors(ds, noisy_digit_distractors(n_per_class=3)).labels.shape
-    (32,)
-    """
-    x = distractor_x.x if isinstance(distractor_x, LabelledDataset) else distractor_x
-    if isinstance(x, np.ndarray) and x.shape[1:] != ds.input_shape:
-        raise ValueError(
-            f"distractors have items of shape {x.shape[1:]} but {ds.name!r} has "
-            f"{ds.input_shape}; make them the same shape (noisy_digit_distractors has a size= "
-            "argument)"
-        )
-    unlabelled = np.full(len(x), -1, dtype=np.int64)
-    noise = LabelledDataset("distractors", x, unlabelled, class_names=[])
-    return concatenate(ds, noise)
-
-
-def noisy_digit_distractors(
-    n_per_class: int = 150, size: int = 28, noise: float = 0.25, seed: int = 0
-) -> np.ndarray:
-    """Noisy digit images, the distractors of OPML's Fashion-MNIST experiment.
-
-    The paper adds "the first 150 digit images from each class of MNIST" with random noise on every
-    pixel. MNIST cannot be fetched here, so this stands in with scikit-learn's bundled 8x8 digits
-    (the first ``n_per_class`` of each class in file order; up to 174 exist for every class)
-    upscaled bilinearly to ``size x size``, plus Gaussian pixel noise of standard deviation
-    ``noise`` (the paper does not say its noise), clipped to [0, 1].
-
-    Returns
-    -------
-    np.ndarray
-        ``(10 * n_per_class, 1, size, size)`` float32 in [0, 1], in the digits file's order.
-    """
-    digits = load_digits()
-    counts = np.bincount(digits.target)
-    if n_per_class > counts.min():
-        raise ValueError(
-            f"n_per_class={n_per_class} but scikit-learn's digits have only {counts.min()} images "
-            f"of their rarest class; ask for at most {counts.min()}"
-        )
-    keep = np.zeros(len(digits.target), dtype=bool)
-    for label in range(10):
-        keep[np.flatnonzero(digits.target == label)[:n_per_class]] = True
-    small = digits.images[keep].astype(np.float32) / 16.0  # pixel values of load_digits are 0..16
-    large = np.stack(
-        [
-            np.asarray(Image.fromarray(img).resize((size, size), Image.Resampling.BILINEAR))
-            for img in small
-        ]
-    )
-    rng = np.random.default_rng(seed)
-    noisy = large + noise * rng.standard_normal(large.shape, dtype=np.float32)
-    return np.clip(noisy, 0.0, 1.0)[:, None].astype(np.float32)

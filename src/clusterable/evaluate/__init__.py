@@ -1,7 +1,9 @@
 """Retrieval and clustering metrics for embeddings, and the whole table in one call.
 
-Inputs are numpy arrays or torch tensors. Retrieval metrics use one exact, chunked kNN search
-(`neighbors`); partition metrics use one sparse contingency table (`partition_metrics`).
+Inputs are numpy arrays or torch tensors, validated once by the public function called. Retrieval
+metrics use one exact, chunked kNN search (`neighbors`); partition metrics use one sparse
+contingency table (`partition_metrics`). `evaluate_embeddings` computes any set of the metrics its
+modules register (`registry`), each shared step once.
 """
 
 from clusterable.evaluate.neighbors import faiss_available, iter_knn, knn_search
@@ -14,6 +16,7 @@ from clusterable.evaluate.partition_metrics import (
     pairwise_f1,
     v_measure,
 )
+from clusterable.evaluate.registry import available_metrics, register_metric
 from clusterable.evaluate.report import evaluate_embeddings
 from clusterable.evaluate.retrieval import (
     knn_accuracy,
@@ -27,6 +30,7 @@ from clusterable.evaluate.silhouette import silhouette
 __all__ = [
     "Contingency",
     "ari",
+    "available_metrics",
     "cluster_accuracy",
     "contingency_table",
     "evaluate_embeddings",
@@ -40,6 +44,7 @@ __all__ = [
     "precision_at_1",
     "r_precision",
     "recall_at_k",
+    "register_metric",
     "silhouette",
     "v_measure",
 ]

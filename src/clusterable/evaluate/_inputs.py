@@ -1,15 +1,18 @@
 """Input conversion and validation shared by every metric.
 
-Every public metric accepts numpy arrays or torch tensors and turns them into numpy here, so that a
-wrong input fails once, early, with a message that says what to do, instead of deep inside faiss or
-scipy.
+Every public function of `clusterable.evaluate` accepts numpy arrays or torch tensors and turns them
+into clean numpy arrays here, once, at its start, so that a wrong input fails early with a message
+that says what to do, instead of deep inside faiss or scipy. The private cores behind the public
+functions take those clean arrays and check nothing again.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+
+Metric = Literal["euclidean", "cosine"]
 
 #: Cluster id that marks noise (as `clusterable.cluster.aas` returns it).
 NOISE = -1
@@ -57,6 +60,38 @@ def as_embeddings(x: Any, name: str = "emb") -> np.ndarray:
             "drop or fix those items before evaluating."
         )
     return arr
+
+
+def as_points(x: np.ndarray, metric: Metric, name: str = "emb") -> np.ndarray:
+    """The points the distance ``metric`` compares: ``x`` itself (euclidean) or its rows
+    l2-normalised (cosine, where ``|a - b|^2 = 2 - 2 cos``), from the output of `as_embeddings`.
+
+    Raises
+    ------
+    ValueError
+        If ``metric`` is neither, or (cosine) a row is all zeros.
+    """
+    if metric == "euclidean":
+        return x
+    if metric != "cosine":
+        raise ValueError(f"metric must be 'euclidean' or 'cosine', got {metric!r}.")
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    if (norms == 0).any():
+        row = int(np.flatnonzero(norms[:, 0] == 0)[0])
+        raise ValueError(
+            f"{name} row {row} is all zeros and has no direction for cosine distance; "
+            "drop it or use metric='euclidean'."
+        )
+    return np.ascontiguousarray(x / norms, dtype=x.dtype)
+
+
+def check_same_dimension(query: np.ndarray, reference: np.ndarray) -> None:
+    """Fail when queries and references live in spaces of different dimension."""
+    if reference.shape[1] != query.shape[1]:
+        raise ValueError(
+            f"query has dimension {query.shape[1]} but reference has {reference.shape[1]}; "
+            "embed both with the same model."
+        )
 
 
 def as_labels(y: Any, n: int, name: str = "labels") -> tuple[np.ndarray, np.ndarray]:

@@ -23,9 +23,14 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from clusterable.evaluate._inputs import as_embeddings, check_k
+from clusterable.evaluate._inputs import (
+    Metric,
+    as_embeddings,
+    as_points,
+    check_k,
+    check_same_dimension,
+)
 
-Metric = Literal["euclidean", "cosine"]
 Backend = Literal["auto", "faiss", "torch"]
 
 #: Extra candidates fetched beyond k, so that ties at the k-th place can still be ordered by index.
@@ -53,21 +58,6 @@ def faiss_available() -> bool:
     except ImportError:
         return False
     return True
-
-
-def _normalise_for(x: np.ndarray, metric: str, name: str) -> np.ndarray:
-    if metric == "euclidean":
-        return x
-    if metric != "cosine":
-        raise ValueError(f"metric must be 'euclidean' or 'cosine', got {metric!r}.")
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
-    if (norms == 0).any():
-        row = int(np.flatnonzero(norms[:, 0] == 0)[0])
-        raise ValueError(
-            f"{name} row {row} is all zeros and has no direction for cosine distance; "
-            "drop it or use metric='euclidean'."
-        )
-    return np.ascontiguousarray(x / norms, dtype=x.dtype)
 
 
 def _resolve(backend: str) -> str:
@@ -189,20 +179,32 @@ def iter_knn(
     indices : numpy.ndarray
         ``(c, k)`` int64 reference rows; equal distances are ordered by index.
     """
-    q = _normalise_for(as_embeddings(query, "query"), metric, "query")
-    exclude_self = reference is None
-    ref = (
-        q
-        if exclude_self
-        else _normalise_for(as_embeddings(reference, "reference"), metric, "reference")
-    )
-    if ref.shape[1] != q.shape[1]:
-        raise ValueError(
-            f"query has dimension {q.shape[1]} but reference has {ref.shape[1]}; "
-            "embed both with the same model."
-        )
+    q = as_points(as_embeddings(query, "query"), metric, "query")
+    ref = None
+    if reference is not None:
+        ref = as_points(as_embeddings(reference, "reference"), metric, "reference")
+        check_same_dimension(q, ref)
+    check_k(k, q.shape[0] - 1 if ref is None else ref.shape[0], "k")
+    query_chunk(q.shape[0] if ref is None else ref.shape[0], backend, chunk_size)
+    return knn_chunks(q, k, ref, metric=metric, backend=backend, chunk_size=chunk_size, shard=shard)
+
+
+def knn_chunks(
+    q: np.ndarray,
+    k: int,
+    ref: np.ndarray | None = None,
+    *,
+    metric: Metric = "euclidean",
+    backend: Backend = "auto",
+    chunk_size: int | None = None,
+    shard: tuple[int, int] = (0, 1),
+) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """The search of `iter_knn` on validated points (`as_points` of `as_embeddings`), ``ref``
+    None for the leave-one-out search of ``q`` against itself; ``k`` already checked."""
+    exclude_self = ref is None
+    if ref is None:
+        ref = q
     n_ref = ref.shape[0]
-    check_k(k, n_ref - int(exclude_self), "k")
     # A power of two brings the values near 1, exactly: squared distances of float32 values
     # overflow above ~1e19 and vanish below ~1e-19, where the order would be lost.
     unit = power_of_two_scale(q, ref) if metric == "euclidean" else 1.0

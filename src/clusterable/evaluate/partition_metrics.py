@@ -2,7 +2,10 @@
 
 Every metric here needs only the non-zero cells of the class x cluster table and its margins, which
 cost ``O(n log n)`` to build and ``O(cells)`` to use: never an ``n x n`` pair matrix, never a dense
-``classes x clusters`` table at Stanford-Online-Products scale (11,316 x 11,316).
+``classes x clusters`` table at Stanford-Online-Products scale (11,316 x 11,316). The information
+quantities come from scikit-learn's ``mutual_info_score``, which reads the table as it is; the pair
+counts (ARI, pairwise F1) and the matching are computed here, as scikit-learn has no form of them
+that takes a table (its ``adjusted_rand_score`` would build a second one).
 
 Noise: cluster id -1 (from `clusterable.cluster.aas`) makes each such item its own singleton cluster
 (see `clusterable.evaluate._inputs.as_clusters`).
@@ -11,14 +14,17 @@ Noise: cluster id -1 (from `clusterable.cluster.aas`) makes each such item its o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 from scipy import sparse
 from scipy.optimize import linear_sum_assignment
 from scipy.sparse.csgraph import min_weight_full_bipartite_matching
+from sklearn.metrics import mutual_info_score
 
 from clusterable.evaluate._inputs import as_clusters, as_labels, to_numpy
+from clusterable.evaluate.registry import Artefacts, register_metric
 
 #: Largest ``classes * clusters`` solved densely by `linear_sum_assignment` (32 MB of float64);
 #: above it the sparse matching (LAPJVsp) runs on the non-zero cells only.
@@ -52,6 +58,33 @@ class Contingency:
         """Number of items."""
         return int(self.class_sizes.sum())
 
+    @cached_property
+    def information(self) -> tuple[float, float, float]:
+        """Mutual information, class entropy and cluster entropy (natural log), computed once."""
+        return (
+            _mutual_information(self.rows, self.cols, self.counts),
+            _entropy(self.class_sizes),
+            _entropy(self.cluster_sizes),
+        )
+
+    @cached_property
+    def matching(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`hungarian_matching` of the table, solved once for every score that reads it."""
+        return hungarian_matching(self)
+
+
+def contingency_from_codes(codes: np.ndarray, cluster_codes: np.ndarray) -> Contingency:
+    """The table of `contingency_table` from validated, compact ``(n,)`` class and cluster codes."""
+    n_clusters = int(cluster_codes.max()) + 1
+    cells, counts = np.unique(codes * n_clusters + cluster_codes, return_counts=True)
+    return Contingency(
+        rows=cells // n_clusters,
+        cols=cells % n_clusters,
+        counts=counts.astype(np.int64),
+        class_sizes=np.bincount(codes),
+        cluster_sizes=np.bincount(cluster_codes),
+    )
+
 
 def contingency_table(labels: Any, clusters: Any) -> Contingency:
     """Build the sparse contingency table of class labels against cluster ids.
@@ -67,37 +100,31 @@ def contingency_table(labels: Any, clusters: Any) -> Contingency:
     codes, _ = as_labels(raw, raw.shape[0] if raw.ndim else 0)
     if codes.size == 0:
         raise ValueError("labels is empty; pass at least one item.")
-    cluster_codes = as_clusters(clusters, codes.shape[0])
-    n_clusters = int(cluster_codes.max()) + 1
-    cells, counts = np.unique(codes * n_clusters + cluster_codes, return_counts=True)
-    return Contingency(
-        rows=cells // n_clusters,
-        cols=cells % n_clusters,
-        counts=counts.astype(np.int64),
-        class_sizes=np.bincount(codes),
-        cluster_sizes=np.bincount(cluster_codes),
-    )
+    return contingency_from_codes(codes, as_clusters(clusters, codes.shape[0]))
 
 
-def _entropy(sizes: np.ndarray, n: int) -> float:
-    p = sizes[sizes > 0] / n
-    return float(-(p * np.log(p)).sum())
+def _mutual_information(rows: np.ndarray, cols: np.ndarray, counts: np.ndarray) -> float:
+    """Mutual information (natural log) of the table with these non-zero cells, sorted by row
+    then column and never repeated (so scipy need not sort them again)."""
+    table = sparse.coo_matrix((counts, (rows, cols)), shape=(rows[-1] + 1, cols.max() + 1))
+    table.has_canonical_format = True
+    return mutual_info_score(None, None, contingency=table)
 
 
-def _mutual_information(t: Contingency) -> float:
-    n = t.n
-    joint = t.counts / n
-    # I = sum_ij p_ij log(p_ij / (p_i p_j)), over the non-zero cells only.
-    mi = joint * (np.log(t.counts * n) - np.log(t.class_sizes[t.rows] * t.cluster_sizes[t.cols]))
-    return max(float(mi.sum()), 0.0)
+def _entropy(sizes: np.ndarray) -> float:
+    """Entropy of a partition with these group sizes, as ``I(X; X) = H(X)``: computed by the same
+    scikit-learn arithmetic as the mutual information, so clusters equal to the classes score an
+    NMI of exactly 1 (a renamed copy can differ in the last bit: the sums run in another order)."""
+    groups = np.arange(sizes.size)
+    return _mutual_information(groups, groups, sizes)
 
 
 def nmi_from_table(t: Contingency) -> float:
     """NMI of a contingency table; see `nmi`."""
-    h_classes, h_clusters = _entropy(t.class_sizes, t.n), _entropy(t.cluster_sizes, t.n)
+    mi, h_classes, h_clusters = t.information
     if h_classes == 0.0 and h_clusters == 0.0:
         return 1.0  # one class and one cluster: identical partitions
-    return min(_mutual_information(t) / ((h_classes + h_clusters) / 2.0), 1.0)
+    return min(mi / ((h_classes + h_clusters) / 2.0), 1.0)
 
 
 def nmi(labels: Any, clusters: Any) -> float:
@@ -220,7 +247,7 @@ def hungarian_matching(t: Contingency) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
 def cluster_accuracy_from_table(t: Contingency) -> float:
     """Hungarian clustering accuracy of a contingency table; see `cluster_accuracy`."""
-    return float(hungarian_matching(t)[2].sum() / t.n)
+    return float(t.matching[2].sum() / t.n)
 
 
 def cluster_accuracy(labels: Any, clusters: Any) -> float:
@@ -269,25 +296,18 @@ def ari(labels: Any, clusters: Any) -> float:
     return ari_from_table(contingency_table(labels, clusters))
 
 
-def homogeneity_completeness_from_table(t: Contingency) -> tuple[float, float]:
-    """Homogeneity ``I / H(classes)`` and completeness ``I / H(clusters)``; 1 for a zero entropy."""
-    mi = _mutual_information(t)
-    h_classes, h_clusters = _entropy(t.class_sizes, t.n), _entropy(t.cluster_sizes, t.n)
-    homogeneity = min(mi / h_classes, 1.0) if h_classes else 1.0
-    completeness = min(mi / h_clusters, 1.0) if h_clusters else 1.0
-    return homogeneity, completeness
-
-
 def v_measure_from_table(t: Contingency) -> float:
     """V-measure of a contingency table; see `v_measure`."""
-    h, c = homogeneity_completeness_from_table(t)
-    return 2 * h * c / (h + c) if h + c else 0.0
+    # 2 h c / (h + c) with h = I / H(classes), c = I / H(clusters) is I / ((H(classes) +
+    # H(clusters)) / 2), the NMI, in every case (both 1 when an entropy is 0 and the other too).
+    return nmi_from_table(t)
 
 
 def v_measure(labels: Any, clusters: Any) -> float:
     """V-measure: the harmonic mean of homogeneity and completeness (beta = 1).
 
-    Equals scikit-learn's ``v_measure_score``, and NMI with the arithmetic normaliser.
+    Equals scikit-learn's ``v_measure_score``, and NMI with the arithmetic normaliser (`nmi`), so
+    the evaluation table shows it only when asked by name (``metrics=[..., "v_measure"]``).
 
     Returns
     -------
@@ -300,3 +320,38 @@ def v_measure(labels: Any, clusters: Any) -> float:
     measure", EMNLP 2007.
     """
     return v_measure_from_table(contingency_table(labels, clusters))
+
+
+@register_metric("nmi", needs={"partition"})
+def _table_nmi(a: Artefacts) -> float:
+    return nmi_from_table(a.table)
+
+
+@register_metric("precision", needs={"partition"})
+def _table_pairwise_precision(a: Artefacts) -> float:
+    return pairwise_f1_from_table(a.table)[0]
+
+
+@register_metric("recall", needs={"partition"})
+def _table_pairwise_recall(a: Artefacts) -> float:
+    return pairwise_f1_from_table(a.table)[1]
+
+
+@register_metric("f1", needs={"partition"})
+def _table_pairwise_f1(a: Artefacts) -> float:
+    return pairwise_f1_from_table(a.table)[2]
+
+
+@register_metric("accuracy", needs={"partition"})
+def _table_cluster_accuracy(a: Artefacts) -> float:
+    return cluster_accuracy_from_table(a.table)
+
+
+@register_metric("ari", needs={"partition"})
+def _table_ari(a: Artefacts) -> float:
+    return ari_from_table(a.table)
+
+
+@register_metric("v_measure", needs={"partition"}, default=False)
+def _table_v_measure(a: Artefacts) -> float:
+    return v_measure_from_table(a.table)

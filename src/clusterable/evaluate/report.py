@@ -1,33 +1,28 @@
-"""The whole evaluation table from one kNN search and one partition."""
+"""The whole evaluation table from one kNN search and one partition, for any set of metrics."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
 
 from clusterable.evaluate._inputs import (
+    Metric,
     as_clusters,
     as_embeddings,
     as_labels,
+    as_points,
     check_ks,
     require_classes,
     to_numpy,
 )
-from clusterable.evaluate.neighbors import Metric, shard_rows
-from clusterable.evaluate.partition_metrics import (
-    ari_from_table,
-    contingency_table,
-    hungarian_matching,
-    nmi_from_table,
-    pairwise_f1_from_table,
-    v_measure_from_table,
-)
+from clusterable.evaluate.neighbors import shard_rows
+from clusterable.evaluate.partition_metrics import contingency_from_codes
+from clusterable.evaluate.registry import METRICS, Artefacts, needs_of, select_metrics
 from clusterable.evaluate.retrieval import retrieval_per_query
 from clusterable.evaluate.sharded import combine_rows, gather_shards, group_shape
-from clusterable.evaluate.silhouette import silhouette
+from clusterable.evaluate.silhouette import check_sample_size
 
 #: k-means settings of the evaluation, chosen by measurement (``benchmarks/README.md``): one
 #: restart of at most 20 Lloyd iterations (the work pytorch-metric-learning's evaluation does),
@@ -37,8 +32,8 @@ EVALUATION_KMEANS = {"init": "random", "n_init": 1, "max_iter": 20}
 #: Up to this many clusters the evaluation seeds k-means with greedy k-means++ instead: random
 #: seeds often put two centroids in one of a few well-separated groups and none in another,
 #: which Lloyd iterations cannot undo, while k-means++ seeding costs at most a few iterations'
-#: work here. Above, random seeds gave as good a partition at every size of the sweep, where
-#: k-means++ seeding (``k`` sequential steps) took longer than the whole clustering.
+#: work here. Above, random seeds gave as good a partition at every size of the sweep, while
+#: k-means++ seeding takes ``k`` sequential steps (measured: see benchmarks/README.md).
 KMEANS_PP_MAX_CLUSTERS = 64
 
 
@@ -62,23 +57,19 @@ def partition(
     return run_clustering(x, name, count, seed=seed, **options)
 
 
-def _per_class(
-    codes: np.ndarray,
-    classes: np.ndarray,
-    per_query: dict[str, np.ndarray],
-    matching: tuple[np.ndarray, np.ndarray, np.ndarray],
-) -> dict[str, np.ndarray]:
+def _per_class(codes: np.ndarray, classes: np.ndarray, a: Artefacts) -> dict[str, np.ndarray]:
     sizes = np.bincount(codes)
     out: dict[str, np.ndarray] = {"class": classes, "count": sizes}
     lone = sizes == 1
-    for name, values in per_query.items():
+    for name, values in (a.per_query or {}).items():
         # Only lone queries are NaN and a lone query is its whole class: mean over the others.
         mean = np.bincount(codes, weights=np.nan_to_num(values), minlength=sizes.size) / sizes
         out[name] = np.where(lone, np.nan, mean)
-    matched_classes, _, shared = matching
-    accuracy = np.zeros(sizes.size)
-    accuracy[matched_classes] = shared / sizes[matched_classes]
-    out["accuracy"] = accuracy
+    if a.table is not None:
+        matched_classes, _, shared = a.table.matching
+        accuracy = np.zeros(sizes.size)
+        accuracy[matched_classes] = shared / sizes[matched_classes]
+        out["accuracy"] = accuracy
     return out
 
 
@@ -86,6 +77,7 @@ def evaluate_embeddings(
     emb: Any,
     labels: Any,
     *,
+    metrics: Sequence[str] | None = None,
     clustering: str | Any = "kmeans",
     n_clusters: int | None = None,
     ks: Sequence[int] = (1, 2, 4, 8),
@@ -96,13 +88,15 @@ def evaluate_embeddings(
     cluster_kwargs: Mapping[str, Any] | None = None,
     process_group: Any = None,
 ) -> dict[str, Any]:
-    """Every retrieval and clustering metric of an embedding, each expensive step done once.
+    """The retrieval and clustering metrics of an embedding, each expensive step done once.
 
-    One leave-one-out kNN search at ``max(max(ks), R_max)`` neighbours (``R_max`` = largest class
-    size - 1, for MAP@R) serves Recall@K, precision@1, MAP@R and R-precision; it is consumed chunk
-    by chunk, so memory stays ``O(n (len(ks) + 4) + chunk * k)``. One partition and one sparse
-    contingency table serve NMI, pairwise precision/recall/F1, Hungarian accuracy, ARI and
-    V-measure. Silhouette averages a seeded sample of items, each scored against the whole set.
+    The inputs are validated once, here. One leave-one-out kNN search at ``max(max(ks), R_max)``
+    neighbours (``R_max`` = largest class size - 1, for MAP@R) serves Recall@K, precision@1, MAP@R
+    and R-precision; it is consumed chunk by chunk, so memory stays ``O(n (len(ks) + 4) + chunk *
+    k)``. One partition and one sparse contingency table serve NMI, pairwise precision/recall/F1,
+    Hungarian accuracy, ARI and V-measure. Silhouette averages a seeded sample of items, each scored
+    against the whole set. Only what the selected ``metrics`` read is computed: without a partition
+    metric nothing is clustered, without a neighbour metric nothing is searched.
 
     Parameters
     ----------
@@ -110,6 +104,12 @@ def evaluate_embeddings(
         ``(n, d)`` embeddings, numpy or torch.
     labels : array-like
         ``(n,)`` class labels; at least two classes.
+    metrics : sequence of str, optional
+        Names of the metrics to compute (`clusterable.evaluate.available_metrics`): ``recall@k``
+        (one key per K of ``ks``), ``precision@1``, ``map@r``, ``r_precision``, ``nmi``,
+        ``precision``, ``recall``, ``f1`` (pairwise), ``accuracy``, ``ari``, ``v_measure``,
+        ``silhouette``. None: all but ``v_measure``, which equals ``nmi``. The table lists them in
+        that order whatever the order asked.
     clustering : str or array-like
         ``"kmeans"``, ``"spectral"``, ``"gmm"``, ``"affinity_propagation"`` (or ``"ap"``) or
         ``"aas"`` from `clusterable.cluster`, or precomputed ``(n,)`` cluster ids. AAS chooses its
@@ -128,7 +128,7 @@ def evaluate_embeddings(
         l2-normalised embeddings.
     silhouette_sample : int, "auto" or None
         Items whose silhouette is averaged (see `clusterable.evaluate.silhouette`); ``"auto"`` is
-        exact up to 10,000 items; ``None`` for all items.
+        exact up to 2,236 items and samples a budget of distances above; ``None`` for all items.
     process_group : torch.distributed.ProcessGroup or True, optional
         Evaluate the set whose shards the ranks of this group hold (``True``: the default
         group): ``emb`` and ``labels`` are this rank's shard, the set is the shards in rank order,
@@ -141,13 +141,20 @@ def evaluate_embeddings(
     Returns
     -------
     dict
-        ``recall@K`` for each K, ``precision@1``, ``map@r``, ``r_precision``, ``nmi``,
-        ``precision``, ``recall``, ``f1``, ``accuracy``, ``ari``, ``v_measure``, ``silhouette``:
-        floats, in [0, 1] except ``ari`` (can dip below 0) and ``silhouette`` (in [-1, 1]; NaN with
-        a warning when the partition has one cluster or only singletons). Retrieval means skip
-        queries whose class has no other item. With ``per_class``, ``"per_class"`` maps ``class``,
-        ``count``, each retrieval metric and ``accuracy`` (share of the class in its
-        Hungarian-matched cluster) to ``(C,)`` arrays.
+        The selected metrics; by default ``recall@K`` for each K, ``precision@1``, ``map@r``,
+        ``r_precision``, ``nmi``, ``precision``, ``recall``, ``f1``, ``accuracy``, ``ari``,
+        ``silhouette``: floats, in [0, 1] except ``ari`` (can dip below 0) and ``silhouette`` (in
+        [-1, 1]; NaN with a warning when the partition has one cluster or only singletons).
+        Retrieval means skip queries whose class has no other item. With ``per_class``,
+        ``"per_class"`` maps ``class``, ``count``, each retrieval score computed and, when a
+        partition was, ``accuracy`` (share of the class in its Hungarian-matched cluster) to
+        ``(C,)`` arrays.
+
+    Raises
+    ------
+    ValueError
+        For input an evaluation cannot score (with what to do), and for a metric name nobody
+        registered (with the names that exist).
 
     References
     ----------
@@ -168,40 +175,41 @@ def evaluate_embeddings(
         shard = group_shape(process_group)
         emb, labels = gather_shards(emb, labels, process_group)
     x = as_embeddings(emb)
-    codes, classes = as_labels(labels, x.shape[0])
+    n = x.shape[0]
+    codes, classes = as_labels(labels, n)
     require_classes(codes, 2, "evaluate_embeddings")
-    kk = check_ks(ks, x.shape[0] - 1)
-    per_query = retrieval_per_query(x, codes, kk, metric=metric, shard=shard)
-    if process_group is not None:
-        combine_rows(per_query, shard_rows(x.shape[0], x.shape[0], shard), process_group)
-
-    if isinstance(clustering, str):
-        k = classes.size if n_clusters is None else n_clusters
-        points = x
-        if metric == "cosine":
-            points = x / np.linalg.norm(x, axis=1, keepdims=True)
-        clusters = partition(points, clustering, k, seed, cluster_kwargs)
-    else:
-        clusters = to_numpy(clustering, "clustering")
-    clusters = as_clusters(clusters, x.shape[0], "clustering")
-    table = contingency_table(codes, clusters)
-
-    out: dict[str, Any] = {f"recall@{k}": float(np.nanmean(per_query[f"recall@{k}"])) for k in kk}
-    for name in ("precision@1", "map@r", "r_precision"):
-        out[name] = float(np.nanmean(per_query[name]))
-    out["nmi"] = nmi_from_table(table)
-    out["precision"], out["recall"], out["f1"] = pairwise_f1_from_table(table)
-    matching = hungarian_matching(table)
-    out["accuracy"] = float(matching[2].sum() / table.n)
-    out["ari"] = ari_from_table(table)
-    out["v_measure"] = v_measure_from_table(table)
-    try:
-        out["silhouette"] = silhouette(
-            x, clusters, metric=metric, sample_size=silhouette_sample, seed=seed
+    selected = select_metrics(metrics)
+    needs = needs_of(selected)
+    searched = bool(needs & {"neighbours", "neighbours_at_r"})
+    given_clusters = None
+    if not isinstance(clustering, str):
+        given_clusters = as_clusters(to_numpy(clustering, "clustering"), n, "clustering")
+    a = Artefacts(
+        points=as_points(x, metric),
+        codes=codes,
+        ks=check_ks(ks, n - 1) if searched else (),
+        metric=metric,
+        seed=seed,
+        silhouette_sample=check_sample_size(silhouette_sample),
+    )
+    if searched:
+        at_r = "neighbours_at_r" in needs
+        a.per_query = retrieval_per_query(
+            a.points, codes, a.ks, at_r=at_r, metric=metric, shard=shard
         )
-    except ValueError as err:
-        warnings.warn(f"silhouette left as NaN: {err}", RuntimeWarning, stacklevel=2)
-        out["silhouette"] = float("nan")
+        if process_group is not None:
+            combine_rows(a.per_query, shard_rows(n, n, shard), process_group)
+    if "partition" in needs:
+        a.clusters = given_clusters
+        if a.clusters is None:
+            k = classes.size if n_clusters is None else n_clusters
+            found = partition(a.points, clustering, k, seed, cluster_kwargs)
+            a.clusters = as_clusters(found, n, "clustering")
+        a.table = contingency_from_codes(codes, a.clusters)
+    out: dict[str, Any] = {}
+    for name in selected:
+        score = METRICS[name].score(a)
+        out.update(score if isinstance(score, dict) else {name: float(score)})
     if per_class:
-        out["per_class"] = _per_class(codes, classes, per_query, matching)
+        out["per_class"] = _per_class(codes, classes, a)
     return out

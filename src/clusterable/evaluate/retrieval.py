@@ -20,13 +20,17 @@ from typing import Any
 import numpy as np
 
 from clusterable.evaluate._inputs import (
+    Metric,
     as_embeddings,
     as_labels,
+    as_points,
     check_k,
     check_ks,
+    check_same_dimension,
     to_numpy,
 )
-from clusterable.evaluate.neighbors import Metric, iter_knn
+from clusterable.evaluate.neighbors import knn_chunks
+from clusterable.evaluate.registry import Artefacts, register_metric
 
 
 def _retrieval_chunk(
@@ -57,7 +61,7 @@ def _retrieval_chunk(
 
 
 def retrieval_per_query(
-    emb: Any,
+    points: np.ndarray,
     codes: np.ndarray,
     ks: Sequence[int] = (1,),
     *,
@@ -74,8 +78,8 @@ def retrieval_per_query(
 
     Parameters
     ----------
-    emb : array-like
-        ``(n, d)`` embeddings.
+    points : numpy.ndarray
+        ``(n, d)`` validated points (`as_points` of `as_embeddings`).
     codes : numpy.ndarray
         ``(n,)`` int64 class codes ``0 .. C-1`` (from `as_labels`).
     ks : sequence of int
@@ -83,7 +87,7 @@ def retrieval_per_query(
     at_r : bool
         Also compute AP@R and R-precision (needs ``R_max`` neighbours).
     metric, backend, chunk_size, shard
-        Passed to `iter_knn`.
+        Passed to `knn_chunks`.
 
     Returns
     -------
@@ -100,7 +104,9 @@ def retrieval_per_query(
     k = max(max(ks), int(r_all.max()) if at_r else 1)
     n = codes.shape[0]
     out: dict[str, np.ndarray] = {}
-    searched = iter_knn(emb, k, metric=metric, backend=backend, chunk_size=chunk_size, shard=shard)
+    searched = knn_chunks(
+        points, k, metric=metric, backend=backend, chunk_size=chunk_size, shard=shard
+    )
     for start, _, idx in searched:
         stop = start + idx.shape[0]
         part = _retrieval_chunk(codes[idx], codes[start:stop], r_all[start:stop], ks, at_r)
@@ -117,12 +123,34 @@ def _mean_over_queries(values: np.ndarray) -> float:
     return float(np.nanmean(values))
 
 
-def _prepare(emb: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
+@register_metric("recall@k", needs={"neighbours"})
+def _table_recall_at_k(a: Artefacts) -> dict[str, float]:
+    """One key ``recall@K`` for each K of the evaluation's ``ks``."""
+    return {f"recall@{k}": _mean_over_queries(a.per_query[f"recall@{k}"]) for k in a.ks}
+
+
+@register_metric("precision@1", needs={"neighbours"})
+def _table_precision_at_1(a: Artefacts) -> float:
+    return _mean_over_queries(a.per_query["precision@1"])
+
+
+@register_metric("map@r", needs={"neighbours_at_r"})
+def _table_map_at_r(a: Artefacts) -> float:
+    return _mean_over_queries(a.per_query["map@r"])
+
+
+@register_metric("r_precision", needs={"neighbours_at_r"})
+def _table_r_precision(a: Artefacts) -> float:
+    return _mean_over_queries(a.per_query["r_precision"])
+
+
+def _prepare(emb: Any, labels: Any, metric: Metric) -> tuple[np.ndarray, np.ndarray]:
+    """The validation of every public retrieval metric: ``(points, codes)``."""
     x = as_embeddings(emb)
     codes, _ = as_labels(labels, x.shape[0])
     if x.shape[0] < 2:
         raise ValueError("retrieval needs at least two items; pass a larger set.")
-    return x, codes
+    return as_points(x, metric), codes
 
 
 def recall_at_k(
@@ -158,7 +186,7 @@ def recall_at_k(
     >>> recall_at_k([[0.0], [0.1], [5.0], [5.2]], [0, 0, 1, 1], ks=(1,))
     {1: 1.0}
     """
-    x, codes = _prepare(emb, labels)
+    x, codes = _prepare(emb, labels, metric)
     kk = check_ks(ks, x.shape[0] - 1)
     per_query = retrieval_per_query(x, codes, kk, at_r=False, metric=metric)
     return {k: _mean_over_queries(per_query[f"recall@{k}"]) for k in kk}
@@ -166,7 +194,7 @@ def recall_at_k(
 
 def precision_at_1(emb: Any, labels: Any, *, metric: Metric = "euclidean") -> float:
     """Share of queries whose nearest other item has the query's class (equals Recall@1)."""
-    x, codes = _prepare(emb, labels)
+    x, codes = _prepare(emb, labels, metric)
     return _mean_over_queries(
         retrieval_per_query(x, codes, (1,), at_r=False, metric=metric)["precision@1"]
     )
@@ -197,7 +225,7 @@ def map_at_r(emb: Any, labels: Any, *, metric: Metric = "euclidean") -> float:
     ----------
     Musgrave, Belongie and Lim, "A Metric Learning Reality Check", ECCV 2020.
     """
-    x, codes = _prepare(emb, labels)
+    x, codes = _prepare(emb, labels, metric)
     return _mean_over_queries(retrieval_per_query(x, codes, (1,), metric=metric)["map@r"])
 
 
@@ -208,7 +236,7 @@ def r_precision(emb: Any, labels: Any, *, metric: Metric = "euclidean") -> float
     ----------
     Musgrave, Belongie and Lim, "A Metric Learning Reality Check", ECCV 2020.
     """
-    x, codes = _prepare(emb, labels)
+    x, codes = _prepare(emb, labels, metric)
     return _mean_over_queries(retrieval_per_query(x, codes, (1,), metric=metric)["r_precision"])
 
 
@@ -269,7 +297,7 @@ def knn_accuracy(
     >>> knn_accuracy([[0.0], [1.0], [10.0]], [0, 0, 1], [[0.4], [9.0]], [0, 1], k=1)
     1.0
     """
-    train = as_embeddings(train_emb, "train_emb")
+    train = as_points(as_embeddings(train_emb, "train_emb"), metric, "train_emb")
     leave_one_out = test_emb is None and test_y is None
     if (test_emb is None) != (test_y is None):
         raise ValueError("pass both test_emb and test_y, or neither for leave-one-out.")
@@ -278,7 +306,8 @@ def knn_accuracy(
     if leave_one_out:
         queries, raw_test = train, raw_train
     else:
-        queries = as_embeddings(test_emb, "test_emb")
+        queries = as_points(as_embeddings(test_emb, "test_emb"), metric, "test_emb")
+        check_same_dimension(queries, train)
         raw_test = to_numpy(test_y, "test_y")
         as_labels(raw_test, queries.shape[0], "test_y")
     # One encoding for both sets, so equal labels get equal codes.
@@ -295,7 +324,7 @@ def knn_accuracy(
         check_k(kk, train.shape[0] - int(leave_one_out), "k")
     correct = dict.fromkeys(ks, 0)
     reference = None if leave_one_out else train
-    for start, _, idx in iter_knn(queries, max(ks), reference, metric=metric):
+    for start, _, idx in knn_chunks(queries, max(ks), reference, metric=metric):
         truth = test_codes[start : start + idx.shape[0]]
         neighbour_codes = train_codes[idx]  # (c, k_max)
         for kk in ks:

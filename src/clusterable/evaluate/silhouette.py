@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Literal
 
 import numpy as np
 import torch
 
-from clusterable.evaluate._inputs import as_clusters, as_embeddings
-from clusterable.evaluate.neighbors import Metric, power_of_two_scale
+from clusterable.evaluate._inputs import Metric, as_clusters, as_embeddings, as_points
+from clusterable.evaluate.neighbors import power_of_two_scale
+from clusterable.evaluate.registry import Artefacts, register_metric
 
 #: Distances computed under ``sample_size="auto"``: every item up to 2,236 items; above, as many
 #: sampled items as keep ``sample * n`` at this budget, but at least `AUTO_MIN_SAMPLE`. The
 #: silhouette values of items spread by about 0.1-0.2, so the mean of 500 of them has a standard
-#: error near 0.007. (An exact silhouette up to 10,000 items cost as much as the kNN search of the
-#: whole table, issue 10.)
+#: error near 0.007. An exact silhouette of larger sets costs as much as the table's kNN search
+#: (measured: see benchmarks/README.md, "Evaluation").
 AUTO_DISTANCE_BUDGET = 5_000_000
 
 #: Items scored at least under ``sample_size="auto"`` (the whole set when smaller).
@@ -76,31 +78,18 @@ def silhouette(
     Rousseeuw, "Silhouettes: a graphical aid to the interpretation and validation of cluster
     analysis", Journal of Computational and Applied Mathematics, 1987.
     """
-    x = as_embeddings(emb)
+    x = as_points(as_embeddings(emb), metric)
     codes = as_clusters(clusters, x.shape[0])
-    n = x.shape[0]
-    n_clusters = int(codes.max()) + 1
-    if not 2 <= n_clusters <= n - 1:
-        raise ValueError(
-            f"silhouette needs between 2 and n - 1 = {n - 1} clusters, got {n_clusters}; a "
-            "partition into one group or into singletons has no silhouette."
-        )
-    if metric == "cosine":
-        norms = np.linalg.norm(x, axis=1, keepdims=True)
-        if (norms == 0).any():
-            raise ValueError(
-                "an all-zero row has no direction for cosine distance; drop it or use "
-                "metric='euclidean'."
-            )
-        x = x / norms
-    elif metric == "euclidean":
-        x = x - x.mean(axis=0)  # smaller norms, less cancellation in |a|^2 + |b|^2 - 2ab
-        x = x * power_of_two_scale(x, x)  # no overflow or underflow of squares; a ratio: exact
-    else:
-        raise ValueError(f"metric must be 'euclidean' or 'cosine', got {metric!r}.")
-    if sample_size == "auto":
-        sample_size = max(AUTO_MIN_SAMPLE, AUTO_DISTANCE_BUDGET // n)
-    elif sample_size is not None and (
+    return silhouette_of_codes(x, codes, metric, check_sample_size(sample_size), seed)
+
+
+def check_sample_size(
+    sample_size: int | Literal["auto"] | None,
+) -> int | Literal["auto"] | None:
+    """``sample_size`` when it is a positive int, ``"auto"`` or None; a ValueError otherwise."""
+    if sample_size == "auto" or sample_size is None:
+        return sample_size
+    if (
         isinstance(sample_size, bool)
         or not isinstance(sample_size, (int, np.integer))
         or sample_size < 1
@@ -109,6 +98,35 @@ def silhouette(
             "sample_size must be a positive number of items, 'auto' or None (every item), got "
             f"{sample_size!r}."
         )
+    return sample_size
+
+
+def silhouette_of_codes(
+    x: np.ndarray,
+    codes: np.ndarray,
+    metric: Metric,
+    sample_size: int | Literal["auto"] | None,
+    seed: int,
+) -> float:
+    """`silhouette` of validated points (`as_points`) and compact cluster codes (`as_clusters`).
+
+    Raises
+    ------
+    ValueError
+        If the items form fewer than 2 clusters, or as many clusters as items.
+    """
+    n = x.shape[0]
+    n_clusters = int(codes.max()) + 1
+    if not 2 <= n_clusters <= n - 1:
+        raise ValueError(
+            f"silhouette needs between 2 and n - 1 = {n - 1} clusters, got {n_clusters}; a "
+            "partition into one group or into singletons has no silhouette."
+        )
+    if metric == "euclidean":
+        x = x - x.mean(axis=0)  # smaller norms, less cancellation in |a|^2 + |b|^2 - 2ab
+        x = x * power_of_two_scale(x, x)  # no overflow or underflow of squares; a ratio: exact
+    if sample_size == "auto":
+        sample_size = max(AUTO_MIN_SAMPLE, AUTO_DISTANCE_BUDGET // n)
     scored = np.arange(n)
     if sample_size is not None and n > sample_size:
         scored = np.sort(np.random.default_rng(seed).choice(n, sample_size, replace=False))
@@ -145,3 +163,14 @@ def silhouette(
             s_rows = np.where(denom > 0, (b - a) / denom, 0.0)
         scores[s : s + step] = np.where(own_size > 1, s_rows, 0.0)
     return float(scores.mean())
+
+
+@register_metric("silhouette", needs={"partition"})
+def _table_silhouette(a: Artefacts) -> float:
+    """The silhouette of the evaluation's partition; NaN with a warning where it has none."""
+    try:
+        return silhouette_of_codes(a.points, a.clusters, a.metric, a.silhouette_sample, a.seed)
+    except ValueError as err:
+        # stacklevel 4: the caller of evaluate_embeddings, which calls this through its loop.
+        warnings.warn(f"silhouette left as NaN: {err}", RuntimeWarning, stacklevel=4)
+        return float("nan")

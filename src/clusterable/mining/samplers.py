@@ -22,6 +22,8 @@ import torch.distributed as dist
 from torch import Tensor
 from torch.utils.data import Sampler
 
+from clusterable.data import labelled_mask
+
 ArrayLike = np.ndarray | Tensor | Sequence[int]
 
 
@@ -46,8 +48,8 @@ def _as_indices(indices: ArrayLike) -> np.ndarray:
 
 
 def _classes(labels: np.ndarray) -> dict[int, np.ndarray]:
-    """Indices of each class with label >= 0, classes in increasing order."""
-    return {int(c): np.flatnonzero(labels == c) for c in np.unique(labels[labels >= 0])}
+    """Indices of each class (unlabelled items left out), classes in increasing order."""
+    return {int(c): np.flatnonzero(labels == c) for c in np.unique(labels[labelled_mask(labels)])}
 
 
 def _batches_per_epoch(requested: int | None, n_labelled: int, batch_size: int) -> int:
@@ -345,7 +347,7 @@ class PairsWithHardNegativesSampler(DistributedBatchSampler):
         self.batch_size = batch_size
         self.pool_size = pool_size
         self.members = members
-        self.labelled = np.flatnonzero(self.labels >= 0)
+        self.labelled = np.flatnonzero(labelled_mask(self.labels))
         self.anchors = np.concatenate([m for m in members.values() if len(m) >= 2])
         self.batches_per_epoch = _batches_per_epoch(
             batches_per_epoch, len(self.labelled), batch_size

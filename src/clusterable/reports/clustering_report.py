@@ -28,7 +28,6 @@ PARTITION_METRICS = (
     "f1",
     "accuracy",
     "ari",
-    "v_measure",
     "silhouette",
 )
 
@@ -72,8 +71,9 @@ def write_clustering_report(
     sections = [settings_section({"items": len(clusters), "clusters": found, **(settings or {})})]
     if labels is not None:
         labels = np.asarray(labels, dtype=np.int64)
-        table = evaluate_embeddings(embeddings, labels, clustering=clusters, ks=(1,), seed=seed)
-        scores = {key: table[key] for key in PARTITION_METRICS}
+        scores = evaluate_embeddings(
+            embeddings, labels, metrics=PARTITION_METRICS, clustering=clusters, seed=seed
+        )
         classes = len(np.unique(labels))
         sections.append(metrics_section(scores, f"These clusters against the {classes} classes."))
     rng = np.random.default_rng(seed)

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from clusterable import cluster
-from clusterable.data import LabelledDataset, load_dataset
+from clusterable.data import LabelledDataset, labelled_mask, load_dataset
 from clusterable.evaluate import evaluate_embeddings
 from clusterable.plots.curves import read_epoch_records
 from clusterable.reports.page import Section, render, write_page
@@ -71,7 +71,7 @@ def write_run_report(
     test = load_dataset(spec["data"], root=spec.get("root"), split="test", labels=spec["labels"])
     sample = _sample(test, PANEL_ITEMS, seed)
     embeddings = embedder.embed(sample, progress=False).embeddings  # (m, d)
-    labelled = sample.labels >= 0  # distractors (-1) take part in retrieval only as gallery
+    labelled = labelled_mask(sample.labels)  # distractors take part in retrieval only as gallery
     config = dict(record.get("config", {}))
     sections = [settings_section({"run": spec, "train": config})]
     sections.append(settings_section(library_versions(), "Versions", "versions"))
@@ -181,4 +181,4 @@ def item_images(dataset: LabelledDataset) -> np.ndarray | None:
     """The items as ``(n, C, H, W)`` when they are images, else None (tables)."""
     if len(dataset.input_shape) != 3:
         return None
-    return np.stack([np.asarray(dataset.x[i], dtype=np.float32) for i in range(len(dataset))])
+    return dataset.features()[0]

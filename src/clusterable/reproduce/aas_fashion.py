@@ -73,7 +73,7 @@ def compare(first: dict[str, float], second: dict[str, float], name: str, other:
 def image_tsne(n_images: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Seeded openTSNE map of the raw pixels of the first ``n_images`` Fashion-MNIST test images."""
     data = load_dataset("fashion-mnist", split="test")
-    pixels = np.asarray(data.x[:n_images]).reshape(n_images, -1)  # (n, 784), in [0, 1]
+    pixels = data.subset(np.arange(n_images)).features(flat=True)[0]  # (n, 784), in [0, 1]
     return tsne_map(pixels, seed=seed), np.asarray(data.labels[:n_images])
 
 

@@ -50,7 +50,6 @@ METRICS = (
     "recall",
     "accuracy",
     "ari",
-    "v_measure",
     "silhouette",
 )
 
@@ -125,7 +124,7 @@ def tune(
     train = data
     if train is None:
         train = load_dataset(spec.data, root=spec.root, split="train", labels=spec.labels)
-    train = train.subset(np.flatnonzero(train.labels >= 0))  # distractors are never scored
+    train = train.labelled()  # distractors are never scored
     splits = cross_validation_folds(train.labels, folds, protocol, seed)
     _check_metric(metric)
     for parameter in space:  # every end of every range must build, before hours of training

@@ -125,12 +125,7 @@ def flat_features(ds: LabelledDataset) -> np.ndarray:
 
     The paper's representation for Fashion-MNIST: raw pixels, concatenated, l2-normalised.
     """
-    x = (
-        np.asarray(ds.x)
-        if isinstance(ds.x, np.ndarray)
-        else np.stack([ds.x[i] for i in range(len(ds))])
-    )
-    x = x.reshape(len(ds), -1).astype(np.float32)
+    x = ds.features(flat=True)[0]
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     return x / np.maximum(norms, np.finfo(np.float32).tiny)
 

@@ -1,0 +1,136 @@
+"""The metric registry: selection by name, nothing computed that no selected metric reads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from clusterable.cluster.registry import CLUSTERERS, Clusterer
+from clusterable.evaluate import available_metrics, evaluate_embeddings, register_metric, report
+from clusterable.evaluate.registry import METRICS, select_metrics
+
+RETRIEVAL = ["recall@k", "precision@1", "map@r", "r_precision"]
+PARTITION = ["nmi", "precision", "recall", "f1", "accuracy", "ari", "v_measure", "silhouette"]
+
+
+def blobs(seed=0, n=120, classes=4, d=5):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, classes, n)
+    return rng.standard_normal((classes, d))[y] * 3 + rng.standard_normal((n, d)), y
+
+
+@pytest.fixture
+def kmeans_calls(monkeypatch):
+    """Every call of the registered k-means, which still clusters (by the true labels)."""
+    calls = []
+
+    def fake_kmeans(x, n_clusters, seed=0, **options):
+        calls.append(n_clusters)
+        return np.arange(len(x)) % n_clusters
+
+    monkeypatch.setitem(CLUSTERERS, "kmeans", Clusterer(fake_kmeans, True, True))
+    return calls
+
+
+def test_every_name_is_registered_in_table_order():
+    assert available_metrics() == RETRIEVAL + PARTITION
+    assert select_metrics(None) == [m for m in RETRIEVAL + PARTITION if m != "v_measure"]
+    assert select_metrics(["silhouette", "nmi", "recall@k"]) == ["recall@k", "nmi", "silhouette"]
+
+
+def test_a_retrieval_selection_never_clusters(kmeans_calls, monkeypatch):
+    x, y = blobs()
+    monkeypatch.setattr(report, "contingency_from_codes", pytest.fail)
+    table = evaluate_embeddings(x, y, metrics=["recall@k", "map@r"], ks=(1, 2))
+    assert kmeans_calls == []
+    assert list(table) == ["recall@1", "recall@2", "map@r"]
+    evaluate_embeddings(x, y, metrics=["precision@1"], clustering=np.zeros(len(y), dtype=int))
+    assert kmeans_calls == []
+
+
+def test_a_partition_selection_never_searches(kmeans_calls, monkeypatch):
+    x, y = blobs()
+    monkeypatch.setattr(report, "retrieval_per_query", pytest.fail)
+    # ks beyond the set would fail a search; nothing is searched, so they are not even checked.
+    table = evaluate_embeddings(x, y, metrics=["f1", "nmi"], ks=(10_000,))
+    assert kmeans_calls == [4]
+    assert list(table) == ["nmi", "f1"]
+
+
+def test_the_search_goes_to_r_only_for_the_metrics_at_r(monkeypatch):
+    x, y = blobs()
+    depths = []
+    real = report.retrieval_per_query
+
+    def spy(points, codes, ks, **kwargs):
+        depths.append(kwargs["at_r"])
+        return real(points, codes, ks, **kwargs)
+
+    monkeypatch.setattr(report, "retrieval_per_query", spy)
+    evaluate_embeddings(x, y, metrics=["recall@k", "precision@1"], ks=(1,))
+    evaluate_embeddings(x, y, metrics=["r_precision"], ks=(1,))
+    assert depths == [False, True]
+
+
+def test_default_table_clusters_once_and_selected_values_equal_the_default_ones(kmeans_calls):
+    x, y = blobs()
+    full = evaluate_embeddings(x, y, ks=(1, 4))
+    assert kmeans_calls == [4]
+    part = evaluate_embeddings(x, y, ks=(1, 4), metrics=["ari", "recall@k", "silhouette"])
+    assert part == {k: full[k] for k in ("recall@1", "recall@4", "ari", "silhouette")}
+    assert "v_measure" not in full
+
+
+def test_v_measure_by_name_equals_nmi():
+    x, y = blobs()
+    c = np.random.default_rng(3).integers(0, 5, len(y))
+    table = evaluate_embeddings(x, y, clustering=c, metrics=["v_measure", "nmi"])
+    assert table["v_measure"] == pytest.approx(table["nmi"], abs=1e-12)
+
+
+def test_per_class_holds_what_was_computed():
+    x, y = blobs()
+    retrieval = evaluate_embeddings(x, y, metrics=["map@r"], per_class=True)["per_class"]
+    assert "map@r" in retrieval and "accuracy" not in retrieval
+    partition = evaluate_embeddings(x, y, clustering=y, metrics=["nmi"], per_class=True)
+    assert set(partition["per_class"]) == {"class", "count", "accuracy"}
+    np.testing.assert_allclose(partition["per_class"]["accuracy"], 1.0)
+
+
+@pytest.mark.parametrize("metrics", [["nmi", "mAP"], "recall@5", ["mAP"]])
+def test_an_unknown_name_lists_the_known_ones(metrics):
+    x, y = blobs()
+    with pytest.raises(ValueError, match=r"unknown metric.*choose among recall@k, precision@1"):
+        evaluate_embeddings(x, y, metrics=metrics)
+
+
+def test_an_empty_selection_says_what_to_pass():
+    x, y = blobs()
+    with pytest.raises(ValueError, match="metrics is empty; pass None for the default table"):
+        evaluate_embeddings(x, y, metrics=[])
+
+
+def test_a_registered_metric_is_computed_from_the_shared_artefacts():
+    x, y = blobs()
+    seen = []
+
+    @register_metric("largest_cluster_share", needs={"partition"}, default=False)
+    def largest_cluster_share(a):
+        seen.append(a.per_query)
+        return float(a.table.cluster_sizes.max() / a.table.n)
+
+    try:
+        assert "largest_cluster_share" in available_metrics()
+        assert "largest_cluster_share" not in evaluate_embeddings(x, y, clustering=y, ks=(1,))
+        table = evaluate_embeddings(x, y, clustering=y, metrics=["largest_cluster_share"])
+        assert table == {"largest_cluster_share": np.bincount(y).max() / len(y)}
+        assert seen == [None]  # no search was needed, so none was made
+        with pytest.raises(RuntimeError, match="registered twice"):
+            register_metric("largest_cluster_share", needs={"partition"})(largest_cluster_share)
+    finally:
+        METRICS.pop("largest_cluster_share")
+
+
+def test_an_unknown_need_is_refused():
+    with pytest.raises(ValueError, match="known needs"):
+        register_metric("odd", needs={"gpu"})
