@@ -27,6 +27,7 @@ import yaml
 from clusterable import __version__
 from clusterable.cli_use import add_use_verbs, write_model_identity
 from clusterable.cluster import available_clusterings, canonical_clustering, takes_n_clusters
+from clusterable.data import labelled_mask
 from clusterable.metric_table import clustering_heading, format_metric_table
 from clusterable.reproduce import EXPERIMENTS
 from clusterable.train.checkpoint import CheckpointWriteError
@@ -313,11 +314,14 @@ def command_evaluate(args: argparse.Namespace) -> int:
     if args.json:
         check_parent_writable(args.json)
     embeddings, labels, _, _ = _embeddings_of(args)
-    keep = labels >= 0
+    keep = labelled_mask(labels)
     embeddings, labels = embeddings[keep], labels[keep]
-    k = None if args.clustering == "aas" else args.n_clusters or len(np.unique(labels))
-    if args.clustering == "aas" and args.n_clusters is not None:
-        raise ValueError("--clustering aas chooses its own number of clusters: drop --n-clusters")
+    counted = takes_n_clusters(args.clustering)
+    k = args.n_clusters or len(np.unique(labels)) if counted else None
+    if not counted and args.n_clusters is not None:
+        raise ValueError(
+            f"--clustering {args.clustering} chooses its own number of clusters: drop --n-clusters"
+        )
     if canonical_clustering(args.clustering) == "affinity_propagation":
         print(
             f"affinity propagation on {len(embeddings)} items: O(n^2) memory and time, "
@@ -382,7 +386,7 @@ def command_cluster(args: argparse.Namespace) -> int:
             raise ValueError(
                 f"--clustering {args.clustering} needs the number of clusters: add --n-clusters N"
             )
-        k = len(np.unique(labels[labels >= 0]))
+        k = len(np.unique(labels[labelled_mask(labels)]))
         print(f"n_clusters = {k}: the number of classes in --labels")
     if method == "affinity_propagation":
         print(
@@ -436,7 +440,7 @@ def command_plot(args: argparse.Namespace) -> int:
     if log.is_file():
         written.append(plot_training_curves(log, out / "curves.png"))
     if dataset is not None and len(dataset.input_shape) == 3:
-        images = np.stack([dataset[i][0].numpy() for i in range(len(dataset))])
+        images, _ = dataset.features()
         grid = out / "retrieval.png"
         written.append(
             plot_retrieval_grid(images, embeddings, labels, grid, seed=args.seed, class_names=names)

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from clusterable.data import LabelledDataset, load_dataset, stratified_split
+from clusterable.data import LabelledDataset, labelled_mask, load_dataset, stratified_split
 from clusterable.evaluate import evaluate_embeddings, knn_accuracy
 from clusterable.losses import CrossBatchMemory, available_losses, build_loss, loss_class
 from clusterable.metric_table import format_metric_table
@@ -205,7 +205,7 @@ def evaluate_on_test(
     and, when labels are coarse, clustering scores against the fine classes (sub-class NMI)."""
     test_emb, test_y = embed_dataset(model, test)
     train_emb, train_y = embed_dataset(model, train)
-    keep = test_y >= 0
+    keep = labelled_mask(test_y)
     metrics = evaluate_embeddings(test_emb[keep], test_y[keep], seed=seed)
     for k in (1, 3, 5, 7):
         metrics[f"knn@{k}"] = knn_accuracy(train_emb, train_y, test_emb[keep], test_y[keep], k=k)
@@ -297,7 +297,7 @@ def train_run(
     if out is not None and trainer.env.is_main:
         (out / "test_metrics.json").write_text(json.dumps(metrics, indent=2))
     if config.verbose and trainer.env.is_main:
-        labelled = int((test.labels >= 0).sum())
+        labelled = int(labelled_mask(test.labels).sum())
         checkpoint = result.checkpoint.name if result.checkpoint else "the final model"
         heading = (
             f"\ntest split of {spec.data}: {labelled} items, {checkpoint}; clustering: "

@@ -23,6 +23,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from clusterable._optional import installed
 from clusterable.evaluate._inputs import (
     Metric,
     as_embeddings,
@@ -52,12 +53,8 @@ _FAISS_CHUNK = 4096
 
 
 def faiss_available() -> bool:
-    """Whether ``faiss`` can be imported."""
-    try:
-        import faiss  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether ``faiss`` can be imported (the optional ``faiss`` extra)."""
+    return installed("faiss")
 
 
 def _resolve(backend: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from clusterable.cluster import aas, kmeans
-from clusterable.data import crescents_and_gaussians
+from clusterable.data import crescents_and_gaussians, labelled_mask
 from clusterable.evaluate import nmi, pairwise_f1
 from clusterable.plots._figure import new_figure, save_figure
 from clusterable.reproduce.experiment import Budget, experiment
@@ -88,7 +88,7 @@ def aas_synthetic(budget: Budget) -> ExperimentReport:
     noise_found: list[float] = []
     for seed in seeds:
         data = crescents_and_gaussians(seed=seed)
-        shapes = data.labels >= 0  # the 900 crescent and Gaussian points
+        shapes = labelled_mask(data.labels)  # the 900 crescent and Gaussian points
         found = {KMEANS: kmeans(data.x, 6, seed=seed)}
         found |= {name: aas(data.x, **setting) for name, setting in AAS_SETTINGS.items()}
         for name, clusters in found.items():
