@@ -142,7 +142,8 @@ class _Scale:
 def _scale(budget: Budget) -> _Scale:
     return budget.pick(
         quick=_Scale((BudgetPoint(1, 500), BudgetPoint(2, 1000)), 60),
-        default=_Scale((BudgetPoint(2, 1000), BudgetPoint(5, 3000), BudgetPoint(10, 10000)), None),
+        # Two cores shared with other work: about 15 CPU-minutes for 3 budgets x 3 seeds.
+        default=_Scale((BudgetPoint(2, 1000), BudgetPoint(4, 2500), BudgetPoint(8, 5000)), 400),
         full=_Scale(
             (BudgetPoint(10, 10_000), BudgetPoint(30, 30_000), BudgetPoint(100, None)), None
         ),
