@@ -22,6 +22,7 @@ import json
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 import numpy as np
 from matplotlib.ticker import MaxNLocator
@@ -135,6 +136,8 @@ SCORES = "scores.json"  # every seed's scores of every method, the gaps' raw mat
 
 @dataclass(frozen=True)
 class _Scale:
+    """The budgets one mode runs."""
+
     points: tuple[BudgetPoint, ...]
     test_per_class: int | None  # unseen test images per class of the zero-shot protocol
 
@@ -383,7 +386,7 @@ def _verdict(
 def plot_gap_curves(
     curves: dict[str, list[list[dict[str, float]]]],
     points: tuple[BudgetPoint, ...],
-    path,
+    path: Path,
 ) -> None:
     """One panel per claim: the gap (points) against budget, mean ± std over seeds as error
     bars and each seed as a dot; the dashed line at 0 is where the claim starts to hold."""
