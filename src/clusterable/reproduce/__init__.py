@@ -17,6 +17,7 @@ from clusterable.reproduce import msdnn_subclass  # noqa: F401
 from clusterable.reproduce import corel_fashion  # noqa: F401
 from clusterable.reproduce import opml_fashion  # noqa: F401
 from clusterable.reproduce import zero_shot_fashion  # noqa: F401
+from clusterable.reproduce import budget_curves  # noqa: F401
 
 # isort: on
 from clusterable.reproduce.experiment import EXPERIMENTS, Budget, experiment, run_experiment
