@@ -87,7 +87,7 @@ def test_gap_is_a_minus_b(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     def fake_zero_shot(embedding, labels, *, spectral, seed):
         return {"nmi": embedding[0, 0] + SC_BONUS * spectral, "recall@1": 2 * embedding[0, 0]}
 
-    def fake_subclass(embedding, fine_labels, seed):
+    def fake_subclass(embedding, fine_labels, n_subclasses, seed):
         return {"nmi": embedding[0, 0], "accuracy": 0.5 * embedding[0, 0]}
 
     monkeypatch.setattr(budget_curves, "trained_embeddings", fake_training)

@@ -28,7 +28,6 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator
 
 from clusterable._threads import single_thread
-from clusterable.cluster import kmeans
 from clusterable.data import (
     MSDNN_COARSE,
     LabelledDataset,
@@ -37,10 +36,15 @@ from clusterable.data import (
     first_per_class,
     load_dataset,
 )
-from clusterable.evaluate import cluster_accuracy, nmi
 from clusterable.plots._figure import new_figure, save_figure
-from clusterable.recipe import RunSpec, build_trainer
-from clusterable.reproduce._training import backbone_for
+from clusterable.recipe import RunSpec
+from clusterable.reproduce._shared import (
+    Method,
+    backbone,
+    describe_backbone,
+    subclass_scores,
+    train_and_embed,
+)
 from clusterable.reproduce.experiment import Budget, experiment
 from clusterable.reproduce.report import Claim, ExperimentReport, Row
 from clusterable.reproduce.zero_shot_fashion import (
@@ -51,7 +55,7 @@ from clusterable.reproduce.zero_shot_fashion import (
     UNSEEN,
     zero_shot_scores,
 )
-from clusterable.train import TrainConfig, embed_dataset
+from clusterable.train import TrainConfig
 
 #: MsDNN's sigma: the value msdnn-subclass's held-out selection (k-NN accuracy on coarse labels,
 #: never the fine labels) chose at its default budget, 2^-3 out of 2^-6, 2^-3, 2^0, 2^3.
@@ -175,18 +179,9 @@ _ZERO_SHOT_METHODS: tuple[tuple[str, str, dict, int, bool, bool], ...] = (
 def trained_embeddings(
     spec: RunSpec, config: TrainConfig, train: LabelledDataset, eval_sets: list[LabelledDataset]
 ) -> list[np.ndarray]:
-    """Train ``spec`` on ``train`` through :func:`~clusterable.recipe.build_trainer` (seeded by
-    ``config.seed``: one seed, one initialisation for every method) and embed ``eval_sets``."""
-    trainer = build_trainer(spec, config, train)
-    trainer.fit()
-    return [embed_dataset(trainer.model, ds)[0] for ds in eval_sets]
-
-
-def subclass_scores(embedding: np.ndarray, fine_labels: np.ndarray, seed: int) -> dict[str, float]:
-    """MsDNN Table I: k-means (k = 10) on the training embedding, NMI and Hungarian accuracy
-    against the fine classes the network never saw."""
-    clusters = kmeans(embedding, SUBCLASSES, seed=seed)
-    return {"nmi": nmi(fine_labels, clusters), "accuracy": cluster_accuracy(fine_labels, clusters)}
+    """Train ``spec`` on ``train`` (seeded by ``config.seed``: one seed, one initialisation for
+    every method) and embed ``eval_sets``."""
+    return train_and_embed(Method(spec.loss, spec), train, eval_sets, config)
 
 
 def gaps(scores: dict[str, dict[str, float]], comparison: Comparison) -> dict[str, float]:
@@ -286,7 +281,7 @@ def _subclass_round(
         ("MsDNN-AE", autoencoder, autoencoder_config),
     ):
         (embedding,) = trained_embeddings(spec, run_config, train, [train])
-        scores[key] = subclass_scores(embedding, train.fine_labels, seed)
+        scores[key] = subclass_scores(embedding, train.fine_labels, SUBCLASSES, seed)
     return scores
 
 
@@ -295,7 +290,7 @@ def budget_curves(budget: Budget) -> ExperimentReport:
     """Each failing claim's gap at growing budgets, over seeds; see the module docstring."""
     scale = _scale(budget)
     seeds = budget.seed_list(quick=1, default=3, full=5)
-    backbone = backbone_for(budget)
+    network = backbone(budget)
     data = _load(scale)
     # scores[point][seed][method][metric]
     scores: list[list[dict[str, dict[str, float]]]] = []
@@ -304,8 +299,8 @@ def budget_curves(budget: Budget) -> ExperimentReport:
             scores.append([])
             for seed in seeds:
                 start = time.perf_counter()
-                round_scores = _zero_shot_round(data, point, seed, backbone.name, backbone.kwargs)
-                round_scores |= _subclass_round(data, point, seed, backbone.name, backbone.kwargs)
+                round_scores = _zero_shot_round(data, point, seed, **network)
+                round_scores |= _subclass_round(data, point, seed, **network)
                 scores[-1].append(round_scores)
                 print(
                     f"budget-curves: {point.label}, seed {seed}: "
@@ -341,7 +336,7 @@ def budget_curves(budget: Budget) -> ExperimentReport:
             "Song et al. CVPR 2016 (lifted structure); Law, Urtasun, Zemel. ICML 2017 (DSCL); "
             "Chauhan, Davoudi, Komeili. IJCNN 2021 (MsDNN)."
         ),
-        setup=_setup(scale, backbone.describe(), data, seeds),
+        setup=_setup(scale, describe_backbone(RunSpec(**network)), data, seeds),
         metrics=METRICS,
         rows=rows,
         claims=[_verdict(c, curves[c.name], scale.points) for c in COMPARISONS],
