@@ -46,15 +46,16 @@ from clusterable.reproduce._shared import (
     train_and_embed,
 )
 from clusterable.reproduce.experiment import Budget, experiment
+from clusterable.reproduce.msdnn_subclass import training_config as subclass_config
 from clusterable.reproduce.report import Claim, ExperimentReport, Row
 from clusterable.reproduce.zero_shot_fashion import (
     DSCL_DIM,
     EMBEDDING_DIM,
-    ITEMS_PER_CLASS,
     SEEN,
     UNSEEN,
     zero_shot_scores,
 )
+from clusterable.reproduce.zero_shot_fashion import training_config as zero_shot_config
 from clusterable.train import TrainConfig
 
 #: MsDNN's sigma: the value msdnn-subclass's held-out selection (k-NN accuracy on coarse labels,
@@ -219,16 +220,7 @@ def _zero_shot_round(
     """Scores of every zero-shot method at one budget point and seed (zero-shot-fashion's run)."""
     train = _first_items(data.zero_shot_train, point.train_items)
     test = data.zero_shot_test
-    config = TrainConfig(
-        epochs=point.epochs,
-        batch_size=ITEMS_PER_CLASS * len(SEEN),
-        sampler="class-balanced",
-        items_per_class=ITEMS_PER_CLASS,
-        lr=1e-3,
-        eval_every=0,
-        progress=False,
-        seed=seed,
-    )
+    config = zero_shot_config(point.epochs, seed)
     scores = {}
     for key, loss, loss_args, dim, normalize, with_sc in _ZERO_SHOT_METHODS:
         spec = RunSpec(
@@ -254,15 +246,7 @@ def _subclass_round(
 ) -> dict[str, dict[str, float]]:
     """Scores of MsDNN and MsDNN-AE at one budget point and seed (msdnn-subclass's run)."""
     train = coarse_labels(_first_items(data.subclass_train, point.train_items), MSDNN_COARSE)
-    config = TrainConfig(
-        epochs=point.epochs,
-        batch_size=128,
-        sampler="random",
-        lr=1e-3,
-        eval_every=0,
-        progress=False,
-        seed=seed,
-    )
+    config = subclass_config(point.epochs, seed)
     msdnn = RunSpec(
         data="fashion-mnist",
         labels="coarse",

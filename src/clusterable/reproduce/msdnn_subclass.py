@@ -109,9 +109,9 @@ def _scale(budget: Budget) -> Scale:
     )
 
 
-def _config(epochs: int, seed: int) -> TrainConfig:
-    # Adam at 1e-3 and batches of 128 drawn at random, as Algorithm 1's mini-batches; no
-    # validation during training (the selection below scores the finished model).
+def training_config(epochs: int, seed: int) -> TrainConfig:
+    """Adam at 1e-3 and batches of 128 drawn at random, as Algorithm 1's mini-batches; no
+    validation during training (the selection scores the finished model)."""
     return TrainConfig(
         epochs=epochs,
         batch_size=128,
@@ -168,7 +168,7 @@ def _choose(
     """
     search, parameter = scale.search, scale.parameter(name)
     key = f"{parameter.target}.{parameter.name}"
-    config = _config(search.epochs, seed=0)
+    config = training_config(search.epochs, seed=0)
     if search.cross_validated:
         chosen, result = tune_method(
             method, [parameter], search, train, config, SEARCH_METRIC, folder
@@ -301,7 +301,7 @@ def msdnn_subclass(budget: Budget) -> ExperimentReport:
         for seed in seeds:
             for method in methods:
                 train_emb, test_emb = train_and_embed(
-                    method, train, [train, test], _config(scale.epochs, seed)
+                    method, train, [train, test], training_config(scale.epochs, seed)
                 )
                 runs[method.label].append(_evaluate(train_emb, train, test_emb, test, seed))
                 if seed == seeds[0] and method.label in ("MsDNN", "triplet"):

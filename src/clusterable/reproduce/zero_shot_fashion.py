@@ -131,7 +131,9 @@ def _methods(budget: Budget) -> list[tuple[Method, bool, list[str]]]:
     ]
 
 
-def _config(epochs: int, seed: int) -> TrainConfig:
+def training_config(epochs: int, seed: int) -> TrainConfig:
+    """Training of every method of the protocol: class-balanced batches of the seen classes,
+    Adam 1e-3, no validation during training."""
     return TrainConfig(
         epochs=epochs,
         batch_size=ITEMS_PER_CLASS * len(SEEN),
@@ -161,7 +163,7 @@ def tuned_methods(
                 parameters,
                 search,
                 train,
-                _config(search.epochs, seed=0),
+                training_config(search.epochs, seed=0),
                 SEARCH_METRIC,
                 budget.folder / "search" / slug.replace("=", ""),
             )
@@ -270,7 +272,9 @@ def zero_shot_fashion(budget: Budget) -> ExperimentReport:
         methods, search_notes = tuned_methods(budget, scale, train)
         for seed in seeds:
             for method, with_spectral in methods:
-                (embedding,) = train_and_embed(method, train, [test], _config(scale.epochs, seed))
+                (embedding,) = train_and_embed(
+                    method, train, [test], training_config(scale.epochs, seed)
+                )
                 # With SC first, as in DSCL's tables.
                 variants = {"with SC": True, "without SC": False} if with_spectral else {"": False}
                 for suffix, spectral in variants.items():
