@@ -9,7 +9,7 @@ import torch
 
 from clusterable.cli import main
 from clusterable.data import load_dataset
-from clusterable.losses import get_loss
+from clusterable.losses import build_loss
 from clusterable.models import build_model
 from clusterable.recipe import RunSpec, build, build_trainer, load_trained
 from clusterable.train import TrainConfig, Trainer
@@ -92,6 +92,6 @@ def test_a_checkpoint_without_a_recipe_says_how_to_load_it(tmp_path):
     train = load_dataset("digits", split="train")
     model = build_model("mlp", train.input_shape, 8)
     config = TrainConfig(epochs=1, batch_size=60, eval_every=0, progress=False)
-    Trainer(model, get_loss("contrastive"), train, config=config, out=tmp_path).fit()
+    Trainer(model, build_loss("contrastive"), train, config=config, out=tmp_path).fit()
     with pytest.raises(ValueError, match=r"load it with clusterable\.train\.load_weights"):
         load_trained(tmp_path)

@@ -12,7 +12,7 @@ from sklearn.cluster import KMeans
 from sklearn.metrics import normalized_mutual_info_score
 
 from clusterable.data import two_class_subclusters
-from clusterable.losses import MsDNNLoss, get_loss, msdnn_autoencoder_loss
+from clusterable.losses import MsDNNLoss, build_loss, msdnn_autoencoder_loss
 from clusterable.losses.msdnn import expected_margin
 
 from _learning import descend, loo_1nn_accuracy, seeded_batch
@@ -292,6 +292,6 @@ def test_fig1_large_sigma_merges_the_subclasses():
 
 
 def test_registered_name_builds_the_loss():
-    loss = get_loss("msdnn", sigma=2.0, squared=True, detach_weights=False)
+    loss = build_loss("msdnn", sigma=2.0, squared=True, detach_weights=False)
     assert isinstance(loss, MsDNNLoss)
     assert (loss.sigma, loss.squared, loss.detach_weights) == (2.0, True, False)

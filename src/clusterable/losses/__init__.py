@@ -1,6 +1,6 @@
 """Losses of the five papers, one module each, all called as ``loss(embeddings, labels)``.
 
-Build one by name with :func:`get_loss`, or import its class. Beyond one batch:
+Build one by name with :func:`build_loss`, or import its class. Beyond one batch:
 :class:`CrossBatchMemory` (past batches as extra partners of a pair-based loss) and
 :class:`DistributedLoss` (the global batch of a DDP run).
 """
@@ -9,7 +9,6 @@ from clusterable.losses._base import EmbeddingLoss
 from clusterable.losses._registry import (
     available_losses,
     build_loss,
-    get_loss,
     loss_class,
     register_loss,
 )
@@ -50,7 +49,6 @@ __all__ = [
     "TripletMarginLoss",
     "available_losses",
     "build_loss",
-    "get_loss",
     "loss_class",
     "msdnn_autoencoder_loss",
     "register_loss",

@@ -102,7 +102,7 @@ class DistributedLoss(nn.Module):
     --------
     In a DDP script (``torchrun --nproc_per_node 2 train.py``), after ``init_process_group``::
 
-        loss_fn = DistributedLoss(CrossBatchMemory(get_loss("lifted"), 8192, 128))
+        loss_fn = DistributedLoss(CrossBatchMemory(build_loss("lifted"), 8192, 128))
         loss = loss_fn(ddp_model(x), y)  # x, y: this process's slice
         loss.backward()
     """

@@ -9,11 +9,11 @@ DistributedDataParallel and every loss sees the all-gathered global batch
 Example
 -------
 >>> from clusterable.data import load_dataset
->>> from clusterable.losses import get_loss
+>>> from clusterable.losses import build_loss
 >>> from clusterable.models import build_model
 >>> train = load_dataset("digits", split="train")
 >>> model = build_model("mlp", train.input_shape, embedding_dim=32)
->>> result = Trainer(model, get_loss("lifted"), train, config=TrainConfig(epochs=2)).fit()
+>>> result = Trainer(model, build_loss("lifted"), train, config=TrainConfig(epochs=2)).fit()
 """
 
 from __future__ import annotations
