@@ -39,7 +39,7 @@ def one_step(loss_name: str, chunk_size: int | None, env=None, rank: int = 0, wo
         x = torch.from_numpy(np.asarray(dataset.x[rows])).double()
         y = torch.from_numpy(dataset.labels[rows])
         local = slice(rank * GLOBAL_BATCH // world, (rank + 1) * GLOBAL_BATCH // world)
-        value = trainer._train_step(x[local], y[local])
+        value = trainer.train_step(x[local], y[local])
     return value, [p.detach().clone() for p in [*model.parameters(), *loss.parameters()]]
 
 

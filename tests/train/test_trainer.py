@@ -13,7 +13,13 @@ from clusterable.data import LabelledDataset, load_dataset
 from clusterable.evaluate import recall_at_k
 from clusterable.losses import build_loss
 from clusterable.models import build_model
-from clusterable.train import TrainConfig, Trainer, embed_dataset, resolve_checkpoint
+from clusterable.train import (
+    TrainConfig,
+    Trainer,
+    TrainerCallback,
+    embed_dataset,
+    resolve_checkpoint,
+)
 from clusterable.train.checkpoint import load_state
 
 
@@ -48,15 +54,15 @@ class Killed(RuntimeError):
     pass
 
 
-class KilledAfter(Trainer):
-    """A trainer whose process dies at the start of epoch ``self.kill_at + 1``."""
+class KilledAfter(TrainerCallback):
+    """The process dies at the start of epoch ``kill_at + 1``."""
 
-    kill_at = 2
+    def __init__(self, kill_at: int) -> None:
+        self.kill_at = kill_at
 
-    def _run_epoch(self) -> float:
-        if self.epoch == self.kill_at:
+    def on_epoch_start(self, trainer: Trainer) -> None:
+        if trainer.epoch == self.kill_at:
             raise Killed
-        return super()._run_epoch()
 
 
 @pytest.mark.parametrize("loss_name", ["cross-entropy", "triplet"])
@@ -64,18 +70,18 @@ def test_resume_continues_to_the_uninterrupted_result(digits, tmp_path, loss_nam
     train, test = digits
     train, val = train.subset(np.arange(0, 600)), test.subset(np.arange(0, 200))
 
-    def run(trainer_class, out, resume=False):
+    def run(out, resume=False, callbacks=()):
         model = make_model(train)
         loss = build_loss(loss_name, num_classes=10, embedding_dim=8)
         config = quiet(epochs=4, batch_size=32, eval_every=1)
-        trainer = trainer_class(model, loss, train, val, config=config, out=out)
+        trainer = Trainer(model, loss, train, val, config=config, out=out, callbacks=callbacks)
         return trainer.fit(resume=resume), model, loss
 
-    whole, model_a, loss_a = run(Trainer, tmp_path / "a")
+    whole, model_a, loss_a = run(tmp_path / "a")
     with pytest.raises(Killed):
-        run(KilledAfter, tmp_path / "b")
+        run(tmp_path / "b", callbacks=[KilledAfter(2)])
     assert load_state(resolve_checkpoint(tmp_path / "b"))["epoch"] == 2
-    resumed, model_b, loss_b = run(Trainer, tmp_path / "b", resume=True)
+    resumed, model_b, loss_b = run(tmp_path / "b", resume=True)
     for a, b in zip(model_a.state_dict().values(), model_b.state_dict().values(), strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
     for a, b in zip(loss_a.state_dict().values(), loss_b.state_dict().values(), strict=True):
@@ -133,7 +139,7 @@ def one_step_parameters(dataset, loss_name, chunk_size):
     trainer = Trainer(model, loss, dataset, config=config)
     x = torch.from_numpy(np.asarray(dataset.x[:48])).double()
     y = torch.from_numpy(dataset.labels[:48])
-    trainer._train_step(x, y)
+    trainer.train_step(x, y)
     return [p.detach().clone() for p in [*model.parameters(), *loss.parameters()]]
 
 

@@ -2,7 +2,8 @@
 
 Build one by name with :func:`build_loss`, or import its class. Beyond one batch:
 :class:`CrossBatchMemory` (past batches as extra partners of a pair-based loss) and
-:class:`DistributedLoss` (the global batch of a DDP run).
+:class:`DistributedLoss` (the global batch of a DDP run). :class:`AutoencoderLoss` adds MsDNN-AE's
+reconstruction term to any loss. A loss of one's own subclasses :class:`EmbeddingLoss`.
 """
 
 from clusterable.losses._base import EmbeddingLoss
@@ -12,6 +13,7 @@ from clusterable.losses._registry import (
     loss_class,
     register_loss,
 )
+from clusterable.losses.autoencoder import AutoencoderLoss, msdnn_autoencoder_loss
 from clusterable.losses.center import CenterLoss
 from clusterable.losses.contrastive import ContrastiveLoss
 from clusterable.losses.corel import (
@@ -24,7 +26,7 @@ from clusterable.losses.distributed import DistributedLoss
 from clusterable.losses.expected_triplet import ExpectedTripletLoss
 from clusterable.losses.lifted import LiftedStructureLoss
 from clusterable.losses.memory import CrossBatchMemory
-from clusterable.losses.msdnn import MsDNNLoss, msdnn_autoencoder_loss
+from clusterable.losses.msdnn import MsDNNLoss
 from clusterable.losses.opml import OPMLLoss
 from clusterable.losses.snn import SoftNearestNeighborLoss
 from clusterable.losses.spectral import SpectralClusteringLoss
@@ -32,6 +34,7 @@ from clusterable.losses.triplet import TripletMarginLoss
 
 __all__ = [
     "AttractiveRepulsiveLoss",
+    "AutoencoderLoss",
     "CenterLoss",
     "ContrastiveLoss",
     "CosineCORELLoss",

@@ -113,17 +113,26 @@ class DistributedLoss(nn.Module):
         self.group = group
 
     def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        if not _is_distributed(self.group):
-            return self.loss(embeddings, labels)
-        if not isinstance(embeddings, Tensor) or not isinstance(labels, Tensor):
-            raise TypeError("DistributedLoss needs torch.Tensor embeddings and labels")
-        if embeddings.shape[:1] != labels.shape[:1]:
-            raise ValueError(
-                f"labels has {labels.shape[0] if labels.dim() else 0} entries but embeddings has "
-                f"{embeddings.shape[0]} rows; pass one label per embedding"
-            )
-        labels = labels.to(embeddings.device)
-        return self.loss(
-            gather_with_local_gradient(embeddings, self.group),
-            gather_with_local_gradient(labels, self.group),
+        return loss_on_global_batch(self.loss, embeddings, labels, self.group)
+
+
+def loss_on_global_batch(
+    loss: nn.Module, embeddings: Tensor, labels: Tensor, group: Any = None
+) -> Tensor:
+    """``loss`` on the all-gathered global batch, with gradient for this process's rows (the
+    function behind :class:`DistributedLoss`); outside a process group, ``loss(embeddings,
+    labels)``."""
+    if not _is_distributed(group):
+        return loss(embeddings, labels)
+    if not isinstance(embeddings, Tensor) or not isinstance(labels, Tensor):
+        raise TypeError("DistributedLoss needs torch.Tensor embeddings and labels")
+    if embeddings.shape[:1] != labels.shape[:1]:
+        raise ValueError(
+            f"labels has {labels.shape[0] if labels.dim() else 0} entries but embeddings has "
+            f"{embeddings.shape[0]} rows; pass one label per embedding"
         )
+    labels = labels.to(embeddings.device)
+    return loss(
+        gather_with_local_gradient(embeddings, group),
+        gather_with_local_gradient(labels, group),
+    )

@@ -27,10 +27,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from clusterable.losses._base import EmbeddingLoss
 from clusterable.losses.distributed import DistributedLoss
 
 
-class CrossBatchMemory(nn.Module):
+class CrossBatchMemory(EmbeddingLoss):
     """A FIFO queue of past embeddings and labels that a loss sees as reference partners (XBM).
 
     ``memory(embeddings, labels)`` returns ``loss(embeddings, labels, stored, stored_labels)``

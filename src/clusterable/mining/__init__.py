@@ -5,6 +5,8 @@ from clusterable.mining.samplers import (
     DistributedBatchSampler,
     PairsWithHardNegativesSampler,
     RandomBatchSampler,
+    build_sampler,
+    register_sampler,
 )
 from clusterable.mining.triplets import (
     all_triplets,
@@ -21,7 +23,9 @@ __all__ = [
     "RandomBatchSampler",
     "all_triplets",
     "batch_hard_triplets",
+    "build_sampler",
     "mine_triplets",
     "positive_pairs",
+    "register_sampler",
     "semi_hard_triplets",
 ]

@@ -10,11 +10,16 @@ Distributed training: every rank builds the same *global* batch and keeps a cont
 the global batch size.
 
 Labels below 0 (``-1``: unlabelled distractors) are never sampled by the label-aware samplers.
+
+Training builds its sampler by name: :func:`register_sampler` adds a class to :data:`SAMPLERS`,
+and :func:`build_sampler` calls its :meth:`~DistributedBatchSampler.for_training`. A new sampler
+is one class here with that decorator, plus its test.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -23,6 +28,46 @@ from torch import Tensor
 from torch.utils.data import Sampler
 
 ArrayLike = np.ndarray | Tensor | Sequence[int]
+SamplerClass = TypeVar("SamplerClass", bound=type["DistributedBatchSampler"])
+
+#: Name -> sampler class, in registration order: ``TrainConfig.sampler`` and the CLI's choices.
+SAMPLERS: dict[str, type[DistributedBatchSampler]] = {}
+
+
+def register_sampler(name: str) -> Callable[[SamplerClass], SamplerClass]:
+    """Class decorator: make a sampler available to training as ``TrainConfig(sampler=name)``."""
+
+    def add(cls: SamplerClass) -> SamplerClass:
+        if name in SAMPLERS:
+            raise RuntimeError(f"sampler name {name!r} is registered twice")
+        SAMPLERS[name] = cls
+        return cls
+
+    return add
+
+
+def build_sampler(
+    name: str,
+    labels: ArrayLike,
+    batch_size: int,
+    *,
+    items_per_class: int,
+    seed: int,
+    num_replicas: int | None = None,
+    rank: int | None = None,
+) -> DistributedBatchSampler:
+    """The registered sampler ``name`` for training on ``labels`` (see
+    :meth:`DistributedBatchSampler.for_training`)."""
+    if name not in SAMPLERS:
+        raise ValueError(f"sampler {name!r} unknown; choose one of {', '.join(SAMPLERS)}")
+    return SAMPLERS[name].for_training(
+        _as_labels(labels),
+        batch_size,
+        items_per_class=items_per_class,
+        seed=seed,
+        num_replicas=num_replicas,
+        rank=rank,
+    )
 
 
 def _as_int_array(values: ArrayLike, what: str) -> np.ndarray:
@@ -75,8 +120,43 @@ class DistributedBatchSampler(Sampler[list[int]]):
         This process's rank; default from ``torch.distributed``, else 0.
     """
 
-    #: Whether the trainer must call ``update_embeddings`` (hard-negative mining).
+    #: Whether the trainer gives :meth:`update_embeddings` the embeddings of the whole training
+    #: set before each epoch (hard-negative mining); samplers that leave it False never get them.
     requires_embeddings: bool = False
+
+    @classmethod
+    def for_training(
+        cls,
+        labels: np.ndarray,
+        batch_size: int,
+        *,
+        items_per_class: int,
+        seed: int,
+        num_replicas: int | None,
+        rank: int | None,
+    ) -> DistributedBatchSampler:
+        """The sampler a training run with these settings uses.
+
+        Parameters
+        ----------
+        labels : np.ndarray
+            ``(n,)`` training labels, -1 for unlabelled items (never sampled).
+        batch_size : int
+            The global batch size.
+        items_per_class : int
+            ``TrainConfig.items_per_class``, for samplers that draw classes.
+        seed, num_replicas, rank
+            As the constructor.
+        """
+        raise NotImplementedError
+
+    def update_embeddings(self, embeddings: np.ndarray | Tensor) -> None:
+        """Take the ``(n, d)`` embeddings of every dataset item, row ``i`` for index ``i``
+        (called before each epoch when :attr:`requires_embeddings` is set)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} declares requires_embeddings but implements no "
+            "update_embeddings"
+        )
 
     def __init__(self, seed: int, num_replicas: int | None, rank: int | None) -> None:
         distributed = dist.is_available() and dist.is_initialized()
@@ -123,6 +203,7 @@ class DistributedBatchSampler(Sampler[list[int]]):
         raise NotImplementedError
 
 
+@register_sampler("random")
 class RandomBatchSampler(DistributedBatchSampler):
     """Plain random batches: a fresh permutation of the items each epoch, cut into batches.
 
@@ -170,6 +251,21 @@ class RandomBatchSampler(DistributedBatchSampler):
         self.batch_size = batch_size
         self.drop_last = drop_last
 
+    @classmethod
+    def for_training(
+        cls,
+        labels: np.ndarray,
+        batch_size: int,
+        *,
+        items_per_class: int,
+        seed: int,
+        num_replicas: int | None,
+        rank: int | None,
+    ) -> RandomBatchSampler:
+        """Batches of the labelled items."""
+        labelled = np.flatnonzero(labels >= 0)
+        return cls(labelled, batch_size, seed, num_replicas=num_replicas, rank=rank)
+
     def global_batches(self) -> Iterator[list[int]]:
         order = self._rng().permutation(self.indices).tolist()
         for i in range(len(self)):
@@ -183,6 +279,7 @@ class RandomBatchSampler(DistributedBatchSampler):
         return -(-len(self.indices) // self.batch_size)
 
 
+@register_sampler("class-balanced")
 class ClassBalancedBatchSampler(DistributedBatchSampler):
     """``p`` classes x ``m`` items per batch, the batches of DSCL (Law et al., ICML 2017, Sec. 4.1)
     and of most deep metric learning protocols.
@@ -240,6 +337,31 @@ class ClassBalancedBatchSampler(DistributedBatchSampler):
         n_labelled = sum(len(m) for m in self.members.values())
         self.batches_per_epoch = _batches_per_epoch(batches_per_epoch, n_labelled, self.batch_size)
 
+    @classmethod
+    def for_training(
+        cls,
+        labels: np.ndarray,
+        batch_size: int,
+        *,
+        items_per_class: int,
+        seed: int,
+        num_replicas: int | None,
+        rank: int | None,
+    ) -> ClassBalancedBatchSampler:
+        """``p = batch_size / items_per_class`` classes of ``m = items_per_class`` items; with
+        fewer classes than ``p``, ``m`` grows to fill the batch."""
+        num_classes = len(np.unique(labels[labels >= 0]))
+        classes = max(min(batch_size // items_per_class, num_classes), 1)
+        items = max(batch_size // classes, 1)
+        return cls(
+            labels,
+            classes_per_batch=classes,
+            items_per_class=items,
+            seed=seed,
+            num_replicas=num_replicas,
+            rank=rank,
+        )
+
     def _take(
         self, label: int, queues: dict[int, np.ndarray], rng: np.random.Generator
     ) -> np.ndarray:
@@ -266,6 +388,7 @@ class ClassBalancedBatchSampler(DistributedBatchSampler):
         return self.batches_per_epoch
 
 
+@register_sampler("pairs-hard-negatives")
 class PairsWithHardNegativesSampler(DistributedBatchSampler):
     """Random positive pairs and their hard negatives (Oh Song et al., CVPR 2016, Sec. 4).
 
@@ -351,6 +474,20 @@ class PairsWithHardNegativesSampler(DistributedBatchSampler):
             batches_per_epoch, len(self.labelled), batch_size
         )
         self.embeddings: np.ndarray | None = None
+
+    @classmethod
+    def for_training(
+        cls,
+        labels: np.ndarray,
+        batch_size: int,
+        *,
+        items_per_class: int,
+        seed: int,
+        num_replicas: int | None,
+        rank: int | None,
+    ) -> PairsWithHardNegativesSampler:
+        """Batches of ``batch_size`` with the default candidate pool."""
+        return cls(labels, batch_size, seed, num_replicas=num_replicas, rank=rank)
 
     def update_embeddings(self, embeddings: np.ndarray | Tensor) -> None:
         """Set the ``(n, d)`` embeddings of all dataset items, row ``i`` for index ``i``."""
