@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from clusterable.losses._base import LOW_PRECISION, EmbeddingLoss
-from clusterable.losses.distributed import loss_on_global_batch
+from clusterable.losses.distributed import loss_on_global_batch, mean_with_local_gradient
 
 
 def msdnn_autoencoder_loss(
@@ -38,7 +38,9 @@ def msdnn_autoencoder_loss(
     -------
     Tensor
         Scalar. The mean squared error averages over every element, as the paper's "mean square
-        error" reconstruction loss.
+        error" reconstruction loss. Under ``torch.distributed``, with each process holding its
+        own items, the error is the mean over processes (the global batch's) and its gradient
+        this process's own (:func:`~clusterable.losses.distributed.mean_with_local_gradient`).
 
     Examples
     --------
@@ -56,7 +58,8 @@ def msdnn_autoencoder_loss(
         )
     if not float(lam) >= 0.0:
         raise ValueError(f"lam weighs the reconstruction term and must be >= 0, got {lam}")
-    return margin_loss + lam * F.mse_loss(reconstruction, inputs.to(reconstruction.dtype))
+    error = F.mse_loss(reconstruction, inputs.to(reconstruction.dtype))
+    return margin_loss + lam * mean_with_local_gradient(error)
 
 
 class AutoencoderLoss(EmbeddingLoss):
@@ -64,11 +67,11 @@ class AutoencoderLoss(EmbeddingLoss):
 
     The decoder is a sub-module: its weights are in this loss's ``state_dict`` and parameters.
     Called as ``loss(embeddings, labels, inputs=x)`` (:attr:`takes_inputs`). Under
-    ``torch.distributed`` the wrapped loss sees the all-gathered global batch
-    (:func:`~clusterable.losses.distributed.loss_on_global_batch`) while the reconstruction
-    term is this process's own: the mean over processes of their reconstruction errors is the
-    global batch's, so averaging the decoder's gradients over the processes (the trainer does)
-    gives the single-process step.
+    ``torch.distributed`` each process passes its own items: the wrapped loss sees the
+    all-gathered global batch (:func:`~clusterable.losses.distributed.loss_on_global_batch`), the
+    decoder only this process's items; the value is the global batch's on every process, and
+    averaging the decoder's gradients over the processes (the trainer does) gives the
+    single-process step.
 
     Parameters
     ----------

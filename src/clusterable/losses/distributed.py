@@ -78,6 +78,33 @@ def gather_with_local_gradient(local: Tensor, group: Any = None) -> Tensor:
     return _GatherWithLocalGradient.apply(local, group)
 
 
+class _MeanWithLocalGradient(torch.autograd.Function):
+    """All-reduce mean of a scalar; the backward passes the gradient to the local term as is."""
+
+    @staticmethod
+    def forward(ctx: FunctionCtx, local: Tensor, group: Any) -> Tensor:
+        total = local.detach().clone()
+        dist.all_reduce(total, group=group)
+        return total / dist.get_world_size(group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
+        # The data-parallel average of the processes' local gradients is the mean's gradient.
+        return grad, None
+
+
+def mean_with_local_gradient(local: Tensor, group: Any = None) -> Tensor:
+    """The mean over processes of a scalar term computed on each process's own items.
+
+    Its value is the global batch's when the processes hold equally many items; its gradient
+    is the local term's, which DDP's average over processes turns into the mean's. Outside a
+    process group of two or more, ``local`` itself.
+    """
+    if not _is_distributed(group):
+        return local
+    return _MeanWithLocalGradient.apply(local, group)
+
+
 class DistributedLoss(nn.Module):
     """Wrap any loss so that, under DDP, it is the single-process loss on the global batch.
 

@@ -1,6 +1,7 @@
 """Choosing what a loss looks at: in-batch triplet mining and batch samplers."""
 
 from clusterable.mining.samplers import (
+    SAMPLERS,
     ClassBalancedBatchSampler,
     DistributedBatchSampler,
     PairsWithHardNegativesSampler,
@@ -17,6 +18,7 @@ from clusterable.mining.triplets import (
 )
 
 __all__ = [
+    "SAMPLERS",
     "ClassBalancedBatchSampler",
     "DistributedBatchSampler",
     "PairsWithHardNegativesSampler",
