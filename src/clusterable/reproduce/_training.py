@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from clusterable.data import LabelledDataset
-from clusterable.losses import build_loss
+from clusterable.losses import AutoencoderLoss, build_loss
 from clusterable.models import build_decoder, build_model
 from clusterable.reproduce.experiment import Budget
 from clusterable.train import TrainConfig, Trainer, embed_dataset
@@ -99,7 +99,7 @@ def train_and_embed(
     backbone : Backbone
         The architecture shared by all methods.
     config : TrainConfig
-        Epochs, batch, sampler and seed; its ``reconstruction_weight`` is set from ``method``.
+        Epochs, batch, sampler and seed.
 
     Returns
     -------
@@ -125,6 +125,7 @@ def train_and_embed(
         embedding_dim=method.embedding_dim,
         **method.loss_kwargs,
     )
-    config = replace(config, reconstruction_weight=method.reconstruction_weight)
-    Trainer(model, loss, train_set, config=config, decoder=decoder).fit()
+    if decoder is not None:
+        loss = AutoencoderLoss(loss, decoder, method.reconstruction_weight)
+    Trainer(model, loss, train_set, config=config).fit()
     return [embed_dataset(model, ds)[0] for ds in eval_sets]
