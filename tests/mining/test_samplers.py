@@ -16,6 +16,7 @@ from clusterable.mining import (
     ClassBalancedBatchSampler,
     PairsWithHardNegativesSampler,
     RandomBatchSampler,
+    SamplerSettings,
     build_sampler,
     register_sampler,
 )
@@ -245,22 +246,23 @@ def test_pairs_sampler_needs_enough_pairs() -> None:
 
 def test_registry_builds_each_sampler_by_name() -> None:
     assert set(SAMPLERS) == {"random", "class-balanced", "pairs-hard-negatives"}
-    shared = {"items_per_class": 4, "seed": 3, "num_replicas": 1, "rank": 0}
-    random = build_sampler("random", LABELS, 16, **shared)
+    settings = SamplerSettings(batch_size=16, items_per_class=4, seed=3, num_replicas=1, rank=0)
+    random = build_sampler("random", LABELS, settings)
     assert isinstance(random, RandomBatchSampler)
     assert (LABELS[np.concatenate(list(random))] >= 0).all()  # unlabelled items left out
-    balanced = build_sampler("class-balanced", LABELS, 16, **shared)
+    balanced = build_sampler("class-balanced", LABELS, settings)
     assert (balanced.classes_per_batch, balanced.items_per_class) == (4, 4)
-    pairs = build_sampler("pairs-hard-negatives", LABELS, 16, **shared)
+    pairs = build_sampler("pairs-hard-negatives", LABELS, settings)
     assert isinstance(pairs, PairsWithHardNegativesSampler) and pairs.batch_size == 16
     with pytest.raises(ValueError, match="choose one of random, class-balanced"):
-        build_sampler("hard", LABELS, 16, **shared)
+        build_sampler("hard", LABELS, settings)
 
 
 def test_class_balanced_fills_the_batch_when_classes_are_few() -> None:
     """Three classes and batch 24 with m = 4: p = 3 classes of m = 8 items."""
     labels = np.repeat(np.arange(3), 20)
-    sampler = build_sampler("class-balanced", labels, 24, items_per_class=4, seed=0)
+    settings = SamplerSettings(batch_size=24, items_per_class=4, seed=0)
+    sampler = build_sampler("class-balanced", labels, settings)
     assert (sampler.classes_per_batch, sampler.items_per_class) == (3, 8)
 
 

@@ -193,8 +193,8 @@ class EmbeddingsWatcher(RandomBatchSampler):
     received: ClassVar[list[np.ndarray]] = []
 
     @classmethod
-    def for_training(cls, labels, batch_size, *, items_per_class, seed, num_replicas, rank):
-        return cls(len(labels), batch_size, seed, num_replicas=num_replicas, rank=rank)
+    def for_training(cls, labels, settings):
+        return cls(len(labels), settings.batch_size, settings.seed)
 
     def update_embeddings(self, embeddings) -> None:
         type(self).received.append(np.array(embeddings))

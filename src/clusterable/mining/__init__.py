@@ -6,6 +6,7 @@ from clusterable.mining.samplers import (
     DistributedBatchSampler,
     PairsWithHardNegativesSampler,
     RandomBatchSampler,
+    SamplerSettings,
     build_sampler,
     register_sampler,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "DistributedBatchSampler",
     "PairsWithHardNegativesSampler",
     "RandomBatchSampler",
+    "SamplerSettings",
     "all_triplets",
     "batch_hard_triplets",
     "build_sampler",

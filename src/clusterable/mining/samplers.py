@@ -19,6 +19,7 @@ is one class here with that decorator, plus its test.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
@@ -46,28 +47,29 @@ def register_sampler(name: str) -> Callable[[SamplerClass], SamplerClass]:
     return add
 
 
+@dataclass(frozen=True)
+class SamplerSettings:
+    """What a training run tells its sampler (from :class:`~clusterable.train.TrainConfig` and
+    the process group)."""
+
+    batch_size: int  # the global batch size
+    items_per_class: int  # for samplers that draw classes: items of each class in a batch
+    seed: int
+    num_replicas: int | None = None  # processes; None: from torch.distributed, else 1
+    rank: int | None = None  # this process; None: from torch.distributed, else 0
+
+
 def build_sampler(
-    name: str,
-    labels: ArrayLike,
-    batch_size: int,
-    *,
-    items_per_class: int,
-    seed: int,
-    num_replicas: int | None = None,
-    rank: int | None = None,
+    name: str, labels: ArrayLike, settings: SamplerSettings
 ) -> DistributedBatchSampler:
-    """The registered sampler ``name`` for training on ``labels`` (see
-    :meth:`DistributedBatchSampler.for_training`)."""
+    """The registered sampler ``name`` for training on ``labels`` ``(n,)`` (-1: never sampled)."""
     if name not in SAMPLERS:
         raise ValueError(f"sampler {name!r} unknown; choose one of {', '.join(SAMPLERS)}")
-    return SAMPLERS[name].for_training(
-        _as_labels(labels),
-        batch_size,
-        items_per_class=items_per_class,
-        seed=seed,
-        num_replicas=num_replicas,
-        rank=rank,
-    )
+    return SAMPLERS[name].for_training(_as_labels(labels), settings)
+
+
+def _replicas(settings: SamplerSettings) -> dict[str, int | None]:
+    return {"num_replicas": settings.num_replicas, "rank": settings.rank}
 
 
 def _as_int_array(values: ArrayLike, what: str) -> np.ndarray:
@@ -125,29 +127,9 @@ class DistributedBatchSampler(Sampler[list[int]]):
     requires_embeddings: bool = False
 
     @classmethod
-    def for_training(
-        cls,
-        labels: np.ndarray,
-        batch_size: int,
-        *,
-        items_per_class: int,
-        seed: int,
-        num_replicas: int | None,
-        rank: int | None,
-    ) -> DistributedBatchSampler:
-        """The sampler a training run with these settings uses.
-
-        Parameters
-        ----------
-        labels : np.ndarray
-            ``(n,)`` training labels, -1 for unlabelled items (never sampled).
-        batch_size : int
-            The global batch size.
-        items_per_class : int
-            ``TrainConfig.items_per_class``, for samplers that draw classes.
-        seed, num_replicas, rank
-            As the constructor.
-        """
+    def for_training(cls, labels: np.ndarray, settings: SamplerSettings) -> DistributedBatchSampler:
+        """The sampler a training run uses on ``labels`` ``(n,)`` (-1: unlabelled, never
+        sampled) with ``settings``."""
         raise NotImplementedError
 
     def update_embeddings(self, embeddings: np.ndarray | Tensor) -> None:
@@ -252,19 +234,10 @@ class RandomBatchSampler(DistributedBatchSampler):
         self.drop_last = drop_last
 
     @classmethod
-    def for_training(
-        cls,
-        labels: np.ndarray,
-        batch_size: int,
-        *,
-        items_per_class: int,
-        seed: int,
-        num_replicas: int | None,
-        rank: int | None,
-    ) -> RandomBatchSampler:
+    def for_training(cls, labels: np.ndarray, settings: SamplerSettings) -> RandomBatchSampler:
         """Batches of the labelled items."""
         labelled = np.flatnonzero(labels >= 0)
-        return cls(labelled, batch_size, seed, num_replicas=num_replicas, rank=rank)
+        return cls(labelled, settings.batch_size, settings.seed, **_replicas(settings))
 
     def global_batches(self) -> Iterator[list[int]]:
         order = self._rng().permutation(self.indices).tolist()
@@ -339,28 +312,14 @@ class ClassBalancedBatchSampler(DistributedBatchSampler):
 
     @classmethod
     def for_training(
-        cls,
-        labels: np.ndarray,
-        batch_size: int,
-        *,
-        items_per_class: int,
-        seed: int,
-        num_replicas: int | None,
-        rank: int | None,
+        cls, labels: np.ndarray, settings: SamplerSettings
     ) -> ClassBalancedBatchSampler:
         """``p = batch_size / items_per_class`` classes of ``m = items_per_class`` items; with
         fewer classes than ``p``, ``m`` grows to fill the batch."""
         num_classes = len(np.unique(labels[labels >= 0]))
-        classes = max(min(batch_size // items_per_class, num_classes), 1)
-        items = max(batch_size // classes, 1)
-        return cls(
-            labels,
-            classes_per_batch=classes,
-            items_per_class=items,
-            seed=seed,
-            num_replicas=num_replicas,
-            rank=rank,
-        )
+        classes = max(min(settings.batch_size // settings.items_per_class, num_classes), 1)
+        items = max(settings.batch_size // classes, 1)
+        return cls(labels, classes, items, settings.seed, **_replicas(settings))
 
     def _take(
         self, label: int, queues: dict[int, np.ndarray], rng: np.random.Generator
@@ -477,17 +436,10 @@ class PairsWithHardNegativesSampler(DistributedBatchSampler):
 
     @classmethod
     def for_training(
-        cls,
-        labels: np.ndarray,
-        batch_size: int,
-        *,
-        items_per_class: int,
-        seed: int,
-        num_replicas: int | None,
-        rank: int | None,
+        cls, labels: np.ndarray, settings: SamplerSettings
     ) -> PairsWithHardNegativesSampler:
         """Batches of ``batch_size`` with the default candidate pool."""
-        return cls(labels, batch_size, seed, num_replicas=num_replicas, rank=rank)
+        return cls(labels, settings.batch_size, settings.seed, **_replicas(settings))
 
     def update_embeddings(self, embeddings: np.ndarray | Tensor) -> None:
         """Set the ``(n, d)`` embeddings of all dataset items, row ``i`` for index ``i``."""

@@ -47,7 +47,7 @@ from tqdm import tqdm
 from clusterable.data import LabelledDataset
 from clusterable.evaluate import evaluate_embeddings
 from clusterable.losses import DistributedLoss, EmbeddingLoss
-from clusterable.mining import DistributedBatchSampler, build_sampler
+from clusterable.mining import DistributedBatchSampler, SamplerSettings, build_sampler
 from clusterable.models import EmbeddingNet
 from clusterable.seeding import seed_everything
 from clusterable.train.backward import Backward, ChunkedBackward, StepParts, whole_batch_backward
@@ -179,15 +179,14 @@ class Trainer:
         return DistributedDataParallel(module, device_ids=device_ids)
 
     def _build_sampler(self) -> DistributedBatchSampler:
-        return build_sampler(
-            self.config.sampler,
-            self.train_set.labels,
-            self.config.batch_size,
+        settings = SamplerSettings(
+            batch_size=self.config.batch_size,
             items_per_class=self.config.items_per_class,
             seed=self.config.seed,
             num_replicas=self.env.world_size,
             rank=self.env.rank,
         )
+        return build_sampler(self.config.sampler, self.train_set.labels, settings)
 
     def replace_train_set(self, train_set: LabelledDataset) -> None:
         """Train on ``train_set`` from the next epoch on (new pseudo-labels), with a new sampler."""
