@@ -45,7 +45,6 @@ Cases:
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import statistics
 import subprocess
@@ -128,13 +127,9 @@ def _pinv_autograd_loss(dense: bool) -> LossFn:
 
 
 def _our_loss(name: str, num_classes: int, dim: int, kwargs: dict[str, object]) -> LossFn:
-    from clusterable.losses import get_loss
-    from clusterable.losses._registry import _LOSSES
+    from clusterable.losses import build_loss
 
-    accepted = inspect.signature(_LOSSES[name].__init__).parameters
-    sizes = {"num_classes": num_classes, "embedding_dim": dim}
-    kwargs = {**{key: value for key, value in sizes.items() if key in accepted}, **kwargs}
-    return get_loss(name, **kwargs)
+    return build_loss(name, num_classes=num_classes, embedding_dim=dim, **kwargs)
 
 
 def _full_memory(spec: dict) -> LossFn:

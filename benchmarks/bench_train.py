@@ -44,8 +44,8 @@ def measure(name: str, data, steps: int) -> tuple[float, float, int]:
     x = torch.from_numpy(np.asarray(data.x[np.asarray(batch)]))
     y = torch.from_numpy(data.labels[np.asarray(batch)])
     for _ in range(3):  # warm-up
-        trainer._train_step(x, y)
-    step = median_seconds(lambda: trainer._train_step(x, y), steps)
+        trainer.train_step(x, y)
+    step = median_seconds(lambda: trainer.train_step(x, y), steps)
     with torch.no_grad():
         embeddings = model(x)
 

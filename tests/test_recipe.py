@@ -9,7 +9,7 @@ import torch
 
 from clusterable.cli import main
 from clusterable.data import load_dataset
-from clusterable.losses import get_loss
+from clusterable.losses import AutoencoderLoss, MsDNNLoss, build_loss
 from clusterable.models import build_model
 from clusterable.recipe import RunSpec, build, build_trainer, load_trained
 from clusterable.train import TrainConfig, Trainer
@@ -47,6 +47,35 @@ def test_model_args_reach_the_autoencoder_decoder():
         m.out_features for m in pieces.decoder.modules() if hasattr(m, "out_features")
     ]
     assert decoder_widths == [6, 12, 20]
+    assert pieces.loss.decoder is pieces.decoder  # the loss wrapper holds and trains it
+
+
+def test_the_autoencoder_weight_is_a_loss_argument():
+    spec = RunSpec(loss="msdnn", autoencoder=True, loss_args={"reconstruction_weight": "0.25"})
+    loss = build(spec, (20,), num_classes=2).loss
+    assert isinstance(loss, AutoencoderLoss) and loss.weight == 0.25
+    assert isinstance(loss.loss, MsDNNLoss)
+    assert spec.loss_args == {"reconstruction_weight": 0.25}  # typed once, kept in the spec
+    with pytest.raises(ValueError, match="autoencoder argument reconstruction_weight='heavy'"):
+        RunSpec(loss="msdnn", autoencoder=True, loss_args={"reconstruction_weight": "heavy"})
+    with pytest.raises(ValueError, match="add --autoencoder"):
+        build(RunSpec(loss="msdnn", loss_args={"reconstruction_weight": 0.5}), (20,), 2)
+    with pytest.raises(ValueError, match="--loss-arg reconstruction_weight="):
+        TrainConfig.from_dict({"reconstruction_weight": 0.5})
+
+
+def test_an_autoencoder_run_from_the_command_line_restores_its_decoder(tmp_path):
+    out = tmp_path / "run"
+    argv = ["train", "--data", "digits", "--loss", "msdnn", "--autoencoder", "--epochs", "1"]
+    argv += ["--loss-arg", "reconstruction_weight=0.5", "--embedding-dim", "8"]
+    argv += ["--batch-size", "60", "--no-progress", "--no-report", "--out", str(out)]
+    assert main(argv) == 0
+    (_, loss, spec, _), (_, again, _, _) = load_trained(out), load_trained(out)
+    assert isinstance(loss, AutoencoderLoss) and loss.weight == 0.5
+    initial = _weights(build(spec, (1, 8, 8), num_classes=10, seed=0).loss.decoder)
+    loaded, loaded_again = _weights(loss.decoder), _weights(again.decoder)
+    assert all(torch.equal(loaded[k], loaded_again[k]) for k in loaded)  # from the checkpoint
+    assert not all(torch.equal(loaded[k], initial[k]) for k in loaded)  # and trained
 
 
 def test_a_model_arg_of_the_wrong_type_names_the_model_and_the_argument():
@@ -92,6 +121,6 @@ def test_a_checkpoint_without_a_recipe_says_how_to_load_it(tmp_path):
     train = load_dataset("digits", split="train")
     model = build_model("mlp", train.input_shape, 8)
     config = TrainConfig(epochs=1, batch_size=60, eval_every=0, progress=False)
-    Trainer(model, get_loss("contrastive"), train, config=config, out=tmp_path).fit()
+    Trainer(model, build_loss("contrastive"), train, config=config, out=tmp_path).fit()
     with pytest.raises(ValueError, match=r"load it with clusterable\.train\.load_weights"):
         load_trained(tmp_path)

@@ -23,10 +23,18 @@ from torch import nn
 
 from clusterable.data import LabelledDataset, labelled_mask, load_dataset, stratified_split
 from clusterable.evaluate import evaluate_embeddings, knn_accuracy
-from clusterable.losses import CrossBatchMemory, available_losses, build_loss, loss_class
+from clusterable.losses import (
+    AutoencoderLoss,
+    CrossBatchMemory,
+    OPMLLoss,
+    available_losses,
+    build_loss,
+    loss_class,
+)
 from clusterable.metric_table import format_metric_table
 from clusterable.models import available_models, build_decoder, build_model, model_builder
 from clusterable.seeding import seed_everything
+from clusterable.train.callbacks import TrainerCallback
 from clusterable.train.checkpoint import load_run_record, load_weights, resolve_checkpoint
 from clusterable.train.config import TrainConfig
 from clusterable.train.config_typing import field_types, parameter_types, typed_settings
@@ -34,8 +42,9 @@ from clusterable.train.embed import embed_dataset
 from clusterable.train.run_folder import RUN_RECORD, prepare_run_folder
 from clusterable.train.trainer import Trainer, TrainResult
 from clusterable.unsupervised import (  # OPML: Algorithm 1 (RCGD on R, L), pseudo-labels
+    OPMLDiagnostics,
+    PseudoLabelRefresh,
     RiemannianOPMLLoss,
-    UnsupervisedTrainer,
     with_pseudo_labels,
 )
 
@@ -57,9 +66,7 @@ class RunSpec:
     embedding_dim: int = 128
     normalize: bool = False  # l2-normalise the embeddings the model outputs
     val_fraction: float = 0.1  # share of each training class held out for validation
-    autoencoder: bool = (
-        False  # MsDNN-AE: train a mirrored decoder (TrainConfig.reconstruction_weight)
-    )
+    autoencoder: bool = False  # MsDNN-AE: a mirrored decoder (loss_args reconstruction_weight)
     unsupervised: bool = False  # OPML: train on pseudo-labels (t-SNE + AAS of the raw inputs)
     pseudo_label_every: int = 0  # unsupervised: recompute pseudo-labels every E epochs (0: once)
     memory_size: int = 0  # XBM: past embeddings kept as extra partners of a pair loss (0: none)
@@ -88,6 +95,9 @@ class RunSpec:
             self.loss_args = typed_settings(
                 self.loss_args, parameter_types(constructor), f"loss {self.loss!r} argument"
             )
+        self.loss_args = typed_settings(
+            self.loss_args, {"reconstruction_weight": float}, "autoencoder argument"
+        )
 
     def _loss_class(self) -> type | None:
         if self.unsupervised and self.loss == "opml":
@@ -151,22 +161,33 @@ def build(
         :func:`~clusterable.seeding.seed_everything` first, so that the same seed gives the same
         initial weights; None draws from the generators as they stand.
     """
+    loss_args = dict(spec.loss_args)
+    # MsDNN-AE's lambda weighs the wrapper's term, not the inner loss.
+    autoencoder_args = {}
+    if "reconstruction_weight" in loss_args:
+        if not spec.autoencoder:
+            raise ValueError(
+                "reconstruction_weight weighs the autoencoder's reconstruction term: add "
+                "--autoencoder (YAML: autoencoder: true), or leave the weight out"
+            )
+        autoencoder_args["weight"] = loss_args.pop("reconstruction_weight")
     if seed is not None:
         seed_everything(seed)
     model = build_model(
         spec.model, input_shape, spec.embedding_dim, normalize=spec.normalize, **spec.model_args
     )
     if spec.unsupervised and spec.loss == "opml":
-        loss = RiemannianOPMLLoss(embedding_dim=spec.embedding_dim, **spec.loss_args)
+        loss = RiemannianOPMLLoss(embedding_dim=spec.embedding_dim, **loss_args)
     else:
         loss = build_loss(
-            spec.loss, num_classes=num_classes, embedding_dim=spec.embedding_dim, **spec.loss_args
+            spec.loss, num_classes=num_classes, embedding_dim=spec.embedding_dim, **loss_args
         )
     if spec.memory_size:
         loss = CrossBatchMemory(loss, spec.memory_size, spec.embedding_dim)
     decoder = None
     if spec.autoencoder:
         decoder = build_decoder(spec.model, input_shape, spec.embedding_dim, **spec.model_args)
+        loss = AutoencoderLoss(loss, decoder, **autoencoder_args)
     return Pieces(model, loss, decoder)
 
 
@@ -189,13 +210,21 @@ def build_trainer(
     pieces = build(spec, train.input_shape, num_classes, seed=config.seed)
     record = {"spec": asdict(spec), "input_shape": list(train.input_shape)}
     record["num_classes"] = num_classes
-    pieces_and_data = (pieces.model, pieces.loss, train, val)
-    shared = {"config": config, "out": out, "decoder": pieces.decoder, "record": record}
-    if spec.unsupervised:
-        return UnsupervisedTrainer(
-            *pieces_and_data, **shared, pseudo_label_every=spec.pseudo_label_every
-        )
-    return Trainer(*pieces_and_data, **shared)
+    callbacks: list[TrainerCallback] = []
+    if spec.unsupervised and spec.pseudo_label_every:
+        callbacks.append(PseudoLabelRefresh(spec.pseudo_label_every))
+    if spec.unsupervised and isinstance(pieces.loss, OPMLLoss):
+        callbacks.append(OPMLDiagnostics(pieces.loss))
+    return Trainer(
+        pieces.model,
+        pieces.loss,
+        train,
+        val,
+        config=config,
+        out=out,
+        record=record,
+        callbacks=callbacks,
+    )
 
 
 def evaluate_on_test(

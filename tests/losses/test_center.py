@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from clusterable.data import two_class_subclusters
-from clusterable.losses import CenterLoss, get_loss
+from clusterable.losses import CenterLoss, build_loss
 
 from _learning import descend, loo_1nn_accuracy, seeded_batch
 
@@ -133,7 +133,7 @@ def test_predict_is_argmax_of_softmax_logits():
 
 
 def test_defaults_are_wen_et_al_and_arguments_are_checked():
-    loss = get_loss("center", num_classes=CLASSES, embedding_dim=DIM)
+    loss = build_loss("center", num_classes=CLASSES, embedding_dim=DIM)
     assert loss.lam == 0.003 and loss.alpha == 0.5
     assert torch.equal(loss.centers, torch.zeros(CLASSES, DIM))
     with pytest.raises(ValueError, match="alpha"):

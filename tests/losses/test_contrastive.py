@@ -25,7 +25,7 @@ from pytorch_metric_learning import reducers as pml_reducers
 from pytorch_metric_learning.utils import loss_and_miner_utils as pml_utils
 
 from clusterable.data import two_class_subclusters
-from clusterable.losses import ContrastiveLoss, get_loss
+from clusterable.losses import ContrastiveLoss, build_loss
 
 from _learning import PlainDescent, descend, loo_1nn_accuracy
 
@@ -196,7 +196,7 @@ def test_identical_points_give_no_nan():
 
 
 def test_registered():
-    loss = get_loss("contrastive", margin=0.5)
+    loss = build_loss("contrastive", margin=0.5)
     assert isinstance(loss, ContrastiveLoss) and loss.margin == 0.5
 
 

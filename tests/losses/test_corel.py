@@ -14,7 +14,7 @@ from clusterable.losses import (
     CosineCORELLoss,
     CrossEntropyLoss,
     GaussianCORELLoss,
-    get_loss,
+    build_loss,
 )
 
 from _learning import descend, loo_1nn_accuracy, seeded_batch
@@ -167,7 +167,7 @@ def test_predict_is_argmax_similarity(cls, kind):
 @pytest.mark.parametrize("name", ["cross-entropy", "cosine-corel", "gaussian-corel"])
 @pytest.mark.parametrize("bad", [[0, 1, 4], [-1, 0, 1]])
 def test_labels_outside_classes_are_rejected(name, bad):
-    loss = get_loss(name, num_classes=CLASSES, embedding_dim=DIM)
+    loss = build_loss(name, num_classes=CLASSES, embedding_dim=DIM)
     with pytest.raises(ValueError, match=r"\[0, 4\)"):
         loss(torch.randn(3, DIM), torch.tensor(bad))
 
@@ -215,7 +215,7 @@ def test_gradient_descent_on_free_points_separates_the_classes(name):
     torch.manual_seed(0)
     points = torch.tensor(0.1 * data.x, requires_grad=True)
     labels = torch.tensor(data.labels)
-    loss = get_loss(name, num_classes=2, embedding_dim=2).double()
+    loss = build_loss(name, num_classes=2, embedding_dim=2).double()
     optimiser = torch.optim.Adam([points, *loss.parameters()], lr=0.05)
     start = loss(points, labels).item()
     descend(loss, points, labels, 200, optimiser)

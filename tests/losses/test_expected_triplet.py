@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from clusterable.data import two_class_subclusters
-from clusterable.losses import ExpectedTripletLoss, MsDNNLoss, get_loss
+from clusterable.losses import ExpectedTripletLoss, MsDNNLoss, build_loss
 
 from _learning import descend, loo_1nn_accuracy, seeded_batch
 
@@ -130,7 +130,7 @@ def test_arguments_are_checked_and_name_is_registered():
         ExpectedTripletLoss(sigma=-1.0)
     with pytest.raises(ValueError, match="margin"):
         ExpectedTripletLoss(margin=-0.1)
-    loss = get_loss("expected-triplet", sigma=2.0, margin=0.5)
+    loss = build_loss("expected-triplet", sigma=2.0, margin=0.5)
     assert (loss.sigma, loss.margin) == (2.0, 0.5)
 
 

@@ -23,7 +23,7 @@ from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning.utils import loss_and_miner_utils as pml_utils
 
 from clusterable.data import two_class_subclusters
-from clusterable.losses import LiftedStructureLoss, get_loss
+from clusterable.losses import LiftedStructureLoss, build_loss
 
 from _learning import PlainDescent, descend, loo_1nn_accuracy
 
@@ -185,7 +185,7 @@ def test_identical_points_give_no_nan():
 
 
 def test_registered_with_paper_defaults():
-    loss = get_loss("lifted")
+    loss = build_loss("lifted")
     assert isinstance(loss, LiftedStructureLoss)
     assert loss.margin == 1.0 and loss.normalize is False
 

@@ -20,7 +20,6 @@ from clusterable.losses import (
     TripletMarginLoss,
     available_losses,
     build_loss,
-    get_loss,
 )
 
 DIM = 3
@@ -38,7 +37,7 @@ def batches(count: int, n: int = 8, seed: int = 0) -> list[tuple[torch.Tensor, t
 
 
 def test_the_queue_is_first_in_first_out_and_keeps_the_newest():
-    memory = CrossBatchMemory(get_loss("contrastive"), memory_size=10, embedding_dim=DIM).double()
+    memory = CrossBatchMemory(build_loss("contrastive"), memory_size=10, embedding_dim=DIM).double()
     seen_x, seen_y = [], []
     for x, y in batches(4, n=4):
         memory(x, y)
@@ -53,7 +52,7 @@ def test_the_queue_is_first_in_first_out_and_keeps_the_newest():
 
 
 def test_a_batch_larger_than_the_memory_leaves_its_newest_items():
-    memory = CrossBatchMemory(get_loss("contrastive"), memory_size=5, embedding_dim=DIM).double()
+    memory = CrossBatchMemory(build_loss("contrastive"), memory_size=5, embedding_dim=DIM).double()
     ((x, y),) = batches(1, n=12)
     memory(x, y)
     stored_x, stored_y = memory.stored()
@@ -61,7 +60,7 @@ def test_a_batch_larger_than_the_memory_leaves_its_newest_items():
 
 
 def test_the_value_is_the_loss_with_the_stored_items_as_references():
-    loss = get_loss("lifted")
+    loss = build_loss("lifted")
     memory = CrossBatchMemory(loss, memory_size=64, embedding_dim=DIM).double()
     (x1, y1), (x2, y2), (x3, y3) = batches(3)
     assert float(memory(x1, y1)) == float(loss(x1, y1))  # empty memory: the batch alone
@@ -77,7 +76,7 @@ def test_the_value_is_the_loss_with_the_stored_items_as_references():
 
 
 def test_evaluation_mode_does_not_enqueue():
-    memory = CrossBatchMemory(get_loss("snn"), memory_size=64, embedding_dim=DIM).double()
+    memory = CrossBatchMemory(build_loss("snn"), memory_size=64, embedding_dim=DIM).double()
     (x1, y1), (x2, y2) = batches(2)
     memory(x1, y1)
     memory.eval()
@@ -89,11 +88,11 @@ def test_evaluation_mode_does_not_enqueue():
 
 
 def test_the_state_dict_holds_the_queue():
-    memory = CrossBatchMemory(get_loss("msdnn"), memory_size=12, embedding_dim=DIM).double()
+    memory = CrossBatchMemory(build_loss("msdnn"), memory_size=12, embedding_dim=DIM).double()
     steps = batches(4)
     for x, y in steps[:3]:
         memory(x, y)
-    restored = CrossBatchMemory(get_loss("msdnn"), memory_size=12, embedding_dim=DIM).double()
+    restored = CrossBatchMemory(build_loss("msdnn"), memory_size=12, embedding_dim=DIM).double()
     restored.load_state_dict(memory.state_dict())
     assert len(restored) == len(memory)
     assert torch.equal(restored(*steps[3]), memory(*steps[3]))
@@ -101,7 +100,7 @@ def test_the_state_dict_holds_the_queue():
 
 
 def test_reset_empties_the_queue():
-    memory = CrossBatchMemory(get_loss("lifted"), memory_size=12, embedding_dim=DIM).double()
+    memory = CrossBatchMemory(build_loss("lifted"), memory_size=12, embedding_dim=DIM).double()
     memory(*batches(1)[0])
     memory.reset()
     assert len(memory) == 0 and memory.stored()[0].shape == (0, DIM)
@@ -138,15 +137,15 @@ def test_losses_without_pairs_are_rejected_saying_why(name):
 
 def test_spectral_points_to_its_large_batch_trick():
     with pytest.raises(ValueError, match="chunk_size"):
-        CrossBatchMemory(get_loss("spectral"), 8, DIM)
+        CrossBatchMemory(build_loss("spectral"), 8, DIM)
 
 
 def test_bad_arguments_are_rejected():
     with pytest.raises(ValueError, match="DistributedLoss\\(CrossBatchMemory"):
-        CrossBatchMemory(DistributedLoss(get_loss("lifted")), 8, DIM)
+        CrossBatchMemory(DistributedLoss(build_loss("lifted")), 8, DIM)
     with pytest.raises(ValueError, match="memory_size"):
-        CrossBatchMemory(get_loss("lifted"), 0, DIM)
-    memory = CrossBatchMemory(get_loss("lifted"), 8, DIM)
+        CrossBatchMemory(build_loss("lifted"), 0, DIM)
+    memory = CrossBatchMemory(build_loss("lifted"), 8, DIM)
     with pytest.raises(ValueError, match="embedding_dim=3"):
         memory(torch.randn(4, DIM + 1), torch.tensor([0, 0, 1, 1]))
 
@@ -173,13 +172,13 @@ def test_small_batches_with_memory_reach_what_a_large_batch_reaches():
     data = two_class_subclusters(n=64, std=6.0, seed=0)
     start = torch.tensor(data.x / data.x.std())  # (64, 2)
     labels = torch.as_tensor(data.labels)
-    full_batch_loss = get_loss("lifted")
+    full_batch_loss = build_loss("lifted")
     initial = float(full_batch_loss(start, labels))
     finals = {}
     for name, batch_size, loss in [
-        ("large", 64, get_loss("lifted")),
-        ("small", 8, get_loss("lifted")),
-        ("small with memory", 8, CrossBatchMemory(get_loss("lifted"), 56, 2).double()),
+        ("large", 64, build_loss("lifted")),
+        ("small", 8, build_loss("lifted")),
+        ("small with memory", 8, CrossBatchMemory(build_loss("lifted"), 56, 2).double()),
     ]:
         points = start.clone()
         descend_in_batches(loss, points, labels, batch_size, epochs=40, lr=4.0)

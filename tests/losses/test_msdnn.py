@@ -12,7 +12,7 @@ from sklearn.cluster import KMeans
 from sklearn.metrics import normalized_mutual_info_score
 
 from clusterable.data import two_class_subclusters
-from clusterable.losses import MsDNNLoss, get_loss, msdnn_autoencoder_loss
+from clusterable.losses import MsDNNLoss, build_loss
 from clusterable.losses.msdnn import expected_margin
 
 from _learning import descend, loo_1nn_accuracy, seeded_batch
@@ -206,31 +206,6 @@ def test_batches_without_hits_or_misses_give_zero_and_backpropagate(labels, deta
 def test_arguments_are_checked():
     with pytest.raises(ValueError, match="sigma"):
         MsDNNLoss(sigma=0.0)
-    with pytest.raises(ValueError, match="shape"):
-        msdnn_autoencoder_loss(torch.tensor(0.0), torch.zeros(2, 3), torch.zeros(2, 4), lam=1.0)
-    with pytest.raises(ValueError, match="lam"):
-        msdnn_autoencoder_loss(torch.tensor(0.0), torch.zeros(2, 3), torch.zeros(2, 3), lam=-1)
-
-
-def test_autoencoder_objective_is_margin_plus_lambda_mse():
-    """Eq. 6 with the mean squared error over all elements of the batch."""
-    generator = torch.Generator().manual_seed(10)
-    inputs = torch.randn(6, 5, generator=generator, dtype=torch.float64)
-    reconstruction = torch.randn(6, 5, generator=generator, dtype=torch.float64)
-    reconstruction.requires_grad_()
-    margin = torch.tensor(0.25, dtype=torch.float64)
-    total = msdnn_autoencoder_loss(margin, reconstruction, inputs, lam=0.5)
-    mse = (
-        sum(
-            (r - t) ** 2
-            for row_r, row_t in zip(reconstruction.tolist(), inputs.tolist(), strict=True)
-            for r, t in zip(row_r, row_t, strict=True)
-        )
-        / 30
-    )
-    assert total.item() == pytest.approx(0.25 + 0.5 * mse, rel=1e-12)
-    total.backward()
-    assert reconstruction.grad.abs().sum() > 0
 
 
 def subclass_nmi(points: np.ndarray, subclasses: np.ndarray) -> float:
@@ -292,6 +267,6 @@ def test_fig1_large_sigma_merges_the_subclasses():
 
 
 def test_registered_name_builds_the_loss():
-    loss = get_loss("msdnn", sigma=2.0, squared=True, detach_weights=False)
+    loss = build_loss("msdnn", sigma=2.0, squared=True, detach_weights=False)
     assert isinstance(loss, MsDNNLoss)
     assert (loss.sigma, loss.squared, loss.detach_weights) == (2.0, True, False)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from clusterable.data import two_class_subclusters
-from clusterable.losses import OPMLLoss, get_loss
+from clusterable.losses import OPMLLoss, build_loss
 
 from _learning import descend, loo_1nn_accuracy, seeded_batch
 
@@ -223,7 +223,7 @@ def test_arguments_are_checked():
         OPMLLoss(4, metric_dim=2, margin=0.0)
     with pytest.raises(ValueError, match="embedding_dim=4"):
         OPMLLoss(4, metric_dim=2)(torch.randn(3, 5), torch.tensor([0, 0, 1]))
-    loss = get_loss("opml", embedding_dim=6, metric_dim=2, alpha_deg=30.0)
+    loss = build_loss("opml", embedding_dim=6, metric_dim=2, alpha_deg=30.0)
     assert loss.L.shape == (6, 2) and loss.alpha_deg == 30.0
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from clusterable.losses import available_losses, build_loss, get_loss, loss_class
+from clusterable.losses import available_losses, build_loss, loss_class
 
 PAPER_LOSSES = {
     "spectral",
@@ -129,17 +129,17 @@ def test_bad_input_gets_a_clear_error(name, case):
 
 def test_unknown_loss_names_the_choices():
     with pytest.raises(ValueError, match=r"choose one of: .*lifted"):
-        get_loss("liftd")
+        build_loss("liftd")
 
 
 def test_unknown_argument_names_the_accepted_ones():
     with pytest.raises(ValueError, match="takes no argument marginn; its arguments are: margin"):
-        get_loss("lifted", marginn=1.0)
+        build_loss("lifted", marginn=1.0)
 
 
 def test_a_loss_without_arguments_rejects_any():
     with pytest.raises(ValueError, match="its arguments are: none"):
-        get_loss("spectral", margin=1.0)
+        build_loss("spectral", margin=1.0)
 
 
 @pytest.mark.parametrize(
@@ -148,12 +148,21 @@ def test_a_loss_without_arguments_rejects_any():
 )
 def test_a_missing_required_argument_is_named_with_an_example(name, needs):
     with pytest.raises(ValueError, match=needs) as error:
-        get_loss(name)
-    assert f"get_loss({name!r}, " in str(error.value)
+        build_loss(name)
+    assert f"build_loss({name!r}, " in str(error.value)
     assert "AttractiveRepulsiveLoss" not in str(error.value)
 
 
 def test_opml_defaults_to_a_metric_that_fits_the_embedding():
-    assert get_loss("opml", embedding_dim=16).metric_dim == 16
-    assert get_loss("opml", embedding_dim=512).metric_dim == 128  # the paper's l
-    assert loss_class("opml") is type(get_loss("opml", embedding_dim=8))
+    assert build_loss("opml", embedding_dim=16).metric_dim == 16
+    assert build_loss("opml", embedding_dim=512).metric_dim == 128  # the paper's l
+    assert loss_class("opml") is type(build_loss("opml", embedding_dim=8))
+
+
+def test_task_keywords_reach_only_the_losses_that_take_them():
+    assert build_loss("cross-entropy", num_classes=3, embedding_dim=5).weight.shape == (3, 5)
+    assert type(build_loss("lifted", num_classes=3, embedding_dim=5)).__name__ == (
+        "LiftedStructureLoss"
+    )
+    with pytest.raises(ValueError, match="takes no argument weights"):
+        build_loss("lifted", num_classes=3, weights=1.0)

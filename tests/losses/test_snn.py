@@ -11,7 +11,7 @@ from pytorch_metric_learning.distances import LpDistance
 from pytorch_metric_learning.losses import NCALoss
 
 from clusterable.data import two_class_subclusters
-from clusterable.losses import SoftNearestNeighborLoss, get_loss
+from clusterable.losses import SoftNearestNeighborLoss, build_loss
 
 from _learning import descend, loo_1nn_accuracy, seeded_batch
 
@@ -131,7 +131,7 @@ def test_point_without_partner_contributes_zero_not_a_constant():
 def test_arguments_are_checked_and_name_is_registered():
     with pytest.raises(ValueError, match="temperature"):
         SoftNearestNeighborLoss(0.0)
-    assert get_loss("snn", temperature=3.0).temperature == 3.0
+    assert build_loss("snn", temperature=3.0).temperature == 3.0
 
 
 def test_gradient_descent_on_free_points_separates_the_classes():

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from clusterable.data import two_class_subclusters
-from clusterable.losses import SpectralClusteringLoss, get_loss
+from clusterable.losses import SpectralClusteringLoss, build_loss
 
 from _learning import PlainDescent, descend, loo_1nn_accuracy
 
@@ -209,9 +209,9 @@ def test_float16_rank_is_decided_at_half_precision(seed):
 
 
 def test_registered_without_arguments():
-    assert isinstance(get_loss("spectral"), SpectralClusteringLoss)
+    assert isinstance(build_loss("spectral"), SpectralClusteringLoss)
     with pytest.raises(ValueError, match="none"):
-        get_loss("spectral", margin=1.0)
+        build_loss("spectral", margin=1.0)
 
 
 def test_gradient_descent_on_free_points_separates_classes():

@@ -22,7 +22,7 @@ from pytorch_metric_learning import reducers as pml_reducers
 from pytorch_metric_learning.utils import loss_and_miner_utils as pml_utils
 
 from clusterable.data import two_class_subclusters
-from clusterable.losses import TripletMarginLoss, get_loss
+from clusterable.losses import TripletMarginLoss, build_loss
 
 from _learning import PlainDescent, descend, loo_1nn_accuracy
 
@@ -192,7 +192,7 @@ def test_unknown_mining_is_rejected_at_construction():
     with pytest.raises(ValueError, match=r"unknown mining strategy 'hard'.*semi-hard"):
         TripletMarginLoss(mining="hard")
     with pytest.raises(ValueError, match="choose one of"):
-        get_loss("triplet", mining="semihard")
+        build_loss("triplet", mining="semihard")
 
 
 @pytest.mark.parametrize("mining", MININGS)
@@ -217,7 +217,7 @@ def test_identical_points_give_no_nan(mining):
 
 
 def test_registered_with_facenet_defaults():
-    loss = get_loss("triplet")
+    loss = build_loss("triplet")
     assert isinstance(loss, TripletMarginLoss)
     assert (loss.margin, loss.mining, loss.normalize) == (0.2, "semi-hard", True)
 

@@ -12,9 +12,13 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from clusterable.mining import (
+    SAMPLERS,
     ClassBalancedBatchSampler,
     PairsWithHardNegativesSampler,
     RandomBatchSampler,
+    SamplerSettings,
+    build_sampler,
+    register_sampler,
 )
 
 # 7 classes of uneven sizes (class 6 has 2 items, fewer than m below), and 5 unlabelled items.
@@ -238,3 +242,36 @@ def test_pairs_sampler_needs_enough_pairs() -> None:
         PairsWithHardNegativesSampler(LABELS, batch_size=18)
     with pytest.raises(ValueError, match="disjoint positive pairs"):
         PairsWithHardNegativesSampler(np.array([0, 0, 1, 1, 2]), batch_size=16)
+
+
+def test_registry_builds_each_sampler_by_name() -> None:
+    assert set(SAMPLERS) == {"random", "class-balanced", "pairs-hard-negatives"}
+    settings = SamplerSettings(batch_size=16, items_per_class=4, seed=3, num_replicas=1, rank=0)
+    random = build_sampler("random", LABELS, settings)
+    assert isinstance(random, RandomBatchSampler)
+    assert (LABELS[np.concatenate(list(random))] >= 0).all()  # unlabelled items left out
+    balanced = build_sampler("class-balanced", LABELS, settings)
+    assert (balanced.classes_per_batch, balanced.items_per_class) == (4, 4)
+    pairs = build_sampler("pairs-hard-negatives", LABELS, settings)
+    assert isinstance(pairs, PairsWithHardNegativesSampler) and pairs.batch_size == 16
+    with pytest.raises(ValueError, match="choose one of random, class-balanced"):
+        build_sampler("hard", LABELS, settings)
+
+
+def test_class_balanced_fills_the_batch_when_classes_are_few() -> None:
+    """Three classes and batch 24 with m = 4: p = 3 classes of m = 8 items."""
+    labels = np.repeat(np.arange(3), 20)
+    settings = SamplerSettings(batch_size=24, items_per_class=4, seed=0)
+    sampler = build_sampler("class-balanced", labels, settings)
+    assert (sampler.classes_per_batch, sampler.items_per_class) == (3, 8)
+
+
+def test_only_samplers_that_mine_declare_they_need_embeddings() -> None:
+    assert [name for name, cls in SAMPLERS.items() if cls.requires_embeddings] == [
+        "pairs-hard-negatives"
+    ]
+
+
+def test_a_name_registered_twice_is_refused() -> None:
+    with pytest.raises(RuntimeError, match="registered twice"):
+        register_sampler("random")(RandomBatchSampler)

@@ -80,7 +80,7 @@ def test_the_default_budget_searches_the_papers_range_by_5_fold_cross_validation
     for name in ("sigma", "temperature"):
         assert scale.parameter(name).choices == tuple(2.0**p for p in range(-10, 11))
     assert scale.parameter("lambda").choices == (0.1, 0.5, 1.0, 10.0)
-    assert scale.parameter("lambda").target == "train"  # TrainConfig.reconstruction_weight
+    assert scale.parameter("lambda").target == "loss"  # the autoencoder loss's argument
     quick = msdnn_subclass._scale(Budget(mode="quick"))
     assert not quick.search.cross_validated and len(quick.parameter("sigma").choices) == 2
 
@@ -111,7 +111,7 @@ def test_the_value_a_search_chose_is_the_one_trained(tmp_path, monkeypatch, fash
         chosen[folder] = searched.best_params
     assert notes["MsDNN"] == f"sigma={chosen['msdnn']['loss.sigma']:g}"
     assert notes["SNN"] == f"temperature={chosen['snn']['loss.temperature']:g}"
-    weight = chosen["msdnn-ae"]["train.reconstruction_weight"]
+    weight = chosen["msdnn-ae"]["loss.reconstruction_weight"]
     assert notes["MsDNN-AE"] == f"sigma={chosen['msdnn']['loss.sigma']:g}, lambda={weight:g}"
     assert "5-fold" not in report.setup and "2-fold stratified" in report.setup
     assert "2 trials, 2-fold stratified" in report.budget

@@ -1,5 +1,6 @@
 """Two gloo processes on one global batch take exactly the single-process step (with a
-cross-batch memory: the same two steps, the second against the first's global batch)."""
+cross-batch memory: the same two steps, the second against the first's global batch; with an
+autoencoder loss: the decoder's gradients averaged over the processes)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from clusterable.data import load_dataset
-from clusterable.losses import CrossBatchMemory, build_loss
-from clusterable.models import build_model
+from clusterable.losses import AutoencoderLoss, CrossBatchMemory, build_loss
+from clusterable.models import build_decoder, build_model
 from clusterable.train import TrainConfig, Trainer, setup_distributed
 
 GLOBAL_BATCH = 48
@@ -21,15 +22,19 @@ GLOBAL_BATCH = 48
 
 def one_step(loss_name: str, chunk_size: int | None, env=None, rank: int = 0, world: int = 1):
     """Parameters (model then loss) after one SGD step on this process's slice of the batch;
-    ``"memory NAME"``: two steps of NAME in a CrossBatchMemory, the second on the next batch."""
+    ``"memory NAME"``: two steps of NAME in a CrossBatchMemory, the second on the next batch;
+    ``"autoencoder NAME"``: NAME plus a reconstruction term."""
     dataset = load_dataset("digits", split="train")
     torch.manual_seed(0)
     model = build_model("mlp", dataset.input_shape, 8).double()
-    name = loss_name.removeprefix("memory ")
+    wrapper, _, name = loss_name.rpartition(" ")
     loss = build_loss(name, num_classes=10, embedding_dim=8).double()
     steps = 1
-    if name != loss_name:
+    if wrapper == "memory":
         loss, steps = CrossBatchMemory(loss, memory_size=64, embedding_dim=8).double(), 2
+    if wrapper == "autoencoder":
+        decoder = build_decoder("mlp", dataset.input_shape, 8)
+        loss = AutoencoderLoss(loss, decoder, weight=0.5).double()
     config = TrainConfig(
         epochs=1, optimizer="sgd", momentum=0.0, lr=0.1, chunk_size=chunk_size, progress=False
     )
@@ -39,7 +44,7 @@ def one_step(loss_name: str, chunk_size: int | None, env=None, rank: int = 0, wo
         x = torch.from_numpy(np.asarray(dataset.x[rows])).double()
         y = torch.from_numpy(dataset.labels[rows])
         local = slice(rank * GLOBAL_BATCH // world, (rank + 1) * GLOBAL_BATCH // world)
-        value = trainer._train_step(x[local], y[local])
+        value = trainer.train_step(x[local], y[local])
     return value, [p.detach().clone() for p in [*model.parameters(), *loss.parameters()]]
 
 
@@ -57,7 +62,13 @@ def _worker(rank: int, world: int, port: int, loss_name: str, chunk_size, out: s
 
 @pytest.mark.parametrize(
     ("loss_name", "chunk_size"),
-    [("lifted", None), ("spectral", 5), ("cross-entropy", None), ("memory msdnn", None)],
+    [
+        ("lifted", None),
+        ("spectral", 5),
+        ("cross-entropy", None),
+        ("memory msdnn", None),
+        ("autoencoder center", None),
+    ],
 )
 def test_two_process_step_equals_single_process_step(tmp_path, free_port, loss_name, chunk_size):
     expected_value, expected = one_step(loss_name, chunk_size)

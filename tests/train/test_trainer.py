@@ -1,9 +1,11 @@
-"""The trainer: it learns, it resumes to the same result, it writes checkpoints atomically, and the
-large-batch trick gives the same step as the plain backward."""
+"""The trainer: it learns, it resumes to the same result, it writes checkpoints atomically, the
+large-batch trick gives the same step as the plain backward, and what it reads from its pieces
+(the sampler's embeddings, the head's learning rate, an autoencoder loss's inputs) is declared."""
 
 from __future__ import annotations
 
 import json
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -11,9 +13,17 @@ import torch
 
 from clusterable.data import LabelledDataset, load_dataset
 from clusterable.evaluate import recall_at_k
-from clusterable.losses import build_loss
-from clusterable.models import build_model
-from clusterable.train import TrainConfig, Trainer, embed_dataset, resolve_checkpoint
+from clusterable.losses import AutoencoderLoss, build_loss
+from clusterable.mining import SAMPLERS, RandomBatchSampler
+from clusterable.models import build_decoder, build_model
+from clusterable.train import (
+    TrainConfig,
+    Trainer,
+    TrainerCallback,
+    embed_dataset,
+    load_weights,
+    resolve_checkpoint,
+)
 from clusterable.train.checkpoint import load_state
 
 
@@ -48,15 +58,15 @@ class Killed(RuntimeError):
     pass
 
 
-class KilledAfter(Trainer):
-    """A trainer whose process dies at the start of epoch ``self.kill_at + 1``."""
+class KilledAfter(TrainerCallback):
+    """The process dies at the start of epoch ``kill_at + 1``."""
 
-    kill_at = 2
+    def __init__(self, kill_at: int) -> None:
+        self.kill_at = kill_at
 
-    def _run_epoch(self) -> float:
-        if self.epoch == self.kill_at:
+    def on_epoch_start(self, trainer: Trainer) -> None:
+        if trainer.epoch == self.kill_at:
             raise Killed
-        return super()._run_epoch()
 
 
 @pytest.mark.parametrize("loss_name", ["cross-entropy", "triplet"])
@@ -64,18 +74,18 @@ def test_resume_continues_to_the_uninterrupted_result(digits, tmp_path, loss_nam
     train, test = digits
     train, val = train.subset(np.arange(0, 600)), test.subset(np.arange(0, 200))
 
-    def run(trainer_class, out, resume=False):
+    def run(out, resume=False, callbacks=()):
         model = make_model(train)
         loss = build_loss(loss_name, num_classes=10, embedding_dim=8)
         config = quiet(epochs=4, batch_size=32, eval_every=1)
-        trainer = trainer_class(model, loss, train, val, config=config, out=out)
+        trainer = Trainer(model, loss, train, val, config=config, out=out, callbacks=callbacks)
         return trainer.fit(resume=resume), model, loss
 
-    whole, model_a, loss_a = run(Trainer, tmp_path / "a")
+    whole, model_a, loss_a = run(tmp_path / "a")
     with pytest.raises(Killed):
-        run(KilledAfter, tmp_path / "b")
+        run(tmp_path / "b", callbacks=[KilledAfter(2)])
     assert load_state(resolve_checkpoint(tmp_path / "b"))["epoch"] == 2
-    resumed, model_b, loss_b = run(Trainer, tmp_path / "b", resume=True)
+    resumed, model_b, loss_b = run(tmp_path / "b", resume=True)
     for a, b in zip(model_a.state_dict().values(), model_b.state_dict().values(), strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
     for a, b in zip(loss_a.state_dict().values(), loss_b.state_dict().values(), strict=True):
@@ -133,7 +143,7 @@ def one_step_parameters(dataset, loss_name, chunk_size):
     trainer = Trainer(model, loss, dataset, config=config)
     x = torch.from_numpy(np.asarray(dataset.x[:48])).double()
     y = torch.from_numpy(dataset.labels[:48])
-    trainer._train_step(x, y)
+    trainer.train_step(x, y)
     return [p.detach().clone() for p in [*model.parameters(), *loss.parameters()]]
 
 
@@ -174,3 +184,150 @@ def test_validation_can_be_the_classification_accuracy_alone():
     assert set(result.history[-1]) == {"epoch", "loss", "classification_accuracy"}
     predicted = loss.predict(model(torch.from_numpy(x))).numpy()
     assert result.history[-1]["classification_accuracy"] == (predicted == labels).mean()
+
+
+class EmbeddingsWatcher(RandomBatchSampler):
+    """Random batches that declare they need embeddings and keep each set they are given."""
+
+    requires_embeddings = True
+    received: ClassVar[list[np.ndarray]] = []
+
+    @classmethod
+    def for_training(cls, labels, settings):
+        return cls(len(labels), settings.batch_size, settings.seed)
+
+    def update_embeddings(self, embeddings) -> None:
+        type(self).received.append(np.array(embeddings))
+
+
+class NeverGivenEmbeddings(EmbeddingsWatcher):
+    requires_embeddings = False
+
+    def update_embeddings(self, embeddings) -> None:
+        raise AssertionError("a sampler that does not declare requires_embeddings got them")
+
+
+class EmbeddingsAtEpochStart(TrainerCallback):
+    """What the model embeds the train set to when each epoch starts."""
+
+    def __init__(self) -> None:
+        self.seen: list[np.ndarray] = []
+
+    def on_epoch_start(self, trainer: Trainer) -> None:
+        self.seen.append(embed_dataset(trainer.model, trainer.train_set)[0])
+
+
+@pytest.mark.parametrize("sampler", [EmbeddingsWatcher, NeverGivenEmbeddings])
+def test_a_sampler_gets_embeddings_before_each_epoch_only_if_it_declares_it(
+    digits, monkeypatch, sampler
+):
+    monkeypatch.setitem(SAMPLERS, "watcher", sampler)
+    monkeypatch.setattr(EmbeddingsWatcher, "received", [])
+    train = digits[0].subset(np.arange(120))
+    watch = EmbeddingsAtEpochStart()
+    config = quiet(epochs=3, batch_size=40, sampler="watcher", eval_every=0)
+    loss = build_loss("contrastive")
+    Trainer(make_model(train), loss, train, config=config, callbacks=[watch]).fit()
+    if sampler.requires_embeddings:
+        assert len(EmbeddingsWatcher.received) == 3
+        for given, current in zip(EmbeddingsWatcher.received, watch.seen, strict=True):
+            np.testing.assert_array_equal(given, current)  # the model as the epoch starts
+        assert not np.array_equal(EmbeddingsWatcher.received[0], EmbeddingsWatcher.received[2])
+    else:
+        assert EmbeddingsWatcher.received == []
+
+
+def one_sgd_step_deltas(dataset, head_lr_multiplier):
+    model = make_model(dataset).double()
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    config = quiet(optimizer="sgd", momentum=0.0, lr=0.01, head_lr_multiplier=head_lr_multiplier)
+    trainer = Trainer(model, build_loss("lifted"), dataset, config=config)
+    x = torch.from_numpy(np.asarray(dataset.x[:48])).double()
+    trainer.train_step(x, torch.from_numpy(dataset.labels[:48]))
+    return {name: p.detach() - before[name] for name, p in model.named_parameters()}
+
+
+def test_the_head_gets_its_learning_rate_multiplier_through_the_declared_groups(digits):
+    train, _ = digits
+    plain = one_sgd_step_deltas(train, 1.0)
+    lifted = one_sgd_step_deltas(train, 10.0)
+    for name, delta in plain.items():
+        factor = 10.0 if name.startswith("head.") else 1.0
+        torch.testing.assert_close(lifted[name], factor * delta, rtol=1e-9, atol=1e-15)
+    model = make_model(train)
+    groups = model.parameter_groups(0.5, head_lr_multiplier=4.0)
+    assert [g["lr"] for g in groups] == [0.5, 2.0]
+    assert groups[1]["params"] == list(model.head.parameters())
+
+
+def test_a_head_multiplier_without_a_declared_head_is_refused(digits):
+    train, _ = digits
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 8))
+    with pytest.raises(ValueError, match=r"head_lr_multiplier=10 needs .* EmbeddingNet"):
+        Trainer(model, build_loss("lifted"), train, config=quiet(head_lr_multiplier=10.0))
+    trainer = Trainer(model, build_loss("lifted"), train, config=quiet())
+    assert [len(g["params"]) for g in trainer.optimizer.param_groups] == [2]
+
+
+def autoencoder_loss(dataset, weight=0.5):
+    torch.manual_seed(1)
+    decoder = build_decoder("mlp", dataset.input_shape, 8)
+    return AutoencoderLoss(build_loss("msdnn", sigma=2.0), decoder, weight=weight)
+
+
+def test_large_batch_trick_gives_the_plain_step_with_an_autoencoder(digits):
+    train, _ = digits
+    steps = []
+    for chunk_size in (None, 7):
+        model = make_model(train).double()
+        loss = autoencoder_loss(train).double()
+        config = quiet(optimizer="sgd", momentum=0.0, lr=0.1, chunk_size=chunk_size)
+        trainer = Trainer(model, loss, train, config=config)
+        x = torch.from_numpy(np.asarray(train.x[:48])).double()
+        value = trainer.train_step(x, torch.from_numpy(train.labels[:48]))
+        steps.append(
+            (value, [p.detach().clone() for p in [*model.parameters(), *loss.parameters()]])
+        )
+    (plain_value, plain), (chunked_value, chunked) = steps
+    assert chunked_value == pytest.approx(plain_value, rel=1e-12)
+    for a, b in zip(plain, chunked, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_the_autoencoder_step_trains_the_decoder_on_the_loss_plus_reconstruction(digits):
+    train, _ = digits
+    model, loss = make_model(train), autoencoder_loss(train)
+    decoder_before = [p.detach().clone() for p in loss.decoder.parameters()]
+    x, y = torch.from_numpy(np.asarray(train.x[:48])), torch.from_numpy(train.labels[:48])
+    with torch.no_grad():
+        embeddings = model(x)
+        expected = loss.loss(embeddings, y) + 0.5 * ((loss.decoder(embeddings) - x) ** 2).mean()
+    value = Trainer(model, loss, train, config=quiet()).train_step(x, y)
+    assert value == pytest.approx(float(expected), rel=1e-6)
+    for before, after in zip(decoder_before, loss.decoder.parameters(), strict=True):
+        assert not torch.equal(before, after), "the decoder is in the optimiser"
+
+
+def test_decoder_weights_survive_checkpoint_and_resume(digits, tmp_path):
+    train, test = digits
+    train, val = train.subset(np.arange(0, 400)), test.subset(np.arange(0, 100))
+
+    def run(out, resume=False, callbacks=()):
+        model, loss = make_model(train), autoencoder_loss(train)
+        config = quiet(epochs=3, batch_size=40)
+        trainer = Trainer(model, loss, train, val, config=config, out=out, callbacks=callbacks)
+        return trainer.fit(resume=resume), model, loss
+
+    whole, _, loss_a = run(tmp_path / "a")
+    with pytest.raises(Killed):
+        run(tmp_path / "b", callbacks=[KilledAfter(2)])
+    resumed, _, loss_b = run(tmp_path / "b", resume=True)
+    trained = list(loss_a.decoder.state_dict().values())
+    for a, b in zip(trained, loss_b.decoder.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert [r["loss"] for r in whole.history] == [r["loss"] for r in resumed.history]
+    fresh = autoencoder_loss(train)
+    assert not torch.equal(fresh.decoder.state_dict()["0.weight"], trained[0])
+    load_weights(resolve_checkpoint(tmp_path / "a"), make_model(train), fresh)
+    for a, b in zip(trained, fresh.decoder.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)

@@ -13,7 +13,7 @@ from clusterable.data import load_dataset
 from clusterable.losses import CrossBatchMemory, build_loss
 from clusterable.models import build_model
 from clusterable.recipe import load_trained
-from clusterable.train import TrainConfig, Trainer, resolve_checkpoint
+from clusterable.train import TrainConfig, Trainer, TrainerCallback, resolve_checkpoint
 from clusterable.train.checkpoint import load_state
 
 DIM = 8
@@ -23,19 +23,18 @@ class Killed(RuntimeError):
     pass
 
 
-class KilledAfterTwoEpochs(Trainer):
-    def _run_epoch(self) -> float:
-        if self.epoch == 2:
+class KilledAfterTwoEpochs(TrainerCallback):
+    def on_epoch_start(self, trainer: Trainer) -> None:
+        if trainer.epoch == 2:
             raise Killed
-        return super()._run_epoch()
 
 
-def run(trainer_class, train, val, out, resume=False):
+def run(trainer_class, train, val, out, resume=False, callbacks=()):
     torch.manual_seed(0)
     model = build_model("mlp", train.input_shape, DIM)
     loss = CrossBatchMemory(build_loss("lifted", num_classes=10, embedding_dim=DIM), 200, DIM)
     config = TrainConfig(epochs=4, batch_size=32, eval_every=1, progress=False)
-    trainer = trainer_class(model, loss, train, val, config=config, out=out)
+    trainer = trainer_class(model, loss, train, val, config=config, out=out, callbacks=callbacks)
     return trainer.fit(resume=resume), model, loss
 
 
@@ -44,7 +43,7 @@ def test_resume_with_memory_continues_to_the_uninterrupted_result(tmp_path):
     val = load_dataset("digits", split="test").subset(np.arange(0, 160))
     whole, model_a, memory_a = run(Trainer, train, val, tmp_path / "a")
     try:
-        run(KilledAfterTwoEpochs, train, val, tmp_path / "b")
+        run(Trainer, train, val, tmp_path / "b", callbacks=[KilledAfterTwoEpochs()])
     except Killed:
         pass
     assert load_state(resolve_checkpoint(tmp_path / "b"))["epoch"] == 2
@@ -69,7 +68,7 @@ def test_resume_without_the_saved_queue_would_differ(tmp_path):
     val = load_dataset("digits", split="test").subset(np.arange(0, 160))
     whole, _, _ = run(Trainer, train, val, tmp_path / "a")
     try:
-        run(KilledAfterTwoEpochs, train, val, tmp_path / "b")
+        run(Trainer, train, val, tmp_path / "b", callbacks=[KilledAfterTwoEpochs()])
     except Killed:
         pass
     resumed, _, _ = run(EmptiedOnResume, train, val, tmp_path / "b", resume=True)

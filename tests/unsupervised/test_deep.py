@@ -14,10 +14,11 @@ from clusterable.losses import OPMLLoss
 from clusterable.losses._pairs import squared_distances
 from clusterable.mining import all_triplets
 from clusterable.models import build_model
-from clusterable.train import TrainConfig
+from clusterable.train import TrainConfig, Trainer
 from clusterable.unsupervised import (
+    OPMLDiagnostics,
+    PseudoLabelRefresh,
     RiemannianOPMLLoss,
-    UnsupervisedTrainer,
     pseudo_label_triplets,
     pseudo_labels,
     with_pseudo_labels,
@@ -120,7 +121,10 @@ def test_deep_sopml_on_digits_lowers_the_loss_and_the_margin_term(tmp_path):
 
     start_margin = probe_margin()
     config = TrainConfig(epochs=4, batch_size=64, lr=3e-3, eval_every=0, progress=False)
-    result = UnsupervisedTrainer(model, loss, train, None, config=config, out=tmp_path).fit()
+    trainer = Trainer(
+        model, loss, train, None, config=config, out=tmp_path, callbacks=[OPMLDiagnostics(loss)]
+    )
+    result = trainer.fit()
     losses = [record["loss"] for record in result.history]
     assert losses[-1] < losses[0]
     assert probe_margin() < 0.8 * start_margin
@@ -136,14 +140,13 @@ def test_pseudo_labels_are_recomputed_every_E_epochs(tmp_path):
     model = build_model("mlp", digits.input_shape, 8, normalize=True)
     loss = RiemannianOPMLLoss(8, metric_dim=4, maxiter=2)
     config = TrainConfig(epochs=2, batch_size=60, eval_every=0, progress=False)
-    trainer = UnsupervisedTrainer(
+    trainer = Trainer(
         model,
         loss,
         train,
         config=config,
         out=tmp_path,
-        pseudo_label_every=1,
-        pseudo_label_method="kmeans",
+        callbacks=[PseudoLabelRefresh(every=1, method="kmeans")],
     )
     trainer.fit()
     events = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]

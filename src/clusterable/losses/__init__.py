@@ -1,18 +1,19 @@
 """Losses of the five papers, one module each, all called as ``loss(embeddings, labels)``.
 
-Build one by name with :func:`get_loss`, or import its class. Beyond one batch:
+Build one by name with :func:`build_loss`, or import its class. Beyond one batch:
 :class:`CrossBatchMemory` (past batches as extra partners of a pair-based loss) and
-:class:`DistributedLoss` (the global batch of a DDP run).
+:class:`DistributedLoss` (the global batch of a DDP run). :class:`AutoencoderLoss` adds MsDNN-AE's
+reconstruction term to any loss. A loss of one's own subclasses :class:`EmbeddingLoss`.
 """
 
 from clusterable.losses._base import EmbeddingLoss
 from clusterable.losses._registry import (
     available_losses,
     build_loss,
-    get_loss,
     loss_class,
     register_loss,
 )
+from clusterable.losses.autoencoder import AutoencoderLoss, msdnn_autoencoder_loss
 from clusterable.losses.center import CenterLoss
 from clusterable.losses.contrastive import ContrastiveLoss
 from clusterable.losses.corel import (
@@ -25,7 +26,7 @@ from clusterable.losses.distributed import DistributedLoss
 from clusterable.losses.expected_triplet import ExpectedTripletLoss
 from clusterable.losses.lifted import LiftedStructureLoss
 from clusterable.losses.memory import CrossBatchMemory
-from clusterable.losses.msdnn import MsDNNLoss, msdnn_autoencoder_loss
+from clusterable.losses.msdnn import MsDNNLoss
 from clusterable.losses.opml import OPMLLoss
 from clusterable.losses.snn import SoftNearestNeighborLoss
 from clusterable.losses.spectral import SpectralClusteringLoss
@@ -33,6 +34,7 @@ from clusterable.losses.triplet import TripletMarginLoss
 
 __all__ = [
     "AttractiveRepulsiveLoss",
+    "AutoencoderLoss",
     "CenterLoss",
     "ContrastiveLoss",
     "CosineCORELLoss",
@@ -50,7 +52,6 @@ __all__ = [
     "TripletMarginLoss",
     "available_losses",
     "build_loss",
-    "get_loss",
     "loss_class",
     "msdnn_autoencoder_loss",
     "register_loss",

@@ -127,6 +127,19 @@ class EmbeddingLoss(nn.Module):
     Subclasses implement :meth:`compute`, which receives checked inputs in float32 or float64 with
     autocast switched off. A loss that sets :attr:`accepts_references` also receives a reference
     set ``(m, d)``, ``(m,)`` (``None`` when there is none or it is empty), in the same dtype.
+
+    What the training loop (:class:`~clusterable.train.Trainer`) reads from a loss is declared
+    here, each with a default that asks for nothing: :attr:`takes_inputs` and :meth:`predict`.
+
+    Examples
+    --------
+    A loss of one's own is a subclass with :meth:`compute`:
+
+    >>> import torch
+    >>> class MeanNorm(EmbeddingLoss):
+    ...     def compute(self, embeddings, labels):
+    ...         return embeddings.norm(dim=1).mean()
+    >>> value = MeanNorm()(torch.ones(4, 2), torch.tensor([0, 0, 1, 1]))
     """
 
     #: Whether :meth:`forward` upcasts float16 and bfloat16 embeddings to float32 before
@@ -140,6 +153,19 @@ class EmbeddingLoss(nn.Module):
     references_unsupported_because: ClassVar[str] = (
         "its terms are not pairs or triplets of items, so extra partners do not enter it"
     )
+
+    #: Whether :meth:`forward` also takes ``inputs=``, the batch the embeddings were computed from
+    #: (:class:`~clusterable.losses.AutoencoderLoss` reconstructs it). Under data parallelism
+    #: such a loss receives this process's items only, since its inputs are, and gathers from the
+    #: other processes what must be global itself; its parameters' gradients are then averaged
+    #: over the processes, as the model's are.
+    takes_inputs: ClassVar[bool] = False
+
+    def predict(self, embeddings: Tensor) -> Tensor | None:
+        """Class ids ``(n,)`` the loss's own classifier gives ``embeddings`` ``(n, d)``, or None
+        when the loss has no classifier (the trainer then reports no classification accuracy).
+        """
+        return None
 
     def forward(
         self,

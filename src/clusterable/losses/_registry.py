@@ -1,4 +1,4 @@
-"""Name -> loss class registry behind :func:`get_loss` and :func:`available_losses`."""
+"""Name -> loss class registry behind :func:`build_loss` and :func:`available_losses`."""
 
 from __future__ import annotations
 
@@ -8,9 +8,11 @@ from typing import TypeVar
 
 from torch import nn
 
-LossClass = TypeVar("LossClass", bound=type[nn.Module])
+from clusterable.losses._base import EmbeddingLoss
 
-_LOSSES: dict[str, type[nn.Module]] = {}
+LossClass = TypeVar("LossClass", bound=type[EmbeddingLoss])
+
+_LOSSES: dict[str, type[EmbeddingLoss]] = {}
 
 #: What the keywords some losses require mean, for the message when one is missing.
 _MEANING = {
@@ -21,7 +23,7 @@ _EXAMPLES = {"num_classes": "10", "embedding_dim": "128"}
 
 
 def register_loss(name: str) -> Callable[[LossClass], LossClass]:
-    """Class decorator: make a loss available as ``get_loss(name)``."""
+    """Class decorator: make a loss available as ``build_loss(name)``."""
 
     def add(cls: LossClass) -> LossClass:
         if name in _LOSSES:
@@ -32,8 +34,8 @@ def register_loss(name: str) -> Callable[[LossClass], LossClass]:
     return add
 
 
-def loss_class(name: str) -> type[nn.Module]:
-    """The class registered as ``name`` (its signature says what :func:`get_loss` takes)."""
+def loss_class(name: str) -> type[EmbeddingLoss]:
+    """The class registered as ``name`` (its signature says what :func:`build_loss` takes)."""
     if name not in _LOSSES:
         raise ValueError(f"unknown loss {name!r}; choose one of: {', '.join(available_losses())}")
     return _LOSSES[name]
@@ -62,52 +64,54 @@ def _constructor_parameters(cls: type[nn.Module]) -> list[str]:
 
 
 def available_losses() -> list[str]:
-    """Names accepted by :func:`get_loss`, sorted."""
+    """Names accepted by :func:`build_loss`, sorted."""
     return sorted(_LOSSES)
 
 
-def get_loss(name: str, **kwargs: object) -> nn.Module:
+def build_loss(
+    name: str,
+    *,
+    num_classes: int | None = None,
+    embedding_dim: int | None = None,
+    **kwargs: object,
+) -> EmbeddingLoss:
     """Build a registered loss by name.
+
+    ``num_classes`` and ``embedding_dim`` describe the task: they reach the losses whose
+    constructor takes them (class weights of ``cross-entropy``, ``center``, ``*-corel``; the
+    metric of ``opml``) and are left out for the others, so trainers build every loss the same
+    way. Any other keyword the loss does not take is refused.
 
     Parameters
     ----------
     name : str
         One of :func:`available_losses` (``"lifted"``, ``"spectral"``, ...).
+    num_classes, embedding_dim : int, optional
+        The task's class count and embedding width.
     **kwargs
-        The loss's constructor keywords (``margin=0.5``, ``num_classes=10``, ...).
+        The loss's own constructor keywords (``margin=0.5``, ``sigma=1.0``, ...).
 
     Examples
     --------
     >>> import torch
-    >>> loss = get_loss("lifted", margin=1.0)
+    >>> loss = build_loss("lifted", margin=1.0)
     >>> value = loss(torch.randn(8, 4), torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]))
     """
     cls = loss_class(name)
     accepted = _constructor_parameters(cls)
     unknown = sorted(set(kwargs) - set(accepted))
     if unknown:
-        allowed = list(accepted)
         raise ValueError(
             f"loss {name!r} takes no argument {', '.join(unknown)}; "
-            f"its arguments are: {', '.join(allowed) or 'none'}"
+            f"its arguments are: {', '.join(accepted) or 'none'}"
         )
+    task = {"num_classes": num_classes, "embedding_dim": embedding_dim}
+    kwargs = {**{k: v for k, v in task.items() if k in accepted and v is not None}, **kwargs}
     missing = [p for p in _required_parameters(cls) if p not in kwargs]
     if missing:
         example = ", ".join(f"{p}={_EXAMPLES.get(p, '...')}" for p in missing)
         meaning = "; ".join(_MEANING.get(p, p) for p in missing)
         raise ValueError(
-            f"loss {name!r} needs {', '.join(missing)} ({meaning}): get_loss({name!r}, {example})"
+            f"loss {name!r} needs {', '.join(missing)} ({meaning}): build_loss({name!r}, {example})"
         )
     return cls(**kwargs)
-
-
-def build_loss(name: str, *, num_classes: int, embedding_dim: int, **kwargs: object) -> nn.Module:
-    """Build a loss for a task, passing ``num_classes`` and ``embedding_dim`` where it takes them.
-
-    Trainers and the command line call this so that every loss is built the same way, whether or
-    not it owns class weights (``cross-entropy``, ``center``, ``*-corel``) or a metric (``opml``).
-    """
-    accepted = _constructor_parameters(_LOSSES[name]) if name in _LOSSES else []
-    task = {"num_classes": num_classes, "embedding_dim": embedding_dim}
-    kwargs = {**{k: v for k, v in task.items() if k in accepted}, **kwargs}
-    return get_loss(name, **kwargs)

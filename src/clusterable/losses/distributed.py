@@ -78,6 +78,33 @@ def gather_with_local_gradient(local: Tensor, group: Any = None) -> Tensor:
     return _GatherWithLocalGradient.apply(local, group)
 
 
+class _MeanWithLocalGradient(torch.autograd.Function):
+    """All-reduce mean of a scalar; the backward passes the gradient to the local term as is."""
+
+    @staticmethod
+    def forward(ctx: FunctionCtx, local: Tensor, group: Any) -> Tensor:
+        total = local.detach().clone()
+        dist.all_reduce(total, group=group)
+        return total / dist.get_world_size(group)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
+        # The data-parallel average of the processes' local gradients is the mean's gradient.
+        return grad, None
+
+
+def mean_with_local_gradient(local: Tensor, group: Any = None) -> Tensor:
+    """The mean over processes of a scalar term computed on each process's own items.
+
+    Its value is the global batch's when the processes hold equally many items; its gradient
+    is the local term's, which DDP's average over processes turns into the mean's. Outside a
+    process group of two or more, ``local`` itself.
+    """
+    if not _is_distributed(group):
+        return local
+    return _MeanWithLocalGradient.apply(local, group)
+
+
 class DistributedLoss(nn.Module):
     """Wrap any loss so that, under DDP, it is the single-process loss on the global batch.
 
@@ -102,7 +129,7 @@ class DistributedLoss(nn.Module):
     --------
     In a DDP script (``torchrun --nproc_per_node 2 train.py``), after ``init_process_group``::
 
-        loss_fn = DistributedLoss(CrossBatchMemory(get_loss("lifted"), 8192, 128))
+        loss_fn = DistributedLoss(CrossBatchMemory(build_loss("lifted"), 8192, 128))
         loss = loss_fn(ddp_model(x), y)  # x, y: this process's slice
         loss.backward()
     """
@@ -113,17 +140,26 @@ class DistributedLoss(nn.Module):
         self.group = group
 
     def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        if not _is_distributed(self.group):
-            return self.loss(embeddings, labels)
-        if not isinstance(embeddings, Tensor) or not isinstance(labels, Tensor):
-            raise TypeError("DistributedLoss needs torch.Tensor embeddings and labels")
-        if embeddings.shape[:1] != labels.shape[:1]:
-            raise ValueError(
-                f"labels has {labels.shape[0] if labels.dim() else 0} entries but embeddings has "
-                f"{embeddings.shape[0]} rows; pass one label per embedding"
-            )
-        labels = labels.to(embeddings.device)
-        return self.loss(
-            gather_with_local_gradient(embeddings, self.group),
-            gather_with_local_gradient(labels, self.group),
+        return loss_on_global_batch(self.loss, embeddings, labels, self.group)
+
+
+def loss_on_global_batch(
+    loss: nn.Module, embeddings: Tensor, labels: Tensor, group: Any = None
+) -> Tensor:
+    """``loss`` on the all-gathered global batch, with gradient for this process's rows (the
+    function behind :class:`DistributedLoss`); outside a process group, ``loss(embeddings,
+    labels)``."""
+    if not _is_distributed(group):
+        return loss(embeddings, labels)
+    if not isinstance(embeddings, Tensor) or not isinstance(labels, Tensor):
+        raise TypeError("DistributedLoss needs torch.Tensor embeddings and labels")
+    if embeddings.shape[:1] != labels.shape[:1]:
+        raise ValueError(
+            f"labels has {labels.shape[0] if labels.dim() else 0} entries but embeddings has "
+            f"{embeddings.shape[0]} rows; pass one label per embedding"
         )
+    labels = labels.to(embeddings.device)
+    return loss(
+        gather_with_local_gradient(embeddings, group),
+        gather_with_local_gradient(labels, group),
+    )

@@ -27,10 +27,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from clusterable.losses._base import EmbeddingLoss
 from clusterable.losses.distributed import DistributedLoss
 
 
-class CrossBatchMemory(nn.Module):
+class CrossBatchMemory(EmbeddingLoss):
     """A FIFO queue of past embeddings and labels that a loss sees as reference partners (XBM).
 
     ``memory(embeddings, labels)`` returns ``loss(embeddings, labels, stored, stored_labels)``
@@ -60,8 +61,8 @@ class CrossBatchMemory(nn.Module):
     Examples
     --------
     >>> import torch
-    >>> from clusterable.losses import get_loss
-    >>> memory = CrossBatchMemory(get_loss("contrastive"), memory_size=64, embedding_dim=4)
+    >>> from clusterable.losses import build_loss
+    >>> memory = CrossBatchMemory(build_loss("contrastive"), memory_size=64, embedding_dim=4)
     >>> labels = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
     >>> first = memory(torch.randn(8, 4), labels)  # no partners stored yet
     >>> second = memory(torch.randn(8, 4), labels)  # the first batch is now a reference set

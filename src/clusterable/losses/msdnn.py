@@ -1,4 +1,4 @@
-"""MsDNN: the expected leave-one-out 1-NN margin under a logistic loss, and its autoencoder variant.
+"""MsDNN: the expected leave-one-out 1-NN margin under a logistic loss.
 
 Chauhan, Davoudi, Komeili. "Multi-scale Deep Nearest Neighbors". IJCNN 2021 (arXiv:2104.08494).
 
@@ -10,6 +10,7 @@ miss (Eq. 3, 4); the expected margin is (Eq. 2)::
 
 and the loss is ``softplus(-r_i)`` (Eq. 5). sigma sets the scale: small sigma looks at the nearest
 neighbours and keeps sub-classes apart, large sigma looks at the whole class and merges them.
+MsDNN-AE adds a reconstruction term (Eq. 6): :class:`~clusterable.losses.AutoencoderLoss`.
 """
 
 from __future__ import annotations
@@ -163,43 +164,3 @@ class MsDNNLoss(EmbeddingLoss):
         )  # (n,), (n,)
         terms = F.softplus(-margin).masked_fill(~valid, 0.0)  # (n,)
         return terms.sum() / len(labels)
-
-
-def msdnn_autoencoder_loss(
-    margin_loss: Tensor, reconstruction: Tensor, inputs: Tensor, lam: float
-) -> Tensor:
-    """MsDNN-AE objective (MsDNN Eq. 6): ``margin_loss + lam * MSE(reconstruction, inputs)``.
-
-    Parameters
-    ----------
-    margin_loss : Tensor
-        The scalar value of :class:`MsDNNLoss` on the encoder's embeddings ``f(x)``.
-    reconstruction : Tensor
-        The decoder's output ``g(f(x))``, same shape as ``inputs``.
-    inputs : Tensor
-        The batch ``x``.
-    lam : float
-        Weight of the reconstruction term, >= 0 (the paper searches {0.1, 0.5, 1, 10}).
-
-    Returns
-    -------
-    Tensor
-        Scalar. The mean squared error averages over every element, as the paper's "mean square
-        error" reconstruction loss.
-
-    Examples
-    --------
-    >>> import torch
-    >>> encoder, decoder = torch.nn.Linear(5, 2), torch.nn.Linear(2, 5)
-    >>> x, y = torch.randn(8, 5), torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
-    >>> f = encoder(x)
-    >>> total = msdnn_autoencoder_loss(MsDNNLoss()(f, y), decoder(f), x, lam=0.5)
-    """
-    if reconstruction.shape != inputs.shape:
-        raise ValueError(
-            f"reconstruction has shape {tuple(reconstruction.shape)} but inputs have "
-            f"{tuple(inputs.shape)}; the decoder must output the input's shape"
-        )
-    if not float(lam) >= 0.0:
-        raise ValueError(f"lam weighs the reconstruction term and must be >= 0, got {lam}")
-    return margin_loss + lam * F.mse_loss(reconstruction, inputs.to(reconstruction.dtype))

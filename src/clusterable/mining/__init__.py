@@ -1,10 +1,14 @@
 """Choosing what a loss looks at: in-batch triplet mining and batch samplers."""
 
 from clusterable.mining.samplers import (
+    SAMPLERS,
     ClassBalancedBatchSampler,
     DistributedBatchSampler,
     PairsWithHardNegativesSampler,
     RandomBatchSampler,
+    SamplerSettings,
+    build_sampler,
+    register_sampler,
 )
 from clusterable.mining.triplets import (
     all_triplets,
@@ -15,13 +19,17 @@ from clusterable.mining.triplets import (
 )
 
 __all__ = [
+    "SAMPLERS",
     "ClassBalancedBatchSampler",
     "DistributedBatchSampler",
     "PairsWithHardNegativesSampler",
     "RandomBatchSampler",
+    "SamplerSettings",
     "all_triplets",
     "batch_hard_triplets",
+    "build_sampler",
     "mine_triplets",
     "positive_pairs",
+    "register_sampler",
     "semi_hard_triplets",
 ]

@@ -10,11 +10,17 @@ Distributed training: every rank builds the same *global* batch and keeps a cont
 the global batch size.
 
 Labels below 0 (``-1``: unlabelled distractors) are never sampled by the label-aware samplers.
+
+Training builds its sampler by name: :func:`register_sampler` adds a class to :data:`SAMPLERS`,
+and :func:`build_sampler` calls its :meth:`~DistributedBatchSampler.for_training`. A new sampler
+is one class here with that decorator, plus its test.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -25,6 +31,47 @@ from torch.utils.data import Sampler
 from clusterable.data import labelled_mask
 
 ArrayLike = np.ndarray | Tensor | Sequence[int]
+SamplerClass = TypeVar("SamplerClass", bound=type["DistributedBatchSampler"])
+
+#: Name -> sampler class, in registration order: ``TrainConfig.sampler`` and the CLI's choices.
+SAMPLERS: dict[str, type[DistributedBatchSampler]] = {}
+
+
+def register_sampler(name: str) -> Callable[[SamplerClass], SamplerClass]:
+    """Class decorator: make a sampler available to training as ``TrainConfig(sampler=name)``."""
+
+    def add(cls: SamplerClass) -> SamplerClass:
+        if name in SAMPLERS:
+            raise RuntimeError(f"sampler name {name!r} is registered twice")
+        SAMPLERS[name] = cls
+        return cls
+
+    return add
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    """What a training run tells its sampler (from :class:`~clusterable.train.TrainConfig` and
+    the process group)."""
+
+    batch_size: int  # the global batch size
+    items_per_class: int  # for samplers that draw classes: items of each class in a batch
+    seed: int
+    num_replicas: int | None = None  # processes; None: from torch.distributed, else 1
+    rank: int | None = None  # this process; None: from torch.distributed, else 0
+
+
+def build_sampler(
+    name: str, labels: ArrayLike, settings: SamplerSettings
+) -> DistributedBatchSampler:
+    """The registered sampler ``name`` for training on ``labels`` ``(n,)`` (-1: never sampled)."""
+    if name not in SAMPLERS:
+        raise ValueError(f"sampler {name!r} unknown; choose one of {', '.join(SAMPLERS)}")
+    return SAMPLERS[name].for_training(_as_labels(labels), settings)
+
+
+def _replicas(settings: SamplerSettings) -> dict[str, int | None]:
+    return {"num_replicas": settings.num_replicas, "rank": settings.rank}
 
 
 def _as_int_array(values: ArrayLike, what: str) -> np.ndarray:
@@ -77,8 +124,23 @@ class DistributedBatchSampler(Sampler[list[int]]):
         This process's rank; default from ``torch.distributed``, else 0.
     """
 
-    #: Whether the trainer must call ``update_embeddings`` (hard-negative mining).
+    #: Whether the trainer gives :meth:`update_embeddings` the embeddings of the whole training
+    #: set before each epoch (hard-negative mining); samplers that leave it False never get them.
     requires_embeddings: bool = False
+
+    @classmethod
+    def for_training(cls, labels: np.ndarray, settings: SamplerSettings) -> DistributedBatchSampler:
+        """The sampler a training run uses on ``labels`` ``(n,)`` (-1: unlabelled, never
+        sampled) with ``settings``."""
+        raise NotImplementedError
+
+    def update_embeddings(self, embeddings: np.ndarray | Tensor) -> None:
+        """Take the ``(n, d)`` embeddings of every dataset item, row ``i`` for index ``i``
+        (called before each epoch when :attr:`requires_embeddings` is set)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} declares requires_embeddings but implements no "
+            "update_embeddings"
+        )
 
     def __init__(self, seed: int, num_replicas: int | None, rank: int | None) -> None:
         distributed = dist.is_available() and dist.is_initialized()
@@ -125,6 +187,7 @@ class DistributedBatchSampler(Sampler[list[int]]):
         raise NotImplementedError
 
 
+@register_sampler("random")
 class RandomBatchSampler(DistributedBatchSampler):
     """Plain random batches: a fresh permutation of the items each epoch, cut into batches.
 
@@ -172,6 +235,12 @@ class RandomBatchSampler(DistributedBatchSampler):
         self.batch_size = batch_size
         self.drop_last = drop_last
 
+    @classmethod
+    def for_training(cls, labels: np.ndarray, settings: SamplerSettings) -> RandomBatchSampler:
+        """Batches of the labelled items."""
+        labelled = np.flatnonzero(labels >= 0)
+        return cls(labelled, settings.batch_size, settings.seed, **_replicas(settings))
+
     def global_batches(self) -> Iterator[list[int]]:
         order = self._rng().permutation(self.indices).tolist()
         for i in range(len(self)):
@@ -185,6 +254,7 @@ class RandomBatchSampler(DistributedBatchSampler):
         return -(-len(self.indices) // self.batch_size)
 
 
+@register_sampler("class-balanced")
 class ClassBalancedBatchSampler(DistributedBatchSampler):
     """``p`` classes x ``m`` items per batch, the batches of DSCL (Law et al., ICML 2017, Sec. 4.1)
     and of most deep metric learning protocols.
@@ -242,6 +312,17 @@ class ClassBalancedBatchSampler(DistributedBatchSampler):
         n_labelled = sum(len(m) for m in self.members.values())
         self.batches_per_epoch = _batches_per_epoch(batches_per_epoch, n_labelled, self.batch_size)
 
+    @classmethod
+    def for_training(
+        cls, labels: np.ndarray, settings: SamplerSettings
+    ) -> ClassBalancedBatchSampler:
+        """``p = batch_size / items_per_class`` classes of ``m = items_per_class`` items; with
+        fewer classes than ``p``, ``m`` grows to fill the batch."""
+        num_classes = len(np.unique(labels[labels >= 0]))
+        classes = max(min(settings.batch_size // settings.items_per_class, num_classes), 1)
+        items = max(settings.batch_size // classes, 1)
+        return cls(labels, classes, items, settings.seed, **_replicas(settings))
+
     def _take(
         self, label: int, queues: dict[int, np.ndarray], rng: np.random.Generator
     ) -> np.ndarray:
@@ -268,6 +349,7 @@ class ClassBalancedBatchSampler(DistributedBatchSampler):
         return self.batches_per_epoch
 
 
+@register_sampler("pairs-hard-negatives")
 class PairsWithHardNegativesSampler(DistributedBatchSampler):
     """Random positive pairs and their hard negatives (Oh Song et al., CVPR 2016, Sec. 4).
 
@@ -353,6 +435,13 @@ class PairsWithHardNegativesSampler(DistributedBatchSampler):
             batches_per_epoch, len(self.labelled), batch_size
         )
         self.embeddings: np.ndarray | None = None
+
+    @classmethod
+    def for_training(
+        cls, labels: np.ndarray, settings: SamplerSettings
+    ) -> PairsWithHardNegativesSampler:
+        """Batches of ``batch_size`` with the default candidate pool."""
+        return cls(labels, settings.batch_size, settings.seed, **_replicas(settings))
 
     def update_embeddings(self, embeddings: np.ndarray | Tensor) -> None:
         """Set the ``(n, d)`` embeddings of all dataset items, row ``i`` for index ``i``."""

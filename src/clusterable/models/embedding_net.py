@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -10,8 +12,8 @@ class EmbeddingNet(nn.Module):
     """A backbone followed by a linear embedding head, optionally l2-normalised.
 
     The head is the randomly initialised layer of a fine-tuned network: Oh Song et al.
-    (CVPR 2016, Sec. 6) train it with 10 times the backbone's learning rate, so it is exposed as
-    :attr:`head` for the trainer to put in its own parameter group.
+    (CVPR 2016, Sec. 6) train it with 10 times the backbone's learning rate, so
+    :meth:`parameter_groups` gives it its own optimiser group.
 
     Parameters
     ----------
@@ -42,6 +44,14 @@ class EmbeddingNet(nn.Module):
         self.feature_dim = feature_dim
         self.embedding_dim = embedding_dim
         self.normalize = normalize
+
+    def parameter_groups(self, lr: float, head_lr_multiplier: float = 1.0) -> list[dict[str, Any]]:
+        """Optimiser parameter groups: the backbone at ``lr``, then the head at
+        ``lr * head_lr_multiplier`` (the lifted paper's 10x on the new layer)."""
+        return [
+            {"params": list(self.backbone.parameters()), "lr": lr},
+            {"params": list(self.head.parameters()), "lr": lr * head_lr_multiplier},
+        ]
 
     def forward(self, x: Tensor) -> Tensor:
         """Embed a batch: ``(n, *input_shape) -> (n, embedding_dim)``."""

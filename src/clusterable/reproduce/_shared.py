@@ -145,10 +145,10 @@ class Method:
         Row name in the report.
     spec : RunSpec
         Model and model arguments, loss and loss arguments, embedding width, normalisation
-        (FaceNet triplet: the unit sphere), and ``autoencoder`` (MsDNN-AE's decoder).
+        (FaceNet triplet: the unit sphere), and ``autoencoder`` (MsDNN-AE's decoder, its
+        weight the loss argument ``reconstruction_weight``).
     train_args : mapping
-        :class:`~clusterable.train.TrainConfig` fields set for this method (a tuned ``lr``;
-        MsDNN-AE's ``reconstruction_weight``).
+        :class:`~clusterable.train.TrainConfig` fields set for this method (a tuned ``lr``).
     """
 
     label: str

@@ -257,14 +257,11 @@ def _subclass_round(
         embedding_dim=MSDNN_DIM,
     )
     # MsDNN-AE = MsDNN plus a mirrored decoder, its reconstruction error weighted by lambda.
-    autoencoder = replace(msdnn, autoencoder=True)
-    autoencoder_config = replace(config, reconstruction_weight=RECONSTRUCTION_WEIGHT)
+    weighted = {**msdnn.loss_args, "reconstruction_weight": RECONSTRUCTION_WEIGHT}
+    autoencoder = replace(msdnn, autoencoder=True, loss_args=weighted)
     scores = {}
-    for key, spec, run_config in (
-        ("MsDNN", msdnn, config),
-        ("MsDNN-AE", autoencoder, autoencoder_config),
-    ):
-        (embedding,) = trained_embeddings(spec, run_config, train, [train])
+    for key, spec in (("MsDNN", msdnn), ("MsDNN-AE", autoencoder)):
+        (embedding,) = trained_embeddings(spec, config, train, [train])
         scores[key] = subclass_scores(embedding, train.fine_labels, SUBCLASSES, seed)
     return scores
 

@@ -63,8 +63,7 @@ PAPER: dict[str, dict[str, float]] = {
     "cross-entropy": {"nmi": 0.5126, "accuracy": 0.4359},
 }
 
-#: MsDNN-AE's lambda is TrainConfig.reconstruction_weight, with RunSpec.autoencoder for the
-#: decoder; the one place that says so (the MsDNN-AE loss wrapper will move it).
+#: MsDNN-AE's lambda: the autoencoder loss's argument (RunSpec.autoencoder wraps the loss).
 LAMBDA = "reconstruction_weight"
 
 
@@ -348,7 +347,7 @@ def _describe(method: Method) -> str:
         for k, v in method.spec.loss_args.items()
     ]
     if method.spec.autoencoder:
-        settings.append(f"lambda={method.train_args[LAMBDA]:g}")
+        settings.append(f"lambda={method.spec.loss_args[LAMBDA]:g}")
     return ", ".join(settings)
 
 

@@ -1,5 +1,6 @@
-"""Training: the :class:`Trainer`, its settings, checkpoints and torchrun support."""
+"""Training: the :class:`Trainer`, its hooks, its settings, checkpoints and torchrun support."""
 
+from clusterable.train.callbacks import TrainerCallback
 from clusterable.train.checkpoint import load_meta, load_weights, resolve_checkpoint
 from clusterable.train.config import TrainConfig
 from clusterable.train.distributed import Distributed, setup_distributed
@@ -11,6 +12,7 @@ __all__ = [
     "TrainConfig",
     "TrainResult",
     "Trainer",
+    "TrainerCallback",
     "embed_dataset",
     "load_meta",
     "load_weights",

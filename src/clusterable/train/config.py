@@ -8,10 +8,16 @@ from typing import Any
 
 import yaml
 
+from clusterable.mining.samplers import SAMPLERS
 from clusterable.train.config_typing import field_types, typed_settings
 
-SAMPLERS = ("class-balanced", "random", "pairs-hard-negatives")
 OPTIMIZERS = ("adam", "sgd")
+
+#: Settings that belong to the run's pieces, not to training: where each one is set.
+_SET_ELSEWHERE = {
+    "reconstruction_weight": "MsDNN-AE's weight is an argument of the autoencoder loss: "
+    "--autoencoder --loss-arg reconstruction_weight=VALUE (YAML: loss_args)",
+}
 
 
 @dataclass
@@ -24,7 +30,7 @@ class TrainConfig:
 
     epochs: int = 30  # passes over the training set
     batch_size: int = 128  # global batch: split across processes under torchrun
-    sampler: str = "class-balanced"  # one of SAMPLERS
+    sampler: str = "class-balanced"  # a name of clusterable.mining.SAMPLERS
     items_per_class: int = 4  # class-balanced batches: batch_size / items_per_class classes
     optimizer: str = "adam"  # one of OPTIMIZERS
     lr: float = 1e-3  # learning rate of the backbone (and of the loss's own parameters)
@@ -33,7 +39,6 @@ class TrainConfig:
     weight_decay: float = 0.0
     grad_clip: float | None = None  # max global gradient norm; None = no clipping
     chunk_size: int | None = None  # DSCL large-batch trick: embed in chunks of this many items
-    reconstruction_weight: float = 0.0  # MsDNN-AE lambda, used when a decoder is given
     eval_every: int = 1  # epochs between validation runs (0 = never)
     eval_metric: str = "recall@1"  # key of evaluate_embeddings, or "classification_accuracy"
     eval_embeddings: bool = True  # the whole evaluate_embeddings table; False: predict() only
@@ -73,6 +78,9 @@ class TrainConfig:
     def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
+        for name in unknown:
+            if name in _SET_ELSEWHERE:
+                raise ValueError(f"{name} is not a training setting: {_SET_ELSEWHERE[name]}")
         if unknown:
             raise ValueError(
                 f"unknown training setting(s) {', '.join(unknown)}; "

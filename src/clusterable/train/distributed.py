@@ -11,6 +11,7 @@ Recipe::
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
@@ -69,3 +70,14 @@ def all_reduce_mean(value: float, env: Distributed) -> float:
     tensor = torch.tensor([value], dtype=torch.float64, device=env.device)
     dist.all_reduce(tensor)
     return float(tensor.item()) / env.world_size
+
+
+def average_gradients(parameters: Iterable[torch.nn.Parameter], env: Distributed) -> None:
+    """Replace each parameter's gradient by its mean over all processes, as DDP does the model's
+    (parameters without a gradient are skipped, on every process alike)."""
+    if not env.enabled:
+        return
+    for parameter in parameters:
+        if parameter.grad is not None:
+            dist.all_reduce(parameter.grad)
+            parameter.grad.div_(env.world_size)

@@ -6,14 +6,23 @@ resumes a killed run to the result the uninterrupted run gives. Under ``torchrun
 DistributedDataParallel and every loss sees the all-gathered global batch
 (:class:`~clusterable.losses.DistributedLoss`).
 
+Nothing of one paper is in the loop. What it reads from its pieces is declared on them: the
+model's :meth:`~clusterable.models.EmbeddingNet.parameter_groups` (the lifted paper's head
+learning rate), the loss's :attr:`~clusterable.losses.EmbeddingLoss.takes_inputs` (MsDNN-AE's
+:class:`~clusterable.losses.AutoencoderLoss`) and :meth:`~clusterable.losses.EmbeddingLoss.predict`
+(classification accuracy), the sampler's ``requires_embeddings`` (the lifted paper's hard
+negatives). ``TrainConfig.chunk_size`` picks DSCL's chunked backward pass
+(:mod:`clusterable.train.backward`) once. A run adds behaviour through
+:class:`~clusterable.train.TrainerCallback` hooks (:mod:`clusterable.train.callbacks`).
+
 Example
 -------
 >>> from clusterable.data import load_dataset
->>> from clusterable.losses import get_loss
+>>> from clusterable.losses import build_loss
 >>> from clusterable.models import build_model
 >>> train = load_dataset("digits", split="train")
 >>> model = build_model("mlp", train.input_shape, embedding_dim=32)
->>> result = Trainer(model, get_loss("lifted"), train, config=TrainConfig(epochs=2)).fit()
+>>> result = Trainer(model, build_loss("lifted"), train, config=TrainConfig(epochs=2)).fit()
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ import json
 import random
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,13 +46,12 @@ from tqdm import tqdm
 
 from clusterable.data import LabelledDataset
 from clusterable.evaluate import evaluate_embeddings
-from clusterable.losses import DistributedLoss
-from clusterable.mining import (
-    ClassBalancedBatchSampler,
-    PairsWithHardNegativesSampler,
-    RandomBatchSampler,
-)
+from clusterable.losses import DistributedLoss, EmbeddingLoss
+from clusterable.mining import DistributedBatchSampler, SamplerSettings, build_sampler
+from clusterable.models import EmbeddingNet
 from clusterable.seeding import seed_everything
+from clusterable.train.backward import Backward, ChunkedBackward, StepParts, whole_batch_backward
+from clusterable.train.callbacks import TrainerCallback
 from clusterable.train.checkpoint import (
     load_state,
     load_weights,
@@ -55,15 +63,11 @@ from clusterable.train.config import TrainConfig
 from clusterable.train.distributed import (
     Distributed,
     all_reduce_mean,
+    average_gradients,
     barrier,
     setup_distributed,
 )
 from clusterable.train.embed import embed_dataset
-
-
-def _full_precision(t: Tensor) -> Tensor:
-    """Half-precision autocast outputs in float32; float32 and float64 as they are."""
-    return t.float() if t.dtype in (torch.float16, torch.bfloat16) else t
 
 
 @dataclass
@@ -83,46 +87,56 @@ class Trainer:
     Parameters
     ----------
     model : nn.Module
-        Maps a batch of inputs to ``(n, d)`` embeddings. A ``head`` attribute, when present, gets
-        ``config.head_lr_multiplier`` times the learning rate (lifted paper, Sec. 5).
-    loss : nn.Module
-        Called as ``loss(embeddings, labels)``; its own parameters (class weights, OPML's R and L)
-        are trained with the model.
+        Maps a batch of inputs to ``(n, d)`` embeddings. An
+        :class:`~clusterable.models.EmbeddingNet` (what ``build_model`` makes) trains its head at
+        ``config.head_lr_multiplier`` times the learning rate (lifted paper, Sec. 5); any other
+        module trains as one group.
+    loss : EmbeddingLoss
+        Called as ``loss(embeddings, labels)``, or with ``inputs=`` when it declares
+        ``takes_inputs``; its own parameters (class weights, OPML's R and L, a decoder) are
+        trained with the model.
     train_set, val_set : LabelledDataset
         Items with label -1 (distractors) are never sampled for training.
     config : TrainConfig
     out : Path, optional
         Run folder for checkpoints, ``log.jsonl`` and ``result.json``; without it nothing is
         written.
-    decoder : nn.Module, optional
-        MsDNN-AE: adds ``config.reconstruction_weight * MSE(decoder(embedding), input)``.
     env : Distributed, optional
         The process group; by default read from the torchrun environment.
     record : dict, optional
         How to rebuild the model and loss (:func:`clusterable.recipe.build_trainer` stores the
         run's spec, input shape and class count): written into every checkpoint's ``meta.json``
         under ``"run"``.
+    callbacks : sequence of TrainerCallback
+        Hooks called at their points of the loop, in this order
+        (:mod:`clusterable.train.callbacks`).
     """
 
     def __init__(
         self,
         model: nn.Module,
-        loss: nn.Module,
+        loss: EmbeddingLoss,
         train_set: LabelledDataset,
         val_set: LabelledDataset | None = None,
         config: TrainConfig | None = None,
         out: Path | str | None = None,
-        decoder: nn.Module | None = None,
         env: Distributed | None = None,
         record: dict[str, Any] | None = None,
+        callbacks: Sequence[TrainerCallback] = (),
     ) -> None:
+        if not isinstance(loss, EmbeddingLoss):
+            raise TypeError(
+                f"the loss must be an EmbeddingLoss, got {type(loss).__name__}: build one with "
+                "clusterable.losses.build_loss, or subclass clusterable.losses.EmbeddingLoss "
+                "and implement compute(embeddings, labels)"
+            )
         self.config = config or TrainConfig()
         self.record = dict(record or {})
+        self.callbacks = list(callbacks)
         self.env = env or setup_distributed()
         self.model = model.to(self.env.device)
         self.loss = loss.to(self.env.device)
         self.global_loss = DistributedLoss(self.loss)  # the loss itself outside torchrun
-        self.decoder = decoder.to(self.env.device) if decoder is not None else None
         self.train_set, self.val_set = train_set, val_set
         self.out = Path(out) if out is not None else None
         if self.config.batch_size % self.env.world_size:
@@ -131,12 +145,23 @@ class Trainer:
                 f"{self.env.world_size} processes; choose a multiple of {self.env.world_size}"
             )
         self.network = self._distribute(self.model)
-        self.decoder_network = self._distribute(self.decoder) if self.decoder else None
         self.sampler = self._build_sampler()
         self.optimizer = self._build_optimizer()
         use_amp = self.config.amp and self.env.device.type == "cuda"
         self.autocast_dtype = torch.float16 if use_amp else None
         self.scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
+        self._backward: Backward = (
+            ChunkedBackward(self.config.chunk_size)
+            if self.config.chunk_size
+            else whole_batch_backward
+        )
+        self._step_parts = StepParts(
+            network=self.network,
+            loss=self._loss_value,
+            autocast=self._autocast,
+            scale=self.scaler.scale,
+            defer_sync=self.network.no_sync if self.env.enabled else nullcontext,
+        )
         self.history: list[dict[str, Any]] = []
         self.epoch = 0  # epochs completed
         self.step = 0
@@ -153,36 +178,36 @@ class Trainer:
         device_ids = [self.env.device.index] if self.env.device.type == "cuda" else None
         return DistributedDataParallel(module, device_ids=device_ids)
 
-    def _build_sampler(self) -> Any:
-        config, labels = self.config, self.train_set.labels
-        labelled = np.flatnonzero(labels >= 0)
-        shared = {"seed": config.seed, "num_replicas": self.env.world_size, "rank": self.env.rank}
-        if config.sampler == "class-balanced":
-            # p classes x m items; with fewer classes than batch_size / m, m grows to fill the batch
-            num_classes = len(np.unique(labels[labelled]))
-            classes = max(min(config.batch_size // config.items_per_class, num_classes), 1)
-            items = max(config.batch_size // classes, 1)
-            return ClassBalancedBatchSampler(
-                labels, classes_per_batch=classes, items_per_class=items, **shared
-            )
-        if config.sampler == "pairs-hard-negatives":
-            return PairsWithHardNegativesSampler(labels, batch_size=config.batch_size, **shared)
-        return RandomBatchSampler(labelled, batch_size=config.batch_size, **shared)
+    def _build_sampler(self) -> DistributedBatchSampler:
+        settings = SamplerSettings(
+            batch_size=self.config.batch_size,
+            items_per_class=self.config.items_per_class,
+            seed=self.config.seed,
+            num_replicas=self.env.world_size,
+            rank=self.env.rank,
+        )
+        return build_sampler(self.config.sampler, self.train_set.labels, settings)
+
+    def replace_train_set(self, train_set: LabelledDataset) -> None:
+        """Train on ``train_set`` from the next epoch on (new pseudo-labels), with a new sampler."""
+        self.train_set = train_set
+        self.sampler = self._build_sampler()
 
     def _build_optimizer(self) -> torch.optim.Optimizer:
         config = self.config
-        head = getattr(self.model, "head", None)
-        head_ids = {id(p) for p in head.parameters()} if isinstance(head, nn.Module) else set()
-        backbone = [p for p in self.model.parameters() if id(p) not in head_ids]
-        groups = [{"params": backbone, "lr": config.lr}]
-        if head_ids:
-            head_params = list(head.parameters())
-            groups.append({"params": head_params, "lr": config.lr * config.head_lr_multiplier})
-        others = list(self.loss.parameters())
-        if self.decoder is not None:
-            others += list(self.decoder.parameters())
-        if others:
-            groups.append({"params": others, "lr": config.lr})
+        if isinstance(self.model, EmbeddingNet):
+            groups = self.model.parameter_groups(config.lr, config.head_lr_multiplier)
+        elif config.head_lr_multiplier != 1.0:
+            raise ValueError(
+                f"head_lr_multiplier={config.head_lr_multiplier:g} needs a model with a declared "
+                f"head, an EmbeddingNet (clusterable.models.build_model, or EmbeddingNet(backbone, "
+                f"feature_dim, embedding_dim)); {type(self.model).__name__} is not one"
+            )
+        else:
+            groups = [{"params": list(self.model.parameters()), "lr": config.lr}]
+        own = list(self.loss.parameters())
+        if own:
+            groups.append({"params": own, "lr": config.lr})
         if config.optimizer == "sgd":
             return torch.optim.SGD(
                 groups, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
@@ -196,56 +221,30 @@ class Trainer:
             return nullcontext()
         return torch.autocast(device_type=self.env.device.type, dtype=self.autocast_dtype)
 
-    def _train_step(self, x: Tensor, y: Tensor) -> float:
+    def _loss_value(self, embeddings: Tensor, labels: Tensor, inputs: Tensor) -> Tensor:
+        """The loss of this process's batch: over the global batch (a loss that takes the inputs
+        gathers what it needs itself, see ``EmbeddingLoss.takes_inputs``)."""
+        if self.loss.takes_inputs:
+            return self.loss(embeddings, labels, inputs=inputs)
+        return self.global_loss(embeddings, labels)
+
+    def train_step(self, x: Tensor, y: Tensor) -> float:
+        """One optimiser step on this process's batch ``x`` ``(n_local, ...)``, ``y``
+        ``(n_local,)``; returns the loss value."""
         x, y = x.to(self.env.device), y.to(self.env.device)
         self.optimizer.zero_grad(set_to_none=True)
-        if self.config.chunk_size:
-            value = self._chunked_backward(x, y)
-        else:
-            with self._autocast():
-                embeddings = self.network(x)  # (n_local, d)
-            value = self.global_loss(embeddings, y)
-            total = value + self._reconstruction(embeddings, x)
-            self.scaler.scale(total).backward()
+        value = self._backward(self._step_parts, x, y)
+        if self.loss.takes_inputs and self.env.enabled:
+            # Its terms on this process's items give each process its own gradient (DDP's
+            # average for the model); the loss's parameters need the same average.
+            average_gradients(self.loss.parameters(), self.env)
         if self.config.grad_clip is not None:
             self.scaler.unscale_(self.optimizer)
             params = [p for g in self.optimizer.param_groups for p in g["params"]]
             torch.nn.utils.clip_grad_norm_(params, self.config.grad_clip)
         self.scaler.step(self.optimizer)
         self.scaler.update()
-        after_step = getattr(self.loss, "after_optimizer_step", None)
-        if callable(after_step):
-            after_step()
         return float(value.detach())
-
-    def _chunked_backward(self, x: Tensor, y: Tensor) -> Tensor:
-        """DSCL Sec. 4.1: embed in chunks without gradient, take the loss's gradient on the whole
-        batch, then re-embed each chunk with gradient and back-propagate that gradient into it."""
-        chunks = x.split(self.config.chunk_size)
-        with torch.no_grad(), self._autocast():
-            local = _full_precision(torch.cat([self.network(c) for c in chunks]))  # (n_local, d)
-        local.requires_grad_()  # (n_local, d) leaf: the global loss's gradient for its rows
-        value = self.global_loss(local, y)
-        self.scaler.scale(value).backward()
-        local_grad = local.grad.split(self.config.chunk_size)
-        for i, (chunk, grad) in enumerate(zip(chunks, local_grad, strict=True)):
-            last = i == len(chunks) - 1
-            sync = nullcontext() if last or not self.env.enabled else self.network.no_sync()
-            with sync:
-                with self._autocast():
-                    embeddings = self.network(chunk)
-                surrogate = (_full_precision(embeddings) * grad).sum()  # d/d(emb) = grad
-                surrogate = surrogate + self.scaler.scale(self._reconstruction(embeddings, chunk))
-                surrogate.backward()
-        return value
-
-    def _reconstruction(self, embeddings: Tensor, x: Tensor) -> Tensor:
-        if self.decoder_network is None or self.config.reconstruction_weight == 0:
-            return embeddings.new_zeros(())
-        with self._autocast():
-            reconstruction = self.decoder_network(embeddings)
-        error = torch.nn.functional.mse_loss(_full_precision(reconstruction), _full_precision(x))
-        return self.config.reconstruction_weight * error
 
     # ----------------------------------------------------------------------------------------
     # epochs
@@ -256,15 +255,13 @@ class Trainer:
         )
         yield from loader
 
-    def _refresh_hard_negatives(self) -> None:
-        update = getattr(self.sampler, "update_embeddings", None)
-        if callable(update):
-            embeddings, _ = embed_dataset(self.model, self.train_set, device=self.env.device)
-            update(embeddings)
-
     def _run_epoch(self) -> float:
+        for callback in self.callbacks:
+            callback.on_epoch_start(self)
+        if self.sampler.requires_embeddings:
+            embeddings, _ = embed_dataset(self.model, self.train_set, device=self.env.device)
+            self.sampler.update_embeddings(embeddings)
         self.model.train()
-        self._refresh_hard_negatives()
         bar = tqdm(
             total=len(self.sampler),
             desc=f"epoch {self.epoch + 1}/{self.config.epochs}",
@@ -274,13 +271,15 @@ class Trainer:
         )
         losses, start = [], time.perf_counter()
         for x, y in self._batches():
-            value = self._train_step(x, y)
+            value = self.train_step(x, y)
             self.step += 1
             losses.append(value)
+            for callback in self.callbacks:
+                callback.after_step(self, value)
             rate = len(x) * self.env.world_size * bar.n / max(time.perf_counter() - start, 1e-9)
             bar.update()
             bar.set_postfix(loss=f"{value:.4f}", items_per_s=f"{rate:.0f}")
-            self._log({"event": "step", "epoch": self.epoch + 1, "step": self.step, "loss": value})
+            self.log({"event": "step", "epoch": self.epoch + 1, "step": self.step, "loss": value})
         bar.close()
         return all_reduce_mean(float(np.mean(losses)) if losses else float("nan"), self.env)
 
@@ -305,10 +304,9 @@ class Trainer:
             metrics = evaluate_embeddings(
                 embeddings[keep], labels[keep], seed=self.config.seed, process_group=group
             )
-        predict = getattr(self.loss, "predict", None)
-        if callable(predict):
-            with torch.no_grad():
-                predicted = predict(torch.from_numpy(embeddings[keep]).to(self.env.device))
+        with torch.no_grad():
+            predicted = self.loss.predict(torch.from_numpy(embeddings[keep]).to(self.env.device))
+        if predicted is not None:
             counts = torch.tensor(
                 [float((predicted.cpu().numpy() == labels[keep]).sum()), float(keep.sum())],
                 dtype=torch.float64,
@@ -317,6 +315,8 @@ class Trainer:
             if self.env.enabled:
                 torch.distributed.all_reduce(counts)
             metrics["classification_accuracy"] = float(counts[0] / counts[1])
+        for callback in self.callbacks:
+            metrics.update(callback.on_evaluate(self, embeddings[keep], labels[keep]))
         return metrics
 
     def fit(self, resume: bool = False) -> TrainResult:
@@ -333,7 +333,7 @@ class Trainer:
             if self.config.eval_every and self.epoch % self.config.eval_every == 0:
                 record.update(self.evaluate())
             self.history.append(record)
-            self._log({"event": "epoch", **record})
+            self.log({"event": "epoch", **record})
             improved = self._track_best(record)
             self._print_epoch(record, improved, time.perf_counter() - start)
             stop = self._should_stop(improved)
@@ -426,9 +426,11 @@ class Trainer:
             torch.cuda.set_rng_state_all(state["rng"]["cuda"])
         np.random.set_state(state["rng"]["numpy"])  # noqa: NPY002
         random.setstate(state["rng"]["python"])
-        self._log({"event": "resume", "epoch": self.epoch, "checkpoint": checkpoint.name})
+        self.log({"event": "resume", "epoch": self.epoch, "checkpoint": checkpoint.name})
 
-    def _log(self, record: dict[str, Any]) -> None:
+    def log(self, record: dict[str, Any]) -> None:
+        """Append ``record`` (with its ``"event"``) to ``log.jsonl`` on the main process (and to
+        TensorBoard when configured); nothing without a run folder."""
         if self.out is None or not self.env.is_main:
             return
         self.out.mkdir(parents=True, exist_ok=True)

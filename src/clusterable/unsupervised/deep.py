@@ -8,13 +8,14 @@ to the backbone (lines 11-12).
 
 This fits the ordinary :class:`~clusterable.train.Trainer`: :class:`RiemannianOPMLLoss` does lines
 8-11 inside its forward and returns the loss with ``R`` and ``L`` frozen, so the trainer's own
-optimiser step is line 12. :class:`UnsupervisedTrainer` adds the optional recomputation of the
-pseudo-labels every E epochs and logs the loss's diagnostics.
+optimiser step is line 12. Two trainer hooks add the rest: :class:`PseudoLabelRefresh`, the
+optional recomputation of the pseudo-labels every E epochs, and :class:`OPMLDiagnostics`, the
+loss's per-step diagnostics in the log.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch.nn.functional as F
@@ -24,10 +25,13 @@ from clusterable.data import LabelledDataset
 from clusterable.losses import OPMLLoss
 from clusterable.losses._pairs import squared_distances
 from clusterable.mining import semi_hard_triplets
+from clusterable.train.callbacks import TrainerCallback
 from clusterable.train.embed import embed_dataset
-from clusterable.train.trainer import Trainer
 from clusterable.unsupervised.opml import Triplets, riemannian_steps
 from clusterable.unsupervised.pseudo_labels import PseudoLabelMethod, pseudo_labels
+
+if TYPE_CHECKING:
+    from clusterable.train import Trainer
 
 
 def pseudo_label_triplets(distances: Tensor, labels: Tensor, margin: float) -> Triplets:
@@ -157,74 +161,75 @@ def with_pseudo_labels(
     return ds.replace(labels=labels, class_names=names, fine_labels=ds.fine_labels)
 
 
-class UnsupervisedTrainer(Trainer):
-    """:class:`~clusterable.train.Trainer` on pseudo-labels: Algorithm 1's outer loop.
+class PseudoLabelRefresh(TrainerCallback):
+    """Algorithm 1's outer loop as a trainer hook: new pseudo-labels every ``every`` epochs.
 
-    The train set must already carry pseudo-labels (:func:`with_pseudo_labels`). Every step logs
-    ``mean_margin_term`` and ``mean_weight`` when the loss reports them (``event: "opml"`` in
-    ``log.jsonl``): the loss alone cannot tell satisfied constraints (m_i -> 0) from switched-off
-    weights (w -> 0).
+    Before epochs ``every + 1``, ``2 * every + 1``, ... the train set's labels are recomputed
+    from the model's embeddings of it (the paper computes them once, from the raw inputs:
+    :func:`with_pseudo_labels`; leave this hook out for that). Each refresh is logged
+    (``event: "pseudo_labels"`` in ``log.jsonl``). On ``resume`` the labels restart from the train
+    set given, until the next refresh.
 
     Parameters
     ----------
-    *args, **kwargs
-        As :class:`~clusterable.train.Trainer`.
-    pseudo_label_every : int
-        Recompute the pseudo-labels from the model's embeddings of the train set every this many
-        epochs (0: never; the paper computes them once). On ``resume`` the labels restart from the
-        train set given, until the next recomputation.
-    pseudo_label_method : {"aas", "kmeans"}
-        Clustering of the recomputation; ``"kmeans"`` keeps the current number of clusters.
+    every : int
+        Epochs between refreshes, >= 1.
+    method : {"aas", "kmeans"}
+        Clustering of the refresh; ``"kmeans"`` keeps the current number of clusters.
     """
 
-    def __init__(
-        self,
-        *args: Any,
-        pseudo_label_every: int = 0,
-        pseudo_label_method: PseudoLabelMethod = "aas",
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        if pseudo_label_every < 0:
-            raise ValueError(f"pseudo_label_every must be >= 0, got {pseudo_label_every}")
-        self.pseudo_label_every = pseudo_label_every
-        self.pseudo_label_method = pseudo_label_method
+    def __init__(self, every: int, method: PseudoLabelMethod = "aas") -> None:
+        if int(every) < 1:
+            raise ValueError(f"pseudo-labels are refreshed every E >= 1 epochs, got {every}")
+        self.every = int(every)
+        self.method = method
 
-    def _run_epoch(self) -> float:
-        every = self.pseudo_label_every
-        if every and self.epoch > 0 and self.epoch % every == 0:
-            self._refresh_pseudo_labels()
-        return super()._run_epoch()
-
-    def _refresh_pseudo_labels(self) -> None:
-        embeddings, _ = embed_dataset(self.model, self.train_set, device=self.env.device)
-        current = self.train_set.labels
+    def on_epoch_start(self, trainer: Trainer) -> None:
+        if trainer.epoch == 0 or trainer.epoch % self.every:
+            return
+        embeddings, _ = embed_dataset(trainer.model, trainer.train_set, device=trainer.env.device)
+        current = trainer.train_set.labels
         n_clusters = len(np.unique(current[current >= 0]))
-        options = {"n_clusters": n_clusters} if self.pseudo_label_method == "kmeans" else {}
-        self.train_set = with_pseudo_labels(
-            self.train_set, embeddings, self.pseudo_label_method, self.config.seed, **options
+        options = {"n_clusters": n_clusters} if self.method == "kmeans" else {}
+        trainer.replace_train_set(
+            with_pseudo_labels(
+                trainer.train_set, embeddings, self.method, trainer.config.seed, **options
+            )
         )
-        self.sampler = self._build_sampler()
-        labels = self.train_set.labels
-        self._log(
+        labels = trainer.train_set.labels
+        trainer.log(
             {
                 "event": "pseudo_labels",
-                "epoch": self.epoch,
+                "epoch": trainer.epoch,
                 "clusters": len(np.unique(labels[labels >= 0])),
                 "noise": int((labels < 0).sum()),
             }
         )
 
-    def _train_step(self, x: Tensor, y: Tensor) -> float:
-        value = super()._train_step(x, y)
-        margin_term = getattr(self.loss, "last_mean_margin_term", None)
-        if margin_term is not None:
-            self._log(
-                {
-                    "event": "opml",
-                    "step": self.step + 1,
-                    "mean_margin_term": margin_term,
-                    "mean_weight": self.loss.last_mean_weight,
-                }
-            )
-        return value
+
+class OPMLDiagnostics(TrainerCallback):
+    """Log OPML's mean margin term and mean weight after every step (``event: "opml"``).
+
+    The loss alone cannot tell satisfied constraints (m_i -> 0) from switched-off weights
+    (w -> 0); these two can.
+
+    Parameters
+    ----------
+    loss : OPMLLoss
+        The trainer's loss (or :class:`RiemannianOPMLLoss`), read after each step.
+    """
+
+    def __init__(self, loss: OPMLLoss) -> None:
+        self.loss = loss
+
+    def after_step(self, trainer: Trainer, loss: float) -> None:
+        if self.loss.last_mean_margin_term is None:
+            return
+        trainer.log(
+            {
+                "event": "opml",
+                "step": trainer.step,
+                "mean_margin_term": self.loss.last_mean_margin_term,
+                "mean_weight": self.loss.last_mean_weight,
+            }
+        )
