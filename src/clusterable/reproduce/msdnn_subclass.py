@@ -342,12 +342,12 @@ def msdnn_subclass(budget: Budget) -> ExperimentReport:
 
 
 def _describe(method: Method) -> str:
-    settings = [
-        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-        for k, v in method.spec.loss_args.items()
-    ]
-    if method.spec.autoencoder:
-        settings.append(f"lambda={method.spec.loss_args[LAMBDA]:g}")
+    """The row's settings, MsDNN-AE's weight named lambda as in the paper (and last)."""
+    args = dict(method.spec.loss_args)
+    weight = args.pop(LAMBDA, None)
+    settings = [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in args.items()]
+    if weight is not None:
+        settings.append(f"lambda={weight:g}")
     return ", ".join(settings)
 
 
