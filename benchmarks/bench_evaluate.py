@@ -95,9 +95,9 @@ def run_stages(emb: np.ndarray, labels: np.ndarray, seed: int) -> dict[str, floa
     from clusterable.cluster.kmeans import _Frame, _lloyd, _seeds
     from clusterable.evaluate._inputs import as_labels
     from clusterable.evaluate.partition_metrics import contingency_table, hungarian_matching
-    from clusterable.evaluate.report import EVALUATION_KMEANS
     from clusterable.evaluate.retrieval import retrieval_per_query
     from clusterable.evaluate.silhouette import silhouette
+    from clusterable.evaluate.table import EVALUATION_KMEANS
 
     out: dict[str, float] = {}
     codes, classes = as_labels(labels, emb.shape[0])

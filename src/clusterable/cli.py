@@ -309,7 +309,7 @@ def command_tune(args: argparse.Namespace) -> int:
 
 def command_evaluate(args: argparse.Namespace) -> int:
     from clusterable.evaluate import evaluate_embeddings
-    from clusterable.evaluate.report import partition
+    from clusterable.evaluate.table import partition
 
     if args.json:
         check_parent_writable(args.json)

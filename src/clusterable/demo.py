@@ -33,7 +33,7 @@ from clusterable.losses import available_losses
 from clusterable.plots import plot_tsne
 from clusterable.recipe import RunSpec, build_trainer
 from clusterable.reports import write_reproduction_report
-from clusterable.reproduce.report import ExperimentReport, Row
+from clusterable.reproduce.experiment_report import ExperimentReport, Row
 from clusterable.train import TrainConfig, embed_dataset
 
 COLUMNS = {

@@ -15,9 +15,11 @@ from clusterable.evaluate import (
     pairwise_f1,
     r_precision,
     recall_at_k,
-    report,
     silhouette,
     v_measure,
+)
+from clusterable.evaluate import (
+    table as evaluation_table,
 )
 
 KEYS = [
@@ -73,7 +75,7 @@ def test_named_clustering_called_once_with_class_count(monkeypatch):
         calls.append((name, k, seed, kwargs))
         return y.copy()
 
-    monkeypatch.setattr(report, "partition", fake_partition)
+    monkeypatch.setattr(evaluation_table, "partition", fake_partition)
     table = evaluate_embeddings(torch.from_numpy(x), torch.from_numpy(y), seed=5, ks=(1,))
     assert calls == [("kmeans", 8, 5, None)]
     assert table["nmi"] == table["accuracy"] == table["f1"] == 1.0
@@ -94,7 +96,7 @@ def test_aas_noise_is_scored_as_singletons(monkeypatch):
     x, y = blobs()
     noisy = y.copy()
     noisy[::10] = -1
-    monkeypatch.setattr(report, "partition", lambda *args: noisy)
+    monkeypatch.setattr(evaluation_table, "partition", lambda *args: noisy)
     table = evaluate_embeddings(x, y, clustering="aas", ks=(1,))
     assert table["nmi"] == nmi(y, noisy) < 1.0
     assert table["precision"] == 1.0 and table["recall"] < 1.0
@@ -118,7 +120,7 @@ def test_per_class():
 def test_cosine_metric_partition_on_normalised(monkeypatch):
     x, y = blobs()
     seen = []
-    monkeypatch.setattr(report, "partition", lambda pts, *a: seen.append(pts) or y)
+    monkeypatch.setattr(evaluation_table, "partition", lambda pts, *a: seen.append(pts) or y)
     evaluate_embeddings(x, y, ks=(1,), metric="cosine")
     np.testing.assert_allclose(np.linalg.norm(seen[0], axis=1), 1.0, rtol=1e-5)
 
@@ -163,7 +165,13 @@ def test_inputs_are_validated_once_at_the_edge(monkeypatch):
 
     for name in ("as_embeddings", "as_labels", "as_clusters", "as_points"):
         real = getattr(_inputs, name)
-        for module in (report, neighbors, partition_metrics, retrieval, silhouette_module):
+        for module in (
+            evaluation_table,
+            neighbors,
+            partition_metrics,
+            retrieval,
+            silhouette_module,
+        ):
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, counted(real))
     x, y = blobs()

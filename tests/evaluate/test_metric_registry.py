@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from clusterable.cluster.registry import CLUSTERERS, Clusterer
-from clusterable.evaluate import available_metrics, evaluate_embeddings, register_metric, report
+from clusterable.evaluate import available_metrics, evaluate_embeddings, register_metric
+from clusterable.evaluate import table as evaluation_table
 from clusterable.evaluate.registry import METRICS, select_metrics
 
 RETRIEVAL = ["recall@k", "precision@1", "map@r", "r_precision"]
@@ -40,7 +41,7 @@ def test_every_name_is_registered_in_table_order():
 
 def test_a_retrieval_selection_never_clusters(kmeans_calls, monkeypatch):
     x, y = blobs()
-    monkeypatch.setattr(report, "contingency_from_codes", pytest.fail)
+    monkeypatch.setattr(evaluation_table, "contingency_from_codes", pytest.fail)
     table = evaluate_embeddings(x, y, metrics=["recall@k", "map@r"], ks=(1, 2))
     assert kmeans_calls == []
     assert list(table) == ["recall@1", "recall@2", "map@r"]
@@ -50,7 +51,7 @@ def test_a_retrieval_selection_never_clusters(kmeans_calls, monkeypatch):
 
 def test_a_partition_selection_never_searches(kmeans_calls, monkeypatch):
     x, y = blobs()
-    monkeypatch.setattr(report, "retrieval_per_query", pytest.fail)
+    monkeypatch.setattr(evaluation_table, "retrieval_per_query", pytest.fail)
     # ks beyond the set would fail a search; nothing is searched, so they are not even checked.
     table = evaluate_embeddings(x, y, metrics=["f1", "nmi"], ks=(10_000,))
     assert kmeans_calls == [4]
@@ -60,13 +61,13 @@ def test_a_partition_selection_never_searches(kmeans_calls, monkeypatch):
 def test_the_search_goes_to_r_only_for_the_metrics_at_r(monkeypatch):
     x, y = blobs()
     depths = []
-    real = report.retrieval_per_query
+    real = evaluation_table.retrieval_per_query
 
     def spy(points, codes, ks, **kwargs):
         depths.append(kwargs["at_r"])
         return real(points, codes, ks, **kwargs)
 
-    monkeypatch.setattr(report, "retrieval_per_query", spy)
+    monkeypatch.setattr(evaluation_table, "retrieval_per_query", spy)
     evaluate_embeddings(x, y, metrics=["recall@k", "precision@1"], ks=(1,))
     evaluate_embeddings(x, y, metrics=["r_precision"], ks=(1,))
     assert depths == [False, True]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from clusterable.reproduce import EXPERIMENTS, experiment, write_summary
-from clusterable.reproduce.report import ExperimentReport, write_report
+from clusterable.reproduce.experiment_report import ExperimentReport, write_report
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "results.md"
 

@@ -3,6 +3,7 @@
 Every loader returns a :class:`LabelledDataset`; :func:`load_dataset` finds one by name.
 """
 
+from clusterable.data import generic, retrieval_sets, small_images  # noqa: F401  (registration)
 from clusterable.data.dataset import (
     DEFAULT_IMAGE_SIZE,
     UNLABELLED,

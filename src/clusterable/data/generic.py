@@ -15,6 +15,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from clusterable.data.dataset import ImageFiles, LabelledDataset
+from clusterable.data.registry import register_dataset
 from clusterable.data.splits import check_split, stratified_split
 
 #: File extensions read as images in an image folder (lower case).
@@ -68,6 +69,7 @@ def _check_images(files: list[Path]) -> tuple[set[tuple[int, int]], bool]:
     return sizes, gray
 
 
+@register_dataset("image-folder", path_prefix="folder")
 def load_image_folder(
     root: str | Path,
     split: str,
@@ -316,3 +318,8 @@ def load_table(path: str | Path, split: str) -> LabelledDataset:
     if own_split is None:
         return _split_part(ds, split)
     return ds if split == "all" else ds.subset(np.char.lower(np.char.strip(own_split)) == split)
+
+
+@register_dataset("table", path_prefix="table")
+def _table(root: Path, split: str, image_size: int | None, channels: int | None) -> LabelledDataset:
+    return load_table(root, split)

@@ -2,7 +2,8 @@
 
 Names: ``digits``, ``mnist``, ``fashion-mnist``, ``usps``, ``cub200``, ``cars196``, ``sop``,
 ``image-folder`` (root = the folder; or ``folder:PATH``) and ``table`` (root = the file; or
-``table:PATH``).
+``table:PATH``). Each is registered by its loader's module with :func:`register_dataset`: a new
+dataset is one module (imported in ``clusterable/data/__init__.py``) and its test.
 """
 
 from __future__ import annotations
@@ -11,23 +12,50 @@ from collections.abc import Callable
 from pathlib import Path
 
 from clusterable.data.dataset import DEFAULT_IMAGE_SIZE, ImageFiles, LabelledDataset
-from clusterable.data.generic import load_image_folder, load_table
-from clusterable.data.retrieval import load_cars196, load_cub200, load_sop
-from clusterable.data.small_images import (
-    DIGIT_CLASSES,
-    FASHION_MNIST_CLASSES,
-    load_digits,
-    load_idx_dataset,
-    load_usps,
-)
 from clusterable.data.views import MSDNN_COARSE, coarse_labels
 
-# Each loader: (root, split, image_size, channels), None for "as the files are" -> the dataset
-# with its fine labels.
-_Loader = Callable[[Path | None, str, int | None, int | None], LabelledDataset]
+#: ``loader(root, split, image_size, channels)`` -> the dataset with its fine labels; None for
+#: image size and channels means "as the files are".
+Loader = Callable[[Path | None, str, int | None, int | None], LabelledDataset]
+
+_LOADERS: dict[str, Loader] = {}
+
+#: ``PREFIX:PATH`` names and the dataset each prefix means.
+_PATH_PREFIXES: dict[str, str] = {}
 
 
-def _needs_root(name: str, prefix: str, load: _Loader) -> _Loader:
+def register_dataset(
+    name: str, *, path_prefix: str | None = None, resized: bool = False
+) -> Callable[[Callable[..., LabelledDataset]], Callable[..., LabelledDataset]]:
+    """Function decorator: make a loader available as ``load_dataset(name)``.
+
+    Parameters
+    ----------
+    name : str
+        The registry name.
+    path_prefix : str, optional
+        The dataset reads the user's own files: ``load_dataset("PREFIX:PATH")`` means
+        ``load_dataset(name, root=PATH)``, and a call without a root is refused.
+    resized : bool
+        The loader takes ``(root, split, image_size)`` and reads RGB image files, resized to
+        ``DEFAULT_IMAGE_SIZE`` unless told otherwise (CUB, Cars, SOP); otherwise it takes
+        ``(root, split, image_size, channels)``.
+    """
+
+    def add(load: Callable[..., LabelledDataset]) -> Callable[..., LabelledDataset]:
+        if name in _LOADERS:
+            raise RuntimeError(f"dataset name {name!r} is registered twice")
+        loader: Loader = _sized(load) if resized else load
+        if path_prefix is not None:
+            loader = _needs_root(name, path_prefix, loader)
+            _PATH_PREFIXES[path_prefix] = name
+        _LOADERS[name] = loader
+        return load
+
+    return add
+
+
+def _needs_root(name: str, prefix: str, load: Loader) -> Loader:
     def load_from_root(
         root: Path | None, split: str, image_size: int | None, channels: int | None
     ) -> LabelledDataset:
@@ -40,7 +68,7 @@ def _needs_root(name: str, prefix: str, load: _Loader) -> _Loader:
     return load_from_root
 
 
-def _sized(load: Callable[[Path | None, str, int], LabelledDataset]) -> _Loader:
+def _sized(load: Callable[[Path | None, str, int], LabelledDataset]) -> Loader:
     """A loader of RGB image files resized to DEFAULT_IMAGE_SIZE unless told otherwise."""
 
     def load_sized(
@@ -52,28 +80,6 @@ def _sized(load: Callable[[Path | None, str, int], LabelledDataset]) -> _Loader:
         return ds.replace(x=ImageFiles(ds.x.paths, ds.x.size, channels))  # type: ignore[union-attr]
 
     return load_sized
-
-
-_LOADERS: dict[str, _Loader] = {
-    "digits": lambda root, split, size, channels: load_digits(split),
-    "mnist": lambda root, split, size, channels: load_idx_dataset(
-        "mnist", DIGIT_CLASSES, root, split
-    ),
-    "fashion-mnist": lambda root, split, size, channels: load_idx_dataset(
-        "fashion-mnist", FASHION_MNIST_CLASSES, root, split
-    ),
-    "usps": lambda root, split, size, channels: load_usps(root, split),
-    "cub200": _sized(load_cub200),
-    "cars196": _sized(load_cars196),
-    "sop": _sized(load_sop),
-    "image-folder": _needs_root("image-folder", "folder", load_image_folder),
-    "table": _needs_root(
-        "table", "table", lambda root, split, size, channels: load_table(root, split)
-    ),
-}
-
-#: ``PREFIX:PATH`` names and the dataset each prefix means.
-_PATH_PREFIXES = {"folder": "image-folder", "table": "table"}
 
 
 def available_datasets() -> list[str]:

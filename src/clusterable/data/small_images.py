@@ -15,6 +15,7 @@ from clusterable._optional import require
 from clusterable.data.dataset import LabelledDataset, concatenate
 from clusterable.data.idx import read_idx_images_labels
 from clusterable.data.locate import SYSTEM_DATA_DIR, cache_dir, find_dir
+from clusterable.data.registry import register_dataset
 from clusterable.data.splits import SPLIT_SEED, TRAIN_FRACTION, check_split, stratified_split
 
 FASHION_MNIST_CLASSES = [
@@ -176,3 +177,25 @@ def load_usps(root: str | Path | None, split: str) -> LabelledDataset:
         class_names=DIGIT_CLASSES,
         source=str(path),
     )
+
+
+# The registry's uniform signature (root, split, image_size, channels); these sets are held in
+# memory at their own size, so load_dataset refuses image_size and channels for them.
+@register_dataset("digits")
+def _digits(root: Path | None, split: str, image_size: int | None, channels: int | None):
+    return load_digits(split)
+
+
+@register_dataset("mnist")
+def _mnist(root: Path | None, split: str, image_size: int | None, channels: int | None):
+    return load_idx_dataset("mnist", DIGIT_CLASSES, root, split)
+
+
+@register_dataset("fashion-mnist")
+def _fashion_mnist(root: Path | None, split: str, image_size: int | None, channels: int | None):
+    return load_idx_dataset("fashion-mnist", FASHION_MNIST_CLASSES, root, split)
+
+
+@register_dataset("usps")
+def _usps(root: Path | None, split: str, image_size: int | None, channels: int | None):
+    return load_usps(root, split)

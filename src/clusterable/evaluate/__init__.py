@@ -17,7 +17,6 @@ from clusterable.evaluate.partition_metrics import (
     v_measure,
 )
 from clusterable.evaluate.registry import available_metrics, register_metric
-from clusterable.evaluate.report import evaluate_embeddings
 from clusterable.evaluate.retrieval import (
     knn_accuracy,
     map_at_r,
@@ -26,6 +25,7 @@ from clusterable.evaluate.retrieval import (
     recall_at_k,
 )
 from clusterable.evaluate.silhouette import silhouette
+from clusterable.evaluate.table import evaluate_embeddings
 
 __all__ = [
     "Contingency",

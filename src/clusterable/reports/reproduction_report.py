@@ -11,7 +11,7 @@ from clusterable.reports.page import Html, Section, escape, note, render, table,
 from clusterable.reports.panels import settings_section
 
 if TYPE_CHECKING:
-    from clusterable.reproduce.report import ExperimentReport
+    from clusterable.reproduce.experiment_report import ExperimentReport
 
 #: The report's file name in the experiment's folder.
 REPORT_NAME = "report.html"

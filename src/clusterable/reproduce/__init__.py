@@ -2,7 +2,7 @@
 beside ours.
 
 Each experiment module registers itself with :func:`~clusterable.reproduce.experiment.experiment`
-and returns an :class:`~clusterable.reproduce.report.ExperimentReport`.
+and returns an :class:`~clusterable.reproduce.experiment_report.ExperimentReport`.
 """
 
 from pathlib import Path
@@ -21,7 +21,7 @@ from clusterable.reproduce import budget_curves  # noqa: F401
 
 # isort: on
 from clusterable.reproduce.experiment import EXPERIMENTS, Budget, experiment, run_experiment
-from clusterable.reproduce.report import Claim, ExperimentReport, Row
+from clusterable.reproduce.experiment_report import Claim, ExperimentReport, Row
 
 __all__ = [
     "EXPERIMENTS",

@@ -20,7 +20,7 @@ from clusterable.data import load_dataset
 from clusterable.plots._figure import new_figure, save_figure
 from clusterable.reproduce.aas_synthetic import partition_scores, scatter_clusters
 from clusterable.reproduce.experiment import Budget, experiment
-from clusterable.reproduce.report import Claim, ExperimentReport, Row
+from clusterable.reproduce.experiment_report import Claim, ExperimentReport, Row
 from clusterable.tsne import tsne_map
 
 METRICS = ["NMI", "F", "precision", "recall", "NMI (kept)", "F (kept)", "kept"]

@@ -14,7 +14,7 @@ from clusterable.data import crescents_and_gaussians, labelled_mask
 from clusterable.evaluate import nmi, pairwise_f1
 from clusterable.plots._figure import new_figure, save_figure
 from clusterable.reproduce.experiment import Budget, experiment
-from clusterable.reproduce.report import Claim, ExperimentReport, Row
+from clusterable.reproduce.experiment_report import Claim, ExperimentReport, Row
 
 #: AAS settings reported, by name: the paper's two recommended ones (Section V-A, conclusion 3)
 #: and the clustering engineer's k_graph = 100 variant (two thirds of a class; not a paper setting).

@@ -46,8 +46,8 @@ from clusterable.reproduce._shared import (
     train_and_embed,
 )
 from clusterable.reproduce.experiment import Budget, experiment
+from clusterable.reproduce.experiment_report import Claim, ExperimentReport, Row
 from clusterable.reproduce.msdnn_subclass import training_config as subclass_config
-from clusterable.reproduce.report import Claim, ExperimentReport, Row
 from clusterable.reproduce.zero_shot_fashion import (
     DSCL_DIM,
     EMBEDDING_DIM,

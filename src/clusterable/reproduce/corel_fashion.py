@@ -37,7 +37,7 @@ from clusterable.plots._figure import new_figure, save_figure
 from clusterable.recipe import RunSpec, build_trainer
 from clusterable.reproduce._shared import Scale, Search, select_on_validation
 from clusterable.reproduce.experiment import Budget, experiment
-from clusterable.reproduce.report import Claim, ExperimentReport, Row
+from clusterable.reproduce.experiment_report import Claim, ExperimentReport, Row
 from clusterable.train import TrainConfig, embed_dataset, load_weights
 
 #: Registered loss name -> the paper's name for it.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from clusterable.reproduce.report import (
+from clusterable.reproduce.experiment_report import (
     ExperimentReport,
     command_line,
     write_report,

@@ -26,7 +26,7 @@ from clusterable.losses import MsDNNLoss
 from clusterable.plots._figure import new_figure, save_figure
 from clusterable.reproduce._shared import subclass_scores
 from clusterable.reproduce.experiment import Budget, experiment
-from clusterable.reproduce.report import Claim, ExperimentReport, Row
+from clusterable.reproduce.experiment_report import Claim, ExperimentReport, Row
 
 SIGMAS = (1.0, 25.0)  # the paper's small and large kernel scales
 LEARNING_RATE = 10.0  # SGD on the mean loss; the losses' own Fig. 1 tests use the same

@@ -40,7 +40,7 @@ from clusterable.reproduce._shared import (
     tune_method,
 )
 from clusterable.reproduce.experiment import Budget, experiment
-from clusterable.reproduce.report import Claim, ExperimentReport, Row
+from clusterable.reproduce.experiment_report import Claim, ExperimentReport, Row
 from clusterable.train import TrainConfig
 
 #: k of the k-NN classifier: the paper reports the best of these on the test set (Table III).

@@ -26,7 +26,7 @@ from clusterable.data import with_distractors as add_distractors
 from clusterable.evaluate import evaluate_embeddings
 from clusterable.reproduce._shared import log
 from clusterable.reproduce.experiment import Budget, experiment
-from clusterable.reproduce.report import Claim, ExperimentReport, Row
+from clusterable.reproduce.experiment_report import Claim, ExperimentReport, Row
 from clusterable.unsupervised.deep import flat_features
 from clusterable.unsupervised.opml import OPML
 from clusterable.unsupervised.pseudo_labels import pseudo_labels

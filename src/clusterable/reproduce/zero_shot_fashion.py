@@ -30,7 +30,7 @@ from clusterable.reproduce._shared import (
     tune_method,
 )
 from clusterable.reproduce.experiment import Budget, experiment
-from clusterable.reproduce.report import Claim, ExperimentReport, Row
+from clusterable.reproduce.experiment_report import Claim, ExperimentReport, Row
 from clusterable.train import TrainConfig
 from clusterable.tune import parse_parameter
 

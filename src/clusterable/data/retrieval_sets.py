@@ -15,6 +15,7 @@ import numpy as np
 
 from clusterable.data.dataset import DEFAULT_IMAGE_SIZE, ImageFiles, LabelledDataset
 from clusterable.data.locate import find_dir
+from clusterable.data.registry import register_dataset
 from clusterable.data.splits import check_split
 
 
@@ -49,6 +50,7 @@ def _check_first_image(paths: list[Path], listing: Path) -> None:
         )
 
 
+@register_dataset("cub200", resized=True)
 def load_cub200(
     root: str | Path | None, split: str, image_size: int = DEFAULT_IMAGE_SIZE
 ) -> LabelledDataset:
@@ -95,6 +97,7 @@ def load_cub200(
     return ds.subset(_half_split(class_ids, len(class_names), split))
 
 
+@register_dataset("cars196", resized=True)
 def load_cars196(
     root: str | Path | None, split: str, image_size: int = DEFAULT_IMAGE_SIZE
 ) -> LabelledDataset:
@@ -141,6 +144,7 @@ def load_cars196(
     return ds.subset(_half_split(class_ids, len(class_names), split))
 
 
+@register_dataset("sop", resized=True)
 def load_sop(
     root: str | Path | None, split: str, image_size: int = DEFAULT_IMAGE_SIZE
 ) -> LabelledDataset:

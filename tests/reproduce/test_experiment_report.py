@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from clusterable.reproduce import ExperimentReport, Row, write_summary
-from clusterable.reproduce.report import Claim, write_report
+from clusterable.reproduce.experiment_report import Claim, write_report
 
 
 def make_report(name: str) -> ExperimentReport:

@@ -1,0 +1,46 @@
+"""Datasets registered by their own modules: a new one is one decorated loader."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from clusterable.data import LabelledDataset, available_datasets, load_dataset, registry
+
+
+@pytest.fixture
+def isolated_registry(monkeypatch):
+    monkeypatch.setattr(registry, "_LOADERS", dict(registry._LOADERS))
+    monkeypatch.setattr(registry, "_PATH_PREFIXES", dict(registry._PATH_PREFIXES))
+
+
+def toy(root, split, image_size, channels) -> LabelledDataset:
+    x = np.arange(24, dtype=np.float32).reshape(12, 2)
+    labels = np.repeat(np.arange(3), 4)
+    return LabelledDataset(f"toy/{split}", x, labels, source=str(root))
+
+
+def test_a_registered_loader_is_a_dataset_name(isolated_registry):
+    registry.register_dataset("toy")(toy)
+    assert "toy" in available_datasets()
+    ds = load_dataset("toy", split="test")
+    assert ds.name == "toy/test" and ds.num_classes == 3
+
+
+def test_a_path_prefix_names_the_users_files_and_needs_them(isolated_registry, tmp_path):
+    registry.register_dataset("toy-files", path_prefix="toy")(toy)
+    assert load_dataset(f"toy:{tmp_path}").source == str(tmp_path)
+    with pytest.raises(ValueError, match="give root=PATH or the name 'toy:PATH'"):
+        load_dataset("toy-files")
+
+
+def test_every_built_in_set_is_registered_by_its_module():
+    assert set(available_datasets()) == {
+        "digits", "mnist", "fashion-mnist", "usps", "cub200", "cars196", "sop",
+        "image-folder", "table",
+    }  # fmt: skip
+
+
+def test_a_name_registered_twice_is_refused(isolated_registry):
+    with pytest.raises(RuntimeError, match="'digits' is registered twice"):
+        registry.register_dataset("digits")(toy)
