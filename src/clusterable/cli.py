@@ -555,7 +555,12 @@ def add_run_settings(
         "cross-batch memory (XBM): past embeddings kept as extra partners of a pair loss",
         type=int,
     )
-    parser.add_argument("--autoencoder", action="store_true", help="MsDNN-AE: add a decoder")
+    parser.add_argument(
+        "--autoencoder",
+        action="store_true",
+        help="MsDNN-AE: add a decoder; its term's weight is --loss-arg reconstruction_weight=W "
+        "(default 1)",
+    )
     parser.add_argument(
         "--unsupervised",
         action="store_true",

@@ -255,7 +255,9 @@ def unit_rows(x: Tensor) -> Tensor:
     return F.normalize(x * torch.exp2(-exponent.to(x.dtype)), dim=1)
 
 
-def partner_distances(x: Tensor, references: Tensor | None = None, squared: bool = False) -> Tensor:
+def partner_distances(
+    x: Tensor, references: Tensor | None = None, squared: bool = False, normalize: bool = False
+) -> Tensor:
     """Distances from each batch item to its partners (the batch, then the refs): ``(n, n + m)``.
 
     The batch block is :func:`pairwise_distances` (exact 0 on the diagonal, each pair once), the
@@ -270,7 +272,12 @@ def partner_distances(x: Tensor, references: Tensor | None = None, squared: bool
         ``(m, d)`` reference set (a memory of past embeddings); omitted, the result is ``(n, n)``.
     squared : bool
         Squared Euclidean distances.
+    normalize : bool
+        l2-normalise the rows of both first (losses defined on the unit sphere).
     """
+    if normalize:
+        x = unit_rows(x)
+        references = None if references is None else unit_rows(references)
     within = pairwise_distances(x, squared=squared)  # (n, n)
     if references is None:
         return within

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from clusterable.losses._base import EmbeddingLoss
-from clusterable.losses._pairs import partner_distances, partner_masks, unit_rows
+from clusterable.losses._pairs import partner_distances, partner_masks
 from clusterable.losses._registry import register_loss
 
 
@@ -67,10 +67,9 @@ class ContrastiveLoss(EmbeddingLoss):
         ref_embeddings: Tensor | None = None,
         ref_labels: Tensor | None = None,
     ) -> Tensor:
-        if self.normalize:
-            embeddings = unit_rows(embeddings)
-            ref_embeddings = None if ref_embeddings is None else unit_rows(ref_embeddings)
-        distances = partner_distances(embeddings, ref_embeddings)  # (n, n + m)
+        distances = partner_distances(
+            embeddings, ref_embeddings, normalize=self.normalize
+        )  # (n, n + m)
         positive, negative = partner_masks(labels, ref_labels)  # (n, n + m) each
         hinge = (self.margin - distances).clamp_min(0).square()  # (n, n + m)
         # Every pair i < j of the batch appears twice in its block: the mean over ordered pairs

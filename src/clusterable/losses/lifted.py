@@ -14,7 +14,6 @@ from clusterable.losses._pairs import (
     masked_logsumexp,
     partner_distances,
     partner_masks,
-    unit_rows,
 )
 from clusterable.losses._registry import register_loss
 
@@ -87,10 +86,9 @@ class LiftedStructureLoss(EmbeddingLoss):
         ref_embeddings: Tensor | None = None,
         ref_labels: Tensor | None = None,
     ) -> Tensor:
-        if self.normalize:
-            embeddings = unit_rows(embeddings)
-            ref_embeddings = None if ref_embeddings is None else unit_rows(ref_embeddings)
-        distances = partner_distances(embeddings, ref_embeddings)  # (n, n + m)
+        distances = partner_distances(
+            embeddings, ref_embeddings, normalize=self.normalize
+        )  # (n, n + m)
         positive, negative = partner_masks(labels, ref_labels)  # (n, n + m) each
         # l_i; a row with no negative (one-class batch) gets a finite placeholder, masked below.
         row_terms = masked_logsumexp(self.margin - distances, negative, dim=1)  # (n,)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from torch import Tensor
 
 from clusterable.losses._base import EmbeddingLoss
-from clusterable.losses._pairs import partner_distances, unit_rows
+from clusterable.losses._pairs import partner_distances
 from clusterable.losses._registry import register_loss
 from clusterable.mining.triplets import MINING_STRATEGIES, MiningStrategy, mine_triplets
 
@@ -70,10 +70,9 @@ class TripletMarginLoss(EmbeddingLoss):
         ref_embeddings: Tensor | None = None,
         ref_labels: Tensor | None = None,
     ) -> Tensor:
-        if self.normalize:
-            embeddings = unit_rows(embeddings)
-            ref_embeddings = None if ref_embeddings is None else unit_rows(ref_embeddings)
-        distances = partner_distances(embeddings, ref_embeddings, squared=True)  # (n, n + m)
+        distances = partner_distances(
+            embeddings, ref_embeddings, squared=True, normalize=self.normalize
+        )  # (n, n + m)
         anchor, positive, negative = mine_triplets(
             self.mining, distances, labels, self.margin, ref_labels
         )  # (t,) each
