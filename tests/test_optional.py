@@ -64,11 +64,30 @@ def test_the_core_trains_evaluates_and_clusters_without_any_extra():
     assert "core ok" in done.stdout
 
 
+def test_the_command_line_trains_without_any_extra(tmp_path):
+    out = tmp_path / "run"
+    done = run_without_extras(
+        f"""
+        from clusterable.cli import main
+        argv = ["train", "--data", "digits", "--embedding-dim", "8", "--epochs", "1"]
+        argv += ["--batch-size", "60", "--no-progress", "--no-report", "--out", {str(out)!r}]
+        raise SystemExit(main(argv))
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert (out / "test_metrics.json").is_file()
+
+
 @pytest.mark.parametrize(
     ("snippet", "extra"),
     [
         ("import clusterable.plots", "plots"),
         ("import clusterable.reports", "plots"),
+        (
+            "from clusterable.cli import main\n"
+            "raise SystemExit(main(['reproduce', 'aas-synthetic', '--quick']))",
+            "plots",
+        ),
         ("from clusterable.tsne import tsne_map; import numpy; tsne_map(numpy.eye(5))", "tsne"),
         (
             "from clusterable.unsupervised import OPML; import numpy as np\n"
@@ -76,13 +95,15 @@ def test_the_core_trains_evaluates_and_clusters_without_any_extra():
             "opml",
         ),
     ],
-    ids=["plots", "reports", "tsne", "opml"],
+    ids=["plots", "reports", "reproduce", "tsne", "opml"],
 )
 def test_an_optional_part_names_its_extra(snippet, extra):
     done = run_without_extras(snippet)
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("ImportError:") and f"pip install 'clusterable[{extra}]'" in last
+    # A library call raises ImportError; the command line prints one line of its own.
+    assert last.startswith(("ImportError:", "clusterable reproduce: error:")), last
+    assert f"pip install 'clusterable[{extra}]'" in last
 
 
 def test_require_returns_the_module_or_says_what_needs_it():

@@ -27,9 +27,10 @@ import yaml
 from clusterable import __version__
 from clusterable.cli_use import add_use_verbs, write_model_identity
 from clusterable.cluster import available_clusterings, canonical_clustering, takes_n_clusters
-from clusterable.data import labelled_mask
+from clusterable.data import available_datasets, labelled_mask
+from clusterable.losses import available_losses
 from clusterable.metric_table import clustering_heading, format_metric_table
-from clusterable.reproduce import EXPERIMENTS
+from clusterable.models import available_models
 from clusterable.train.checkpoint import CheckpointWriteError
 from clusterable.train.config import SAMPLERS
 from clusterable.train.run_folder import (
@@ -501,8 +502,8 @@ def add_run_settings(
     setting(
         "--data",
         spec_default["data"],
-        "dataset: a name of clusterable.data.available_datasets(), folder:PATH (one sub-folder "
-        "of images per class) or table:PATH (.npz, .csv, .npy); see the README's data rules",
+        f"dataset: {', '.join(available_datasets())}, or folder:PATH (one sub-folder of images "
+        "per class) or table:PATH (.npz, .csv, .npy); see the README's data rules",
     )
     parser.add_argument(
         "--root",
@@ -530,7 +531,7 @@ def add_run_settings(
         type=int,
         choices=(1, 3),
     )
-    setting("--loss", spec_default["loss"], "loss (clusterable.losses.available_losses())")
+    setting("--loss", spec_default["loss"], "the loss", choices=available_losses())
     parser.add_argument(
         "--loss-arg",
         action="append",
@@ -538,7 +539,11 @@ def add_run_settings(
         metavar="NAME=VALUE",
         help="a keyword of the loss, typed as the loss declares it (repeatable)",
     )
-    setting("--model", spec_default["model"], "model (clusterable.models.available_models())")
+    setting(
+        "--model",
+        spec_default["model"],
+        f"the network: {', '.join(available_models())}, or timm:NAME / torchvision:NAME",
+    )
     parser.add_argument(
         "--model-arg",
         action="append",
@@ -606,6 +611,16 @@ def add_run_settings(
         metavar="NAME=VALUE",
         help="any TrainConfig field, typed as the field declares it (repeatable)",
     )
+
+
+def _experiment_choices() -> list[str] | None:
+    """``all`` and the registered experiments; None (any name) when the reproductions cannot be
+    imported, so that ``reproduce`` itself says which extra is missing."""
+    try:
+        from clusterable.reproduce import EXPERIMENTS
+    except ImportError:
+        return None
+    return ["all", *EXPERIMENTS]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -798,7 +813,7 @@ def build_parser() -> argparse.ArgumentParser:
         command_reproduce,
     )
     reproduce.add_argument(
-        "experiment", choices=["all", *EXPERIMENTS], help="an experiment, or all of them"
+        "experiment", choices=_experiment_choices(), help="an experiment, or all of them"
     )
     budget = reproduce.add_mutually_exclusive_group()
     budget.add_argument("--quick", action="store_true", help="about a minute (for tests)")
