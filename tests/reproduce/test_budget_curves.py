@@ -56,6 +56,9 @@ def test_report_names_the_budgets(quick_run: tuple[Path, dict]) -> None:
         assert f"{point.epochs} epochs on {point.train_items:,} training images" in result["setup"]
     markdown = (folder / "results.md").read_text()
     assert all(point.label in markdown for point in QUICK_POINTS)
+    assert result["budget"].startswith("quick budget:")
+    assert all(point.label in result["budget"] for point in QUICK_POINTS)
+    assert "Claims judged at the quick budget" in markdown
     assert len(result["claims"]) == len(COMPARISONS)
     for claim in result["claims"]:
         assert QUICK_POINTS[-1].label in claim["text"]  # judged at the largest budget

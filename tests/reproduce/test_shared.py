@@ -7,6 +7,7 @@ import pytest
 
 from clusterable.data import load_dataset
 from clusterable.recipe import RunSpec, build
+from clusterable.reproduce import _shared
 from clusterable.reproduce._shared import (
     Method,
     Scale,
@@ -89,3 +90,22 @@ def test_the_budget_line_names_epochs_size_seeds_and_search():
     searched = Scale(10, 5, 3, search=Search(2, 100, folds=5, trials=21))
     assert "21 trials, 5-fold stratified" in searched.budget_line("default", 10, [0], 2)
     assert "none" in Scale(10, 5, 3).budget_line("quick", 10, [0], 2)
+
+
+def test_claims_are_judged_with_the_librarys_k_means_not_the_fast_evaluation_one(monkeypatch):
+    from clusterable.cluster.kmeans import MAX_ITER, N_INIT
+    from clusterable.evaluate.table import EVALUATION_KMEANS
+    from clusterable.reproduce import zero_shot_fashion
+
+    assert _shared.CLAIM_KMEANS == {"init": "k-means++", "n_init": N_INIT, "max_iter": MAX_ITER}
+    assert _shared.CLAIM_KMEANS["n_init"] > EVALUATION_KMEANS["n_init"]
+    seen = []
+
+    def spy(features, labels, **kwargs):
+        seen.append(kwargs.get("cluster_kwargs"))
+        return {m: 0.5 for m in zero_shot_fashion.METRICS}
+
+    monkeypatch.setattr(zero_shot_fashion, "evaluate_embeddings", spy)
+    points = np.random.default_rng(0).normal(size=(20, 4))
+    zero_shot_fashion.zero_shot_scores(points, np.repeat([0, 1], 10), spectral=False, seed=0)
+    assert seen == [_shared.CLAIM_KMEANS]

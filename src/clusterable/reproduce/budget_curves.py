@@ -322,6 +322,11 @@ def budget_curves(budget: Budget) -> ExperimentReport:
         rows=rows,
         claims=[_verdict(c, curves[c.name], scale.points) for c in COMPARISONS],
         plots=[PLOT],
+        budget=(
+            f"{budget.mode} budget: each claim at every point "
+            f"({'; '.join(p.label for p in scale.points)}), judged at the largest; seeds "
+            f"{seeds}; search: none (msdnn-subclass's held-out sigma and lambda)"
+        ),
         notes=[
             "Table: gap A - B in percentage points (mean ± std over seeds); a claim holds where "
             "its gap is >= 0. Every seed's scores of both methods are in "

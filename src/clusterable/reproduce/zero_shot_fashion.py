@@ -20,6 +20,7 @@ from clusterable.data import LabelledDataset, class_split, first_per_class, load
 from clusterable.evaluate import evaluate_embeddings
 from clusterable.recipe import RunSpec
 from clusterable.reproduce._shared import (
+    CLAIM_KMEANS,
     Method,
     Scale,
     Search,
@@ -205,7 +206,9 @@ def zero_shot_scores(
     features = embedding / np.linalg.norm(embedding, axis=1, keepdims=True).clip(min=1e-12)
     if spectral:
         features = spectral_embedding(features, rank=len(np.unique(labels)))
-    table = evaluate_embeddings(features, labels, clustering="kmeans", seed=seed)
+    table = evaluate_embeddings(
+        features, labels, clustering="kmeans", seed=seed, cluster_kwargs=CLAIM_KMEANS
+    )
     return {m: float(table[m]) for m in METRICS}
 
 
