@@ -16,6 +16,7 @@ needs none of them. The extras, as ``pip install 'clusterable[NAME]'`` installs 
 
 from __future__ import annotations
 
+import functools
 import importlib
 from types import ModuleType
 
@@ -33,8 +34,10 @@ OPTIONAL = {
 }
 
 
+@functools.cache
 def installed(module: str) -> bool:
-    """Whether ``module`` imports (a faster path is taken only then)."""
+    """Whether ``module`` imports (a faster path is taken only then); asked once per process,
+    so a missing package is not searched for again at every call."""
     try:
         importlib.import_module(module)
     except ImportError:

@@ -318,7 +318,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
     keep = labelled_mask(labels)
     embeddings, labels = embeddings[keep], labels[keep]
     counted = takes_n_clusters(args.clustering)
-    k = args.n_clusters or len(np.unique(labels)) if counted else None
+    k = (args.n_clusters or len(np.unique(labels))) if counted else None
     if not counted and args.n_clusters is not None:
         raise ValueError(
             f"--clustering {args.clustering} chooses its own number of clusters: drop --n-clusters"

@@ -208,8 +208,11 @@ def build_trainer(
     """
     num_classes = train.num_classes if num_classes is None else num_classes
     pieces = build(spec, train.input_shape, num_classes, seed=config.seed)
-    record = {"spec": asdict(spec), "input_shape": list(train.input_shape)}
-    record["num_classes"] = num_classes
+    record = {
+        "spec": asdict(spec),
+        "input_shape": list(train.input_shape),
+        "num_classes": num_classes,
+    }
     callbacks: list[TrainerCallback] = []
     if spec.unsupervised and spec.pseudo_label_every:
         callbacks.append(PseudoLabelRefresh(spec.pseudo_label_every))

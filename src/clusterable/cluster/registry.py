@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from clusterable._register import register_once
+
 #: Short names accepted besides the registered ones.
 ALIASES = {"ap": "affinity_propagation"}
 
@@ -37,9 +39,7 @@ def register_clusterer(
     """Function decorator: make a partition algorithm available as ``name``."""
 
     def add(function: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
-        if name in CLUSTERERS:
-            raise RuntimeError(f"clustering name {name!r} is registered twice")
-        CLUSTERERS[name] = Clusterer(function, takes_n_clusters, seeded)
+        register_once(CLUSTERERS, name, Clusterer(function, takes_n_clusters, seeded), "clustering")
         return function
 
     return add

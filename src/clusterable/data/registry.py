@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from clusterable._register import register_once
 from clusterable.data.dataset import DEFAULT_IMAGE_SIZE, ImageFiles, LabelledDataset
 from clusterable.data.views import MSDNN_COARSE, coarse_labels
 
@@ -43,13 +44,12 @@ def register_dataset(
     """
 
     def add(load: Callable[..., LabelledDataset]) -> Callable[..., LabelledDataset]:
-        if name in _LOADERS:
-            raise RuntimeError(f"dataset name {name!r} is registered twice")
         loader: Loader = _sized(load) if resized else load
         if path_prefix is not None:
             loader = _needs_root(name, path_prefix, loader)
+        register_once(_LOADERS, name, loader, "dataset")
+        if path_prefix is not None:
             _PATH_PREFIXES[path_prefix] = name
-        _LOADERS[name] = loader
         return load
 
     return add

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from clusterable._register import register_once
 from clusterable.evaluate._inputs import Metric
 
 if TYPE_CHECKING:
@@ -101,9 +102,7 @@ def register_metric(
         raise ValueError(f"metric {name!r} needs {sorted(unknown)}; known needs: {NEEDS}")
 
     def add(score: Score) -> Score:
-        if name in METRICS:
-            raise RuntimeError(f"metric name {name!r} is registered twice")
-        METRICS[name] = TableMetric(score, wanted, default)
+        register_once(METRICS, name, TableMetric(score, wanted, default), "metric")
         return score
 
     return add

@@ -8,6 +8,7 @@ from typing import TypeVar
 
 from torch import nn
 
+from clusterable._register import register_once
 from clusterable.losses._base import EmbeddingLoss
 
 LossClass = TypeVar("LossClass", bound=type[EmbeddingLoss])
@@ -26,9 +27,7 @@ def register_loss(name: str) -> Callable[[LossClass], LossClass]:
     """Class decorator: make a loss available as ``build_loss(name)``."""
 
     def add(cls: LossClass) -> LossClass:
-        if name in _LOSSES:
-            raise RuntimeError(f"loss name {name!r} is registered twice")
-        _LOSSES[name] = cls
+        register_once(_LOSSES, name, cls, "loss")
         return cls
 
     return add

@@ -28,6 +28,7 @@ import torch.distributed as dist
 from torch import Tensor
 from torch.utils.data import Sampler
 
+from clusterable._register import register_once
 from clusterable.data import labelled_mask
 
 ArrayLike = np.ndarray | Tensor | Sequence[int]
@@ -41,9 +42,7 @@ def register_sampler(name: str) -> Callable[[SamplerClass], SamplerClass]:
     """Class decorator: make a sampler available to training as ``TrainConfig(sampler=name)``."""
 
     def add(cls: SamplerClass) -> SamplerClass:
-        if name in SAMPLERS:
-            raise RuntimeError(f"sampler name {name!r} is registered twice")
-        SAMPLERS[name] = cls
+        register_once(SAMPLERS, name, cls, "sampler")
         return cls
 
     return add

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from clusterable._register import register_once
 from clusterable.models.embedding_net import EmbeddingNet
 
 #: ``builder(input_shape, **kwargs) -> (backbone, feature_dim)``.
@@ -44,9 +45,7 @@ def register_model(
     """
 
     def add(builder: BackboneBuilder) -> BackboneBuilder:
-        if name in _MODELS:
-            raise RuntimeError(f"model name {name!r} is registered twice")
-        _MODELS[name] = _Architecture(builder, decoder)
+        register_once(_MODELS, name, _Architecture(builder, decoder), "model")
         return builder
 
     return add

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import torch
 
+from clusterable._register import register_once
 from clusterable.reproduce.experiment_report import (
     ExperimentReport,
     command_line,
@@ -57,9 +58,7 @@ def experiment(name: str) -> Callable[[Experiment], Experiment]:
     """Decorator: register a reproduction under ``name``."""
 
     def add(function: Experiment) -> Experiment:
-        if name in EXPERIMENTS:
-            raise RuntimeError(f"experiment name {name!r} is registered twice")
-        EXPERIMENTS[name] = function
+        register_once(EXPERIMENTS, name, function, "experiment")
         return function
 
     return add
