@@ -1,5 +1,6 @@
 """k-means: recovery, determinism, inertia against scikit-learn, input checks, small sets."""
 
+import importlib
 import warnings
 
 import numpy as np
@@ -10,6 +11,7 @@ from sklearn.cluster import KMeans
 from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
+from clusterable._optional import installed
 from clusterable.cluster import ClusterCountWarning, kmeans
 
 
@@ -175,3 +177,29 @@ def test_torch_back_end_gives_the_faiss_partition():
     seeds = _seeds(frame, 10, "k-means++", np.random.default_rng(0))
     via_torch, _ = _lloyd(frame, seeds, 50, torch.device("cpu"), backend="torch")
     assert adjusted_rand_score(labels, via_torch) == 1.0
+
+
+@pytest.mark.parametrize("backend", ["torch", *(["faiss"] if installed("faiss") else [])])
+def test_bounded_assignments_give_the_full_search_partition(monkeypatch, backend):
+    # Many clusters, so assignments keep bounds and search only where they must; the labels and
+    # the inertia must be those of searching every centroid at every iteration.
+    import torch
+
+    kmeans_module = importlib.import_module("clusterable.cluster.kmeans")
+
+    x, _ = make_blobs(3000, 8, centers=60, cluster_std=2.0, random_state=1)
+    x[2900:] = x[:100]  # duplicates
+    frame = kmeans_module._Frame(np.asarray(x, dtype=np.float32))
+    seeds = kmeans_module._seeds(frame, 300, "random", np.random.default_rng(0))
+    calls = []
+    search_all = kmeans_module._nearest
+    monkeypatch.setattr(
+        kmeans_module, "_nearest", lambda *a: calls.append(a[4] is None) or search_all(*a)
+    )
+    cpu = torch.device("cpu")
+    bounded, bounded_inertia = kmeans_module._lloyd(frame, seeds.copy(), 50, cpu, backend)
+    assert len(calls) > 3 and not all(calls)  # some assignments searched only some points
+    monkeypatch.setattr(kmeans_module, "BOUNDED_MIN_CLUSTERS", 10**9)
+    full, full_inertia = kmeans_module._lloyd(frame, seeds.copy(), 50, cpu, backend)
+    np.testing.assert_array_equal(bounded, full)
+    assert bounded_inertia == pytest.approx(full_inertia, rel=1e-5)

@@ -139,3 +139,34 @@ def test_float64_points_far_from_the_origin_are_ranked_in_float64():
     assert distances.dtype == np.float64
     np.testing.assert_array_equal(indices[:, 0], squared.argmin(1))
     np.testing.assert_allclose(distances[:, 0] ** 2, squared.min(1), rtol=1e-6)
+
+
+def twins_across_panels(seed, n=1400, d=16, classes=40):
+    """Points with a near-twin each (a near-tie in every query's list) in another class."""
+    rng = np.random.default_rng(seed)
+    base = rng.standard_normal((n // 2, d))
+    twins = base + 1e-5 * rng.standard_normal((n // 2, d))
+    x = np.concatenate([base, twins]).astype(np.float32)
+    y = rng.integers(0, classes, n // 2)
+    return x, np.concatenate([y, (y + 1) % classes])
+
+
+@pytest.mark.skipif(not faiss_available(), reason="the symmetric self-search runs in faiss")
+def test_symmetric_self_search_equals_the_query_by_query_search(monkeypatch):
+    x, _ = twins_across_panels(7)
+    x[1300:] = x[:100]  # exact duplicates in another row panel
+    # Several column panels per row panel, and row panels of unequal length.
+    monkeypatch.setattr(neighbors, "_PANEL_ELEMENTS", neighbors._PANEL_ROWS * 600)
+    calls = []
+    symmetric = neighbors._symmetric_self_search
+    monkeypatch.setattr(
+        neighbors, "_symmetric_self_search", lambda *a: calls.append(1) or symmetric(*a)
+    )
+    d_sym, i_sym = knn_search(x, 20)
+    assert calls == [1]
+    monkeypatch.setattr(neighbors, "SYMMETRIC_MAX_CANDIDATES", 0)
+    d_plain, i_plain = knn_search(x, 20)
+    assert calls == [1]
+    np.testing.assert_array_equal(i_sym, i_plain)
+    np.testing.assert_allclose(d_sym, d_plain, rtol=1e-5)
+    np.testing.assert_array_equal(i_sym, brute_force(x, 20)[1])

@@ -32,6 +32,15 @@ from clusterable.cluster.registry import register_clusterer
 MAX_ITER = 50
 N_INIT = 10
 
+#: Rounding margin of a float32 squared distance ``|x|^2 + |c|^2 - 2 x.c``, relative to
+#: ``|x|^2 + max |c|^2``: float32 dot products err by about ``sqrt(d) * 1.2e-7`` of that.
+ROUNDING_RTOL = 1e-5
+
+#: Clusters from which assignments keep distance bounds (`_Assignments`); below, a full search
+#: costs little and most centroids move at every iteration anyway (measured:
+#: benchmarks/README.md).
+BOUNDED_MIN_CLUSTERS = 256
+
 #: Elements per block of points: bounds the ``(block, k)`` distances of the torch back end and
 #: the float64 copies of rescaled blocks.
 _BLOCK_ELEMENTS = 1 << 24
@@ -64,11 +73,11 @@ class _Frame:
         peak = float(np.abs(points).max())
         self.peak = peak if peak > 0 else 1.0
         centre = np.zeros(points.shape[1])
-        for start, stop in self._chunks():
+        for start, stop in self.chunks(points.shape[0]):
             centre += (points[start:stop] / self.peak).sum(axis=0, dtype=np.float64)
         self.centre = centre / points.shape[0]  # (d,)
         spread = 0.0
-        for start, stop in self._chunks():
+        for start, stop in self.chunks(points.shape[0]):
             spread = max(spread, float(np.abs(points[start:stop] / self.peak - self.centre).max()))
         self.spread = spread if spread > 0 else 1.0
         self.identity = (
@@ -77,9 +86,9 @@ class _Frame:
             and float(np.abs(self.centre).max()) <= self.SAFE_OFFSET * self.spread
         )
 
-    def _chunks(self) -> Iterator[tuple[int, int]]:
-        n, d = self.points.shape
-        step = max(1, _BLOCK_ELEMENTS // (8 * d))
+    def chunks(self, n: int, per_row: int = 8) -> Iterator[tuple[int, int]]:
+        """Ranges over ``n`` rows, each bounded to `_BLOCK_ELEMENTS` of ``per_row`` rows."""
+        step = max(1, _BLOCK_ELEMENTS // (per_row * self.points.shape[1]))
         for start in range(0, n, step):
             yield start, min(start + step, n)
 
@@ -88,7 +97,7 @@ class _Frame:
         if self.identity:
             yield 0, self.points.shape[0]
         else:
-            yield from self._chunks()
+            yield from self.chunks(self.points.shape[0])
 
     def rows(self, index: np.ndarray | slice) -> np.ndarray:
         """Rows of the points in the working frame, ``(m, d)`` float32."""
@@ -99,36 +108,119 @@ class _Frame:
 
 
 def _nearest(
-    frame: _Frame, centroids: np.ndarray, device: torch.device, backend: str
+    frame: _Frame,
+    centroids: np.ndarray,
+    device: torch.device,
+    backend: str,
+    rows: np.ndarray | None = None,
+    kk: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Nearest centroid of every point and its squared distance, ``(n,)`` int64 and float64.
+    """The ``kk`` nearest centroids of each point (of ``rows``, or all), nearest first, and their
+    squared distances: ``(m, kk)`` int64 and float64.
 
     ``backend`` ``"faiss"`` (CPU) or ``"torch"`` (any device, blocks of `_BLOCK_ELEMENTS`).
     """
-    n = frame.points.shape[0]
-    labels = np.empty(n, dtype=np.int64)
-    squared = np.empty(n, dtype=np.float64)
+    n = frame.points.shape[0] if rows is None else rows.size
+    ids = np.empty((n, kk), dtype=np.int64)
+    squared = np.empty((n, kk), dtype=np.float64)
+
+    def points(start: int, stop: int) -> np.ndarray:
+        return frame.rows(slice(start, stop) if rows is None else rows[start:stop])
+
     if backend == "faiss":
         import faiss
 
         index = faiss.IndexFlatL2(centroids.shape[1])
         index.add(centroids)
-        for start, stop in frame.blocks():
-            dist, nearest = index.search(frame.rows(slice(start, stop)), 1)
-            labels[start:stop], squared[start:stop] = nearest[:, 0], dist[:, 0]
-        return labels, np.maximum(squared, 0.0)
+        blocks = frame.blocks() if rows is None else frame.chunks(n)
+        for start, stop in blocks:
+            dist, nearest = index.search(points(start, stop), kk)
+            ids[start:stop], squared[start:stop] = nearest, dist
+        return ids, np.maximum(squared, 0.0)
     cents = torch.from_numpy(centroids).to(device)
     cent_sq = (cents * cents).sum(1)  # (k,)
     step = max(1, _BLOCK_ELEMENTS // centroids.shape[0])
     for start in range(0, n, step):
-        block = torch.from_numpy(frame.rows(slice(start, start + step))).to(device)  # (b, d)
-        # |x - c|^2 = |x|^2 + |c|^2 - 2 x.c; the row's own |x|^2 does not change the argmin.
+        block = torch.from_numpy(points(start, start + step)).to(device)  # (b, d)
+        # |x - c|^2 = |x|^2 + |c|^2 - 2 x.c; the row's own |x|^2 does not change the order.
         partial = cent_sq - 2.0 * (block @ cents.T)  # (b, k)
-        value, nearest = partial.min(dim=1)
+        value, nearest = torch.topk(partial, kk, dim=1, largest=False, sorted=True)
         stop = start + block.shape[0]
-        labels[start:stop] = nearest.cpu().numpy()
-        squared[start:stop] = (value + (block * block).sum(1)).double().cpu().numpy()
-    return labels, np.maximum(squared, 0.0)
+        ids[start:stop] = nearest.cpu().numpy()
+        squared[start:stop] = (value + (block * block).sum(1, keepdim=True)).double().cpu().numpy()
+    return ids, np.maximum(squared, 0.0)
+
+
+class _Assignments:
+    """Exact nearest-centroid assignments that search all centroids only where they must.
+
+    Each point keeps a lower bound on its distance to every centroid but its own, valid for the
+    centroids that have not moved since (Hamerly 2010). At each assignment only the centroids that
+    moved are searched, for every point: the nearest of them other than its own tightens the
+    bound. A point still nearer its own centroid than its bound keeps it; only the others search
+    all centroids again. Late Lloyd iterations move few centroids, so they cost a small part of a
+    full search. The labels are Lloyd's, up to float32 rounding between near-equidistant
+    centroids, for which every bound keeps a margin (`ROUNDING_RTOL`). With fewer than
+    `BOUNDED_MIN_CLUSTERS` clusters, nearly all move at every iteration: every assignment is
+    then a full search.
+    """
+
+    def __init__(self, frame: _Frame, k: int, device: torch.device, backend: str) -> None:
+        self.frame, self.device, self.backend = frame, device, backend
+        self.bounded = k >= BOUNDED_MIN_CLUSTERS
+        self.labels = np.empty(0, dtype=np.int64)
+        self.bound = np.empty(0)  # (n,) lower distance to every other centroid
+        self.centroids: np.ndarray | None = None
+        n = frame.points.shape[0]
+        self.point_sq = np.empty(n)  # (n,) |x|^2 in the working frame
+        for start, stop in frame.chunks(n):
+            block = frame.rows(slice(start, stop))
+            self.point_sq[start:stop] = np.einsum("nd,nd->n", block, block)
+
+    def __call__(self, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(n,)`` nearest centroid of every point and its squared distance."""
+        n = self.frame.points.shape[0]
+        # Rounding margin of float32 squared distances |x|^2 + |c|^2 - 2 x.c, per point.
+        slack = ROUNDING_RTOL * (self.point_sq + np.einsum("kd,kd->k", centroids, centroids).max())
+        if not self.bounded or self.centroids is None:
+            return self._search(centroids, np.arange(n), slack)
+        squared = self._own_distances(centroids)
+        moved = np.flatnonzero((centroids != self.centroids).any(axis=1))
+        if moved.size:
+            kk = min(2, moved.size)
+            ids, sq = _nearest(self.frame, centroids[moved], self.device, self.backend, None, kk)
+            # The nearest moved centroid other than the point's own.
+            second = sq[:, 1] if kk == 2 else np.inf
+            other = np.where(moved[ids[:, 0]] == self.labels, second, sq[:, 0])
+            np.minimum(self.bound, np.sqrt(np.maximum(other - slack, 0.0)), out=self.bound)
+        unsure = np.flatnonzero(np.sqrt(squared + slack) > self.bound)
+        self.centroids = centroids.copy()
+        if unsure.size:
+            ids, sq = _nearest(self.frame, centroids, self.device, self.backend, unsure, 2)
+            self.labels[unsure], squared[unsure] = ids[:, 0], sq[:, 0]
+            self.bound[unsure] = np.sqrt(np.maximum(sq[:, 1] - slack[unsure], 0.0))
+        return self.labels.copy(), squared
+
+    def _search(
+        self, centroids: np.ndarray, rows: np.ndarray, slack: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Labels and squared distances from a search of all centroids by every point."""
+        kk = 2 if self.bounded else 1
+        ids, sq = _nearest(self.frame, centroids, self.device, self.backend, None, kk)
+        if self.bounded:
+            self.labels, self.centroids = ids[:, 0].copy(), centroids.copy()
+            self.bound = np.sqrt(np.maximum(sq[:, 1] - slack, 0.0))
+        return ids[:, 0].copy(), sq[:, 0].copy()
+
+    def _own_distances(self, centroids: np.ndarray) -> np.ndarray:
+        """``(n,)`` squared distance of every point to its current centroid's new place."""
+        n = self.frame.points.shape[0]
+        squared = np.empty(n)
+        for start, stop in self.frame.chunks(n):
+            block = self.frame.rows(slice(start, stop))
+            diff = block - centroids[self.labels[start:stop]]  # (b, d)
+            squared[start:stop] = np.einsum("bd,bd->b", diff, diff)
+        return squared
 
 
 def _means(frame: _Frame, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -185,10 +277,11 @@ def _lloyd(
     backend = backend or ("faiss" if device.type == "cpu" and installed("faiss") else "torch")
     centroids = seeds
     k = centroids.shape[0]
+    assign = _Assignments(frame, k, device, backend)
     previous = None
     iteration = 0
     while True:
-        labels, squared = _nearest(frame, centroids, device, backend)
+        labels, squared = assign(centroids)
         iteration += 1
         counts = np.bincount(labels, minlength=k)
         empty = np.flatnonzero(counts == 0)

@@ -10,6 +10,15 @@ exactly (float64, ``sum (q - r)^2``) by code shared by both back ends. Every row
 Self-matches are removed by index, never by assuming the query comes first: with duplicates, the
 query's twin can legitimately be returned at distance 0 ahead of it.
 
+The leave-one-out search of a set against itself computes each pair once when faiss is installed
+and every row's candidate list fits `SYMMETRIC_MAX_CANDIDATES`: the upper triangle of the distance
+matrix is produced in row panels, each panel feeds faiss's per-row heaps of its rows and,
+transposed, of its columns, so the search costs ``n^2 d / 2`` multiply-adds instead of ``n^2 d``.
+
+The evaluation asks only whether each neighbour shares the query's class. Given the class codes,
+a near-tied run of candidates is then re-scored only when it mixes the query's class with others:
+reordering a run of one kind cannot change any retrieval metric.
+
 float64 embeddings are ranked at float64 resolution: the search runs on the points centred on the
 reference mean and rounded to float32 (so points far from the origin keep their differences), and
 every candidate is then re-scored exactly in float64 from the unrounded centred points.
@@ -50,6 +59,16 @@ _TORCH_BLOCK = 1 << 26
 
 #: Queries per faiss call: faiss blocks internally; this bounds only the returned arrays.
 _FAISS_CHUNK = 4096
+
+#: Largest ``n * candidates`` for which the self-search keeps every row's candidates at once (a
+#: float32 distance and an int64 id each: 200 MB) and so can use each distance for both its row
+#: and its column.
+SYMMETRIC_MAX_CANDIDATES = 1 << 24
+
+#: Rows per panel of the symmetric self-search, and elements per panel (64 MB of float32; its
+#: transposed copy as much again).
+_PANEL_ROWS = 512
+_PANEL_ELEMENTS = 1 << 24
 
 
 def faiss_available() -> bool:
@@ -112,6 +131,55 @@ def _torch_searcher(reference: np.ndarray) -> Any:
         return values.numpy(), idx.numpy().astype(np.int64)
 
     return search
+
+
+def _symmetric_self_search(x: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every row's ``kk`` nearest other rows of ``x``, each pair's distance computed once.
+
+    Returns ``(n, kk)`` float32 squared distances, ascending, and their int64 row ids. Panels of
+    the upper triangle (a panel's own square block included, its diagonal excluded) go to faiss's
+    heaps of their rows and, transposed, of their columns. Everything parallel runs in faiss (its
+    BLAS and its heaps share one OpenMP pool: mixing in numpy's or torch's thread pools made
+    each of them wait on the other's spinning threads).
+    """
+    import faiss
+
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    n, d = x.shape
+    dist = np.empty((n, kk), dtype=np.float32)
+    ids = np.empty((n, kk), dtype=np.int64)
+    heaps = faiss.float_maxheap_array_t()
+    heaps.nh, heaps.k = n, kk
+    heaps.val, heaps.ids = faiss.swig_ptr(dist), faiss.swig_ptr(ids)
+    heaps.heapify()
+    width = max(_PANEL_ROWS, _PANEL_ELEMENTS // _PANEL_ROWS)
+    panel_buffer = np.empty(_PANEL_ROWS * width, dtype=np.float32)
+    tile_buffer = np.empty((_PANEL_ROWS, _PANEL_ROWS), dtype=np.float32)
+    for i0 in range(0, n, _PANEL_ROWS):
+        i1 = min(i0 + _PANEL_ROWS, n)
+        for j0 in range(i0, n, width):
+            j1 = min(j0 + width, n)
+            panel = panel_buffer[: (i1 - i0) * (j1 - j0)].reshape(i1 - i0, j1 - j0)
+            faiss.pairwise_L2sqr(
+                d,
+                i1 - i0,
+                faiss.swig_ptr(x[i0:i1]),
+                j1 - j0,
+                faiss.swig_ptr(x[j0:j1]),
+                faiss.swig_ptr(panel),
+            )  # (r, w) squared distances
+            if j0 == i0:
+                np.fill_diagonal(panel, np.inf)  # the row itself
+            heaps.addn(j1 - j0, faiss.swig_ptr(panel), j0, i0, i1 - i0)
+            # The panel's columns below its rows, transposed one square tile at a time (a wide
+            # transpose misses the cache), feed the heaps of those rows.
+            for t0 in range(max(i1, j0), j1, _PANEL_ROWS):
+                t1 = min(t0 + _PANEL_ROWS, j1)
+                tile = tile_buffer[: t1 - t0, : i1 - i0]
+                np.copyto(tile, panel[:, t0 - j0 : t1 - j0].T)  # (t, r)
+                heaps.addn(i1 - i0, faiss.swig_ptr(tile), i0, t0, t1 - t0)
+    heaps.reorder()
+    return dist, ids
 
 
 def power_of_two_scale(q: np.ndarray, ref: np.ndarray) -> float:
@@ -195,9 +263,15 @@ def knn_chunks(
     backend: Backend = "auto",
     chunk_size: int | None = None,
     shard: tuple[int, int] = (0, 1),
+    codes: np.ndarray | None = None,
 ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """The search of `iter_knn` on validated points (`as_points` of `as_embeddings`), ``ref``
-    None for the leave-one-out search of ``q`` against itself; ``k`` already checked."""
+    None for the leave-one-out search of ``q`` against itself; ``k`` already checked.
+
+    ``codes``: ``(n,)`` class codes of a leave-one-out search whose caller reads only whether each
+    neighbour shares the query's class: near-tied runs of one kind are then left in float32 order
+    (see the module docstring), and the distances returned for them are the float32 ones.
+    """
     exclude_self = ref is None
     if ref is None:
         ref = q
@@ -218,39 +292,102 @@ def knn_chunks(
         ref = q if exclude_self else ref_exact.astype(np.float32)
     backend = _resolve(backend)
     chunk = query_chunk(n_ref, backend, chunk_size)
-    search = _faiss_searcher(ref) if backend == "faiss" else _torch_searcher(ref)
 
-    kept = k + int(exclude_self)  # the self-match takes one candidate slot
-    kk = min(kept + TIE_PAD, n_ref)
+    kk = min(k + int(exclude_self) + TIE_PAD, n_ref)  # the self-match may take one slot
+    symmetric = (
+        exclude_self
+        and backend == "faiss"
+        and shard[1] == 1
+        and n_ref * kk <= SYMMETRIC_MAX_CANDIDATES
+    )
+    if symmetric:
+        # Every row's candidates at once; the row itself is never among them.
+        found_sq, found_idx = _symmetric_self_search(q, kk - 1)
+    else:
+        search = _faiss_searcher(ref) if backend == "faiss" else _torch_searcher(ref)
     ref_sq_max = float(np.einsum("nd,nd->n", ref, ref).max())
     rank, world = shard
     for start in range(rank * chunk, q.shape[0], world * chunk):
         qc = q[start : start + chunk]
-        sq, idx = search(qc, kk)
+        if symmetric:
+            sq, idx = found_sq[start : start + chunk], found_idx[start : start + chunk]
+        else:
+            sq, idx = search(qc, kk)
+            if exclude_self:
+                sq, idx = _drop_self(sq, idx, start)
         keys = sq.astype(np.float64)
         if exact is not None:
             rows, cols = np.indices(keys.shape).reshape(2, -1)
             keys[rows, cols] = _rescore(exact[0][start:], exact[1], rows, idx[rows, cols])
         else:
-            # Only the two candidates on either side of a near-tied gap are re-scored: every
-            # other gap exceeds twice the rounding error, so those pairs already compare in the
-            # true order. All kk candidates are checked, so a run of ties reaching past place k
-            # is re-scored whole.
             tol = NEAR_TIE_RTOL * (np.einsum("cd,cd->c", qc, qc).astype(np.float64) + ref_sq_max)
-            near_gap = np.diff(keys, axis=1) <= tol[:, None]  # (c, kk - 1)
-            rescore = np.zeros(keys.shape, dtype=bool)
-            rescore[:, :-1] |= near_gap
-            rescore[:, 1:] |= near_gap
-            rows, cols = np.nonzero(rescore)
+            same = None if codes is None else codes[idx] == codes[start : start + qc.shape[0], None]
+            rows, cols = np.nonzero(_near_ties(keys, tol, same))
             if rows.size:
                 keys[rows, cols] = _rescore(qc, ref, rows, idx[rows, cols])
-        if exclude_self:
-            keys[idx == (start + np.arange(qc.shape[0]))[:, None]] = np.inf
-        order = np.lexsort((idx, keys), axis=-1)[:, :k]  # by distance, then by index
-        keys = np.take_along_axis(keys, order, axis=1)
-        idx = np.take_along_axis(idx, order, axis=1)
+            if codes is not None:
+                rows = np.unique(rows)  # only these rows can have changed order
+        keys, idx = _order(keys, idx, k, None if exact is not None or codes is None else rows)
         dist = np.sqrt(keys) / unit if metric == "euclidean" else keys / 2.0  # |a-b|^2 = 2-2cos
         yield start, dist.astype(np.float32 if exact is None else np.float64), idx
+
+
+def _drop_self(sq: np.ndarray, idx: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray]:
+    """The candidates ``(c, kk)`` without each query's own row ``start + i``: ``(c, kk - 1)``.
+
+    A row whose query is not among its candidates (possible only behind more than ``kk``
+    duplicates, or when the search never returns it) loses its last candidate instead.
+    """
+    own = idx == (start + np.arange(idx.shape[0]))[:, None]  # (c, kk)
+    own[~own.any(axis=1), -1] = True
+    keep = ~own
+    shape = (idx.shape[0], idx.shape[1] - 1)
+    return sq[keep].reshape(shape), idx[keep].reshape(shape)
+
+
+def _near_ties(keys: np.ndarray, tol: np.ndarray, same: np.ndarray | None) -> np.ndarray:
+    """``(c, kk)`` mask of the candidates to re-score exactly.
+
+    The two candidates on either side of a near-tied gap (at most ``tol`` of the row): every other
+    gap exceeds twice the rounding error, so those pairs already compare in the true order. All
+    ``kk`` candidates are checked, so a run of ties reaching past place k is re-scored whole. A
+    candidate within ``tol`` of distance 0 (a duplicate, whose float32 distance is pure rounding)
+    counts as tied with the query itself. With ``same`` (``(c, kk)``: the candidate shares the
+    query's class), only runs mixing both kinds.
+    """
+    c, kk = keys.shape
+    # The gap before each candidate, from 0 (the query itself) for the first.   (c, kk)
+    near_gap = np.diff(keys, axis=1, prepend=0.0) <= tol[:, None]
+    rescore = near_gap.copy()
+    rescore[:, :-1] |= near_gap[:, 1:]
+    if same is None or not rescore.any():
+        return rescore
+    # Runs of near-tied candidates, numbered across rows; the query itself opens run 0 of its row.
+    run = np.cumsum(~near_gap, axis=1) + ((kk + 1) * np.arange(c))[:, None]  # (c, kk)
+    members = np.bincount(run.ravel(), minlength=c * (kk + 1))
+    alike = np.bincount(run.ravel(), weights=same.ravel(), minlength=c * (kk + 1))
+    members[:: kk + 1] += 1  # the query, of its own class, in run 0
+    alike[:: kk + 1] += 1
+    mixed = (alike > 0) & (alike < members)  # per run
+    return rescore & mixed[run]
+
+
+def _order(
+    keys: np.ndarray, idx: np.ndarray, k: int, rows: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The first ``k`` candidates of each row by (distance, index), ``(c, k)`` each.
+
+    ``rows``: only these rows are sorted, the others being in order already; None: every row.
+    """
+    if rows is None:
+        order = np.lexsort((idx, keys), axis=-1)[:, :k]  # by distance, then by index
+        return np.take_along_axis(keys, order, axis=1), np.take_along_axis(idx, order, axis=1)
+    first_keys, first_idx = keys[:, :k].copy(), idx[:, :k].copy()
+    if rows.size:
+        order = np.lexsort((idx[rows], keys[rows]), axis=-1)[:, :k]
+        first_keys[rows] = np.take_along_axis(keys[rows], order, axis=1)
+        first_idx[rows] = np.take_along_axis(idx[rows], order, axis=1)
+    return first_keys, first_idx
 
 
 def knn_search(

@@ -105,7 +105,7 @@ def retrieval_per_query(
     n = codes.shape[0]
     out: dict[str, np.ndarray] = {}
     searched = knn_chunks(
-        points, k, metric=metric, backend=backend, chunk_size=chunk_size, shard=shard
+        points, k, metric=metric, backend=backend, chunk_size=chunk_size, shard=shard, codes=codes
     )
     for start, _, idx in searched:
         stop = start + idx.shape[0]

@@ -6,7 +6,6 @@ import warnings
 from typing import Any, Literal
 
 import numpy as np
-import torch
 
 from clusterable.evaluate._inputs import Metric, as_clusters, as_embeddings, as_points
 from clusterable.evaluate.neighbors import power_of_two_scale
@@ -136,20 +135,24 @@ def silhouette_of_codes(
     column_of[order] = np.arange(n)
     starts = np.searchsorted(codes[order], np.arange(n_clusters))  # (K,) first column per cluster
     sizes = np.bincount(codes, minlength=n_clusters).astype(np.float64)  # (K,)
-    pts = torch.from_numpy(np.ascontiguousarray(x))  # float64 stays float64
-    cols = pts[torch.from_numpy(order)]  # (n, d) in cluster order
-    col_sq = (cols * cols).sum(1)  # (n,)
+    pts = np.ascontiguousarray(x)  # float64 stays float64
+    cols = pts[order]  # (n, d) in cluster order
+    col_sq = np.einsum("nd,nd->n", cols, cols)  # (n,)
     scores = np.empty(scored.size, dtype=np.float64)
     step = max(1, _BLOCK // max(n, n_clusters))
     for s in range(0, scored.size, step):
         rows = scored[s : s + step]
-        q = pts[torch.from_numpy(rows)]  # (c, d)
-        gram = q @ cols.T  # (c, n)
+        q = pts[rows]  # (c, d)
+        dist = q @ cols.T  # (c, n); numpy's BLAS, measured faster here than torch's
         if metric == "cosine":
-            dist = (1.0 - gram).clamp_min_(0.0)
+            np.subtract(1.0, dist, out=dist)
         else:
-            dist = ((q * q).sum(1, keepdim=True) + col_sq - 2.0 * gram).clamp_min_(0.0).sqrt_()
-        dist = dist.numpy()
+            dist *= -2.0
+            dist += col_sq
+            dist += np.einsum("cd,cd->c", q, q)[:, None]
+        np.maximum(dist, 0.0, out=dist)
+        if metric == "euclidean":
+            np.sqrt(dist, out=dist)
         dist[np.arange(rows.size), column_of[rows]] = 0.0  # exact zero self-distance
         sums = np.add.reduceat(dist, starts, axis=1, dtype=np.float64)  # (c, K)
         own = codes[rows]
