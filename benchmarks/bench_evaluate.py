@@ -106,7 +106,7 @@ def run_stages(emb: np.ndarray, labels: np.ndarray, seed: int) -> dict[str, floa
     out["knn + retrieval"] = time.perf_counter() - clock
     clock = time.perf_counter()
     frame = _Frame(emb)
-    seeds = _seeds(frame, classes.size, EVALUATION_KMEANS["init"], np.random.default_rng(seed))
+    seeds, _ = _seeds(frame, classes.size, EVALUATION_KMEANS["init"], np.random.default_rng(seed))
     out["k-means seeding"] = time.perf_counter() - clock
     clock = time.perf_counter()
     clusters, _ = _lloyd(frame, seeds, EVALUATION_KMEANS["max_iter"], torch.device("cpu"))

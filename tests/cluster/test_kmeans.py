@@ -174,7 +174,7 @@ def test_torch_back_end_gives_the_faiss_partition():
     from clusterable.cluster.kmeans import _Frame, _lloyd, _seeds
 
     frame = _Frame(np.asarray(x, dtype=np.float32))
-    seeds = _seeds(frame, 10, "k-means++", np.random.default_rng(0))
+    seeds, _ = _seeds(frame, 10, "k-means++", np.random.default_rng(0))
     via_torch, _ = _lloyd(frame, seeds, 50, torch.device("cpu"), backend="torch")
     assert adjusted_rand_score(labels, via_torch) == 1.0
 
@@ -190,7 +190,7 @@ def test_bounded_assignments_give_the_full_search_partition(monkeypatch, backend
     x, _ = make_blobs(3000, 8, centers=60, cluster_std=2.0, random_state=1)
     x[2900:] = x[:100]  # duplicates
     frame = kmeans_module._Frame(np.asarray(x, dtype=np.float32))
-    seeds = kmeans_module._seeds(frame, 300, "random", np.random.default_rng(0))
+    seeds, _ = kmeans_module._seeds(frame, 300, "random", np.random.default_rng(0))
     calls = []
     search_all = kmeans_module._nearest
     monkeypatch.setattr(
@@ -203,3 +203,54 @@ def test_bounded_assignments_give_the_full_search_partition(monkeypatch, backend
     full, full_inertia = kmeans_module._lloyd(frame, seeds.copy(), 50, cpu, backend)
     np.testing.assert_array_equal(bounded, full)
     assert bounded_inertia == pytest.approx(full_inertia, rel=1e-5)
+
+
+@pytest.mark.parametrize("k", [40, 400])
+def test_starting_from_neighbour_lists_gives_the_same_partition(k):
+    # Each point's nearest seed read off its kNN list instead of searched among all seeds.
+    from clusterable.evaluate import knn_search
+
+    # No duplicate points: two seeds on one spot tie, and a search and a list break it apart.
+    x, _ = make_blobs(2000, 16, centers=50, cluster_std=3.0, random_state=2)
+    neighbours = knn_search(x, 32)[1]
+    plain = kmeans(x, k, seed=3, n_init=2, init="random", max_iter=30)
+    started = kmeans(x, k, seed=3, n_init=2, init="random", max_iter=30, neighbours=neighbours)
+    np.testing.assert_array_equal(started, plain)
+
+
+@pytest.mark.parametrize("backend", ["torch", *(["faiss"] if installed("faiss") else [])])
+def test_the_first_assignment_reads_the_nearest_seed_off_the_lists(monkeypatch, backend):
+    import torch
+
+    from clusterable.evaluate import knn_search
+
+    kmeans_module = importlib.import_module("clusterable.cluster.kmeans")
+    x = make_blobs(1500, 8, centers=30, cluster_std=2.0, random_state=4)[0].astype(np.float32)
+    frame = kmeans_module._Frame(x)
+    seeds, rows = kmeans_module._seeds(frame, 60, "random", np.random.default_rng(0))
+    neighbours = knn_search(x, 16)[1]
+    searched = []
+    search_all = kmeans_module._nearest
+    monkeypatch.setattr(
+        kmeans_module, "_nearest", lambda *a: searched.append(a[4]) or search_all(*a)
+    )
+    assign = kmeans_module._Assignments(frame, 60, torch.device("cpu"), backend)
+    assign.start_from(rows, neighbours)
+    labels, squared = assign(seeds)
+    squared_to_seeds = ((x[:, None, :].astype(np.float64) - seeds[None]) ** 2).sum(-1)  # (n, k)
+    np.testing.assert_array_equal(labels, squared_to_seeds.argmin(axis=1))
+    np.testing.assert_allclose(squared, squared_to_seeds.min(axis=1), rtol=1e-5, atol=1e-6)
+    # Only the points that are no seed and list none searched.
+    listed = np.isin(neighbours, rows).any(axis=1) | np.isin(np.arange(x.shape[0]), rows)
+    assert 0 < (~listed).sum() < x.shape[0]
+    np.testing.assert_array_equal(searched[0], np.flatnonzero(~listed))
+
+
+@pytest.mark.parametrize(
+    "neighbours, match",
+    [(np.zeros((5, 3), dtype=np.int64), r"\(n, m\)"), (np.full((20, 3), 20), r"\[0, 20\)")],
+)
+def test_bad_neighbour_lists_are_refused(neighbours, match):
+    x = np.random.default_rng(0).standard_normal((20, 2))
+    with pytest.raises(ValueError, match=match):
+        kmeans(x, 3, neighbours=neighbours)

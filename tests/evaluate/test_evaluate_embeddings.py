@@ -10,6 +10,7 @@ from clusterable.evaluate import (
     ari,
     cluster_accuracy,
     evaluate_embeddings,
+    knn_search,
     map_at_r,
     nmi,
     pairwise_f1,
@@ -71,13 +72,18 @@ def test_named_clustering_called_once_with_class_count(monkeypatch):
     x, y = blobs()
     calls = []
 
-    def fake_partition(points, name, k, seed, kwargs):
+    def fake_partition(points, name, k, seed, kwargs, neighbours):
         calls.append((name, k, seed, kwargs))
+        lists.append(neighbours)
         return y.copy()
 
+    lists = []
     monkeypatch.setattr(evaluation_table, "partition", fake_partition)
     table = evaluate_embeddings(torch.from_numpy(x), torch.from_numpy(y), seed=5, ks=(1,))
     assert calls == [("kmeans", 8, 5, None)]
+    # The kNN search's first neighbours go to the clustering, for k-means to start from.
+    kept = min(evaluation_table.NEIGHBOURS_KEPT, x.shape[0] - 1)
+    np.testing.assert_array_equal(lists[0], knn_search(x, kept)[1])
     assert table["nmi"] == table["accuracy"] == table["f1"] == 1.0
     evaluate_embeddings(x, y, clustering="gmm", n_clusters=3, ks=(1,))
     assert calls[-1][:2] == ("gmm", 3)

@@ -171,6 +171,8 @@ class _Assignments:
         self.labels = np.empty(0, dtype=np.int64)
         self.bound = np.empty(0)  # (n,) lower distance to every other centroid
         self.centroids: np.ndarray | None = None
+        self.seed_rows: np.ndarray | None = None
+        self.neighbours: np.ndarray | None = None
         n = frame.points.shape[0]
         self.point_sq = np.empty(n)  # (n,) |x|^2 in the working frame
         for start, stop in frame.chunks(n):
@@ -179,13 +181,16 @@ class _Assignments:
 
     def __call__(self, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(n,)`` nearest centroid of every point and its squared distance."""
-        n = self.frame.points.shape[0]
         # Rounding margin of float32 squared distances |x|^2 + |c|^2 - 2 x.c, per point.
         slack = ROUNDING_RTOL * (self.point_sq + np.einsum("kd,kd->k", centroids, centroids).max())
+        if self.centroids is None and self.seed_rows is not None:
+            return self._from_neighbours(centroids)
         if not self.bounded or self.centroids is None:
-            return self._search(centroids, np.arange(n), slack)
-        squared = self._own_distances(centroids)
+            return self._search(centroids, slack)
         moved = np.flatnonzero((centroids != self.centroids).any(axis=1))
+        if 2 * moved.size > centroids.shape[0]:  # bounds would save less than they cost
+            return self._search(centroids, slack)
+        squared = self._own_distances(centroids)
         if moved.size:
             kk = min(2, moved.size)
             ids, sq = _nearest(self.frame, centroids[moved], self.device, self.backend, None, kk)
@@ -201,9 +206,35 @@ class _Assignments:
             self.bound[unsure] = np.sqrt(np.maximum(sq[:, 1] - slack[unsure], 0.0))
         return self.labels.copy(), squared
 
-    def _search(
-        self, centroids: np.ndarray, rows: np.ndarray, slack: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def start_from(self, seed_rows: np.ndarray, neighbours: np.ndarray) -> None:
+        """Read the first assignment off each point's nearest other points.
+
+        ``seed_rows`` ``(k,)``: the points the centroids start on; ``neighbours`` ``(n, m)``: each
+        point's nearest other points, nearest first. A point's nearest seed is the first seed in
+        its list, since every seed outside the list lies farther than every point in it (up to
+        float32 rounding, as for any assignment); only points whose list holds no seed search.
+        """
+        self.seed_rows, self.neighbours = seed_rows, neighbours
+
+    def _from_neighbours(self, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        assert self.seed_rows is not None and self.neighbours is not None
+        n, k = self.frame.points.shape[0], centroids.shape[0]
+        centroid_of = np.full(n, -1, dtype=np.int64)
+        centroid_of[self.seed_rows] = np.arange(k)
+        listed = centroid_of[self.neighbours]  # (n, m): the seed's centroid, or -1
+        labels = listed[np.arange(n), (listed >= 0).argmax(axis=1)]  # -1 where none is listed
+        labels[self.seed_rows] = np.arange(k)  # a seed is its own nearest
+        self.seed_rows = self.neighbours = None
+        self.labels, self.centroids = labels, centroids.copy()
+        squared = self._own_distances(centroids)
+        unlisted = np.flatnonzero(labels < 0)
+        if unlisted.size:
+            ids, sq = _nearest(self.frame, centroids, self.device, self.backend, unlisted, 1)
+            labels[unlisted], squared[unlisted] = ids[:, 0], sq[:, 0]
+        self.bound = np.zeros(n)  # unknown: the next assignment searches
+        return labels.copy(), squared
+
+    def _search(self, centroids: np.ndarray, slack: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Labels and squared distances from a search of all centroids by every point."""
         kk = 2 if self.bounded else 1
         ids, sq = _nearest(self.frame, centroids, self.device, self.backend, None, kk)
@@ -218,7 +249,7 @@ class _Assignments:
         squared = np.empty(n)
         for start, stop in self.frame.chunks(n):
             block = self.frame.rows(slice(start, stop))
-            diff = block - centroids[self.labels[start:stop]]  # (b, d)
+            diff = block - centroids[self.labels[start:stop]]  # (b, d); label -1: any row
             squared[start:stop] = np.einsum("bd,bd->b", diff, diff)
         return squared
 
@@ -268,16 +299,20 @@ def _lloyd(
     max_iter: int,
     device: torch.device,
     backend: str | None = None,
+    start: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, float]:
     """Lloyd iterations from ``seeds`` ``(k, d)``; labels of the last assignment and its inertia.
 
     Assignments run in faiss on the CPU (torch without the ``faiss`` extra) and in torch on any
-    other device (``backend`` overrides).
+    other device (``backend`` overrides). ``start``: the rows of the seed points and each point's
+    nearest other points, for `_Assignments.start_from`.
     """
     backend = backend or ("faiss" if device.type == "cpu" and installed("faiss") else "torch")
     centroids = seeds
     k = centroids.shape[0]
     assign = _Assignments(frame, k, device, backend)
+    if start is not None:
+        assign.start_from(*start)
     previous = None
     iteration = 0
     while True:
@@ -297,16 +332,20 @@ def _lloyd(
         centroids = np.where(counts[:, None] > 0, means, centroids)
 
 
-def _seeds(frame: _Frame, k: int, init: str, rng: np.random.Generator) -> np.ndarray:
-    """``(k, d)`` initial centroids: ``k`` distinct random points, or greedy k-means++."""
+def _seeds(
+    frame: _Frame, k: int, init: str, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(k, d)`` initial centroids, ``k`` distinct random points or greedy k-means++, and the
+    ``(k,)`` rows of the points they are."""
     n = frame.points.shape[0]
     if init == "random":
-        return frame.rows(np.sort(rng.choice(n, k, replace=False)))
+        rows = np.sort(rng.choice(n, k, replace=False))
+        return frame.rows(rows), rows
     from sklearn.cluster import kmeans_plusplus
 
     points = frame.rows(slice(None))
-    centroids, _ = kmeans_plusplus(points, k, random_state=int(rng.integers(2**31 - 1)))
-    return np.ascontiguousarray(centroids, dtype=np.float32)
+    centroids, rows = kmeans_plusplus(points, k, random_state=int(rng.integers(2**31 - 1)))
+    return np.ascontiguousarray(centroids, dtype=np.float32), rows
 
 
 @register_clusterer("kmeans")
@@ -319,6 +358,7 @@ def kmeans(
     max_iter: int = MAX_ITER,
     init: Literal["k-means++", "random"] = "k-means++",
     device: torch.device | str | None = "cpu",
+    neighbours: np.ndarray | None = None,
 ) -> np.ndarray:
     """Partition points into ``k`` clusters with k-means (Lloyd); the restart of least inertia wins.
 
@@ -352,6 +392,11 @@ def kmeans(
     device : torch.device or str, optional
         Where the assignments run: ``"cpu"`` (faiss), a CUDA device (torch), or None for CUDA when
         available (see `default_device`).
+    neighbours : array-like of int, optional
+        ``(n, m)`` each point's nearest other points, nearest first, such as a kNN search already
+        made (`evaluate_embeddings` passes its own). Each restart's first assignment then reads
+        each point's nearest seed off its list instead of searching all ``k`` seeds: the same
+        partition, one full search fewer.
 
     Returns
     -------
@@ -393,8 +438,12 @@ def kmeans(
     frame = _Frame(points)
     rng = np.random.default_rng(seed)
     best_labels, best_inertia = None, np.inf
+    if neighbours is not None:
+        neighbours = _check_neighbours(neighbours, n)
     for _ in range(n_init):
-        labels, inertia = _lloyd(frame, _seeds(frame, k, init, rng), max_iter, device)
+        seeds, rows = _seeds(frame, k, init, rng)
+        start = None if neighbours is None else (rows, neighbours)
+        labels, inertia = _lloyd(frame, seeds, max_iter, device, start=start)
         if inertia < best_inertia:
             best_labels, best_inertia = labels, inertia
     found = int(np.unique(best_labels).size)
@@ -405,6 +454,19 @@ def kmeans(
         )
         warn_cluster_count("kmeans", found, k, reason)
     return best_labels
+
+
+def _check_neighbours(neighbours: np.ndarray, n: int) -> np.ndarray:
+    """``neighbours`` as an ``(n, m)`` int64 array of rows, or a ValueError saying what is wrong."""
+    lists = np.asarray(neighbours)
+    if lists.ndim != 2 or lists.shape[0] != n or lists.dtype.kind not in "iu":
+        raise ValueError(
+            f"neighbours must be an (n, m) = ({n}, m) integer array of each point's nearest "
+            f"other points, got shape {lists.shape} of {lists.dtype}."
+        )
+    if lists.size and (lists.min() < 0 or lists.max() >= n):
+        raise ValueError(f"neighbours must hold row numbers in [0, {n}); some lie outside.")
+    return lists.astype(np.int64, copy=False)
 
 
 def _is_float64(x: object) -> bool:

@@ -152,7 +152,9 @@ def _symmetric_self_search(x: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarr
     heaps.nh, heaps.k = n, kk
     heaps.val, heaps.ids = faiss.swig_ptr(dist), faiss.swig_ptr(ids)
     heaps.heapify()
-    width = max(_PANEL_ROWS, _PANEL_ELEMENTS // _PANEL_ROWS)
+    # Panel rows whose length is off a power of two: reading a column of a panel whose rows lie a
+    # power of two apart lands every element in the same cache sets (measured 4x slower).
+    width = max(_PANEL_ROWS, _PANEL_ELEMENTS // _PANEL_ROWS) - 16
     panel_buffer = np.empty(_PANEL_ROWS * width, dtype=np.float32)
     tile_buffer = np.empty((_PANEL_ROWS, _PANEL_ROWS), dtype=np.float32)
     for i0 in range(0, n, _PANEL_ROWS):
@@ -185,7 +187,9 @@ def _symmetric_self_search(x: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarr
 def power_of_two_scale(q: np.ndarray, ref: np.ndarray) -> float:
     """``2**e`` that brings the largest magnitude of ``q`` and ``ref`` near 1 (1.0 when it is
     already within ``2**-20 .. 2**20``, or all values are 0)."""
-    peak = max(float(np.abs(q).max()), float(np.abs(ref).max()))
+    # max and -min instead of abs: no (n, d) temporary; ref is often q itself.
+    arrays = [q] if ref is q else [q, ref]
+    peak = max((max(float(a.max()), -float(a.min())) for a in arrays if a.size), default=0.0)
     if peak == 0.0 or 2.0**-20 <= peak <= 2.0**20:
         return 1.0
     return float(2.0 ** -np.round(np.log2(peak)))

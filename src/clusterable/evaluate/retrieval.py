@@ -70,6 +70,7 @@ def retrieval_per_query(
     backend: str = "auto",
     chunk_size: int | None = None,
     shard: tuple[int, int] = (0, 1),
+    neighbours: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Per-query retrieval scores from a single leave-one-out kNN search.
 
@@ -88,6 +89,10 @@ def retrieval_per_query(
         Also compute AP@R and R-precision (needs ``R_max`` neighbours).
     metric, backend, chunk_size, shard
         Passed to `knn_chunks`.
+    neighbours : numpy.ndarray, optional
+        ``(n, m)`` integer array filled with each query's first ``m`` neighbours, nearest first
+        (ties within float32 rounding between items of one kind in any order), for a k-means to
+        start from (`clusterable.cluster.kmeans`); ``m < n``. The search reaches ``m`` at least.
 
     Returns
     -------
@@ -101,7 +106,9 @@ def retrieval_per_query(
             "every class has a single item, so no query has anything relevant to "
             "retrieve; retrieval metrics need at least one class with two items."
         )
-    k = max(max(ks), int(r_all.max()) if at_r else 1)
+    k = max(
+        max(ks), int(r_all.max()) if at_r else 1, 0 if neighbours is None else neighbours.shape[1]
+    )
     n = codes.shape[0]
     out: dict[str, np.ndarray] = {}
     searched = knn_chunks(
@@ -109,6 +116,8 @@ def retrieval_per_query(
     )
     for start, _, idx in searched:
         stop = start + idx.shape[0]
+        if neighbours is not None:
+            neighbours[start:stop] = idx[:, : neighbours.shape[1]]  # (c, m)
         part = _retrieval_chunk(codes[idx], codes[start:stop], r_all[start:stop], ks, at_r)
         for name, values in part.items():
             out.setdefault(name, np.full(n, np.nan))[start:stop] = values
