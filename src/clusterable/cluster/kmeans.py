@@ -457,7 +457,7 @@ def kmeans(
 
 
 def _check_neighbours(neighbours: np.ndarray, n: int) -> np.ndarray:
-    """``neighbours`` as an ``(n, m)`` int64 array of rows, or a ValueError saying what is wrong."""
+    """``neighbours`` as ``(n, m)`` integer array of rows, or a ValueError saying what is off."""
     lists = np.asarray(neighbours)
     if lists.ndim != 2 or lists.shape[0] != n or lists.dtype.kind not in "iu":
         raise ValueError(
@@ -466,7 +466,7 @@ def _check_neighbours(neighbours: np.ndarray, n: int) -> np.ndarray:
         )
     if lists.size and (lists.min() < 0 or lists.max() >= n):
         raise ValueError(f"neighbours must hold row numbers in [0, {n}); some lie outside.")
-    return lists.astype(np.int64, copy=False)
+    return lists
 
 
 def _is_float64(x: object) -> bool:

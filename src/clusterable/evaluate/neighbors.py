@@ -110,11 +110,11 @@ def shard_rows(
 def _faiss_searcher(reference: np.ndarray) -> Any:
     import faiss
 
-    index = faiss.IndexFlatL2(reference.shape[1])
-    index.add(reference)
+    reference = np.ascontiguousarray(reference, dtype=np.float32)
 
     def search(queries: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
-        sq, idx = index.search(queries, kk)
+        # faiss.knn searches the array in place; an index would hold a copy of it.
+        sq, idx = faiss.knn(np.ascontiguousarray(queries, dtype=np.float32), reference, kk)
         return sq, idx.astype(np.int64)
 
     return search

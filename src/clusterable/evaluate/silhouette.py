@@ -6,6 +6,7 @@ import warnings
 from typing import Any, Literal
 
 import numpy as np
+from scipy import sparse
 
 from clusterable.evaluate._inputs import Metric, as_clusters, as_embeddings, as_points
 from clusterable.evaluate.neighbors import power_of_two_scale
@@ -82,6 +83,28 @@ def silhouette(
     return silhouette_of_codes(x, codes, metric, check_sample_size(sample_size), seed)
 
 
+#: Centre offset, in units of the points' spread, up to which squared distances are taken on the
+#: points as they are: the cancellation in ``|a|^2 + |b|^2 - 2 a.b`` stays below ``1e-7 * 100`` of
+#: a squared distance. Farther from the origin, a centred copy is made.
+SAFE_OFFSET = 10.0
+
+
+def _well_placed(x: np.ndarray) -> np.ndarray:
+    """``x`` itself when its squared distances keep their precision, else centred and scaled.
+
+    Scaled by a power of two (exact; the silhouette is a ratio) where squares would overflow or
+    underflow; centred where the points lie far from the origin relative to their spread.
+    """
+    unit = power_of_two_scale(x, x)
+    if unit != 1.0:
+        x = x * unit
+    centre = x.mean(axis=0, dtype=np.float64)  # (d,)
+    spread_sq = float(np.einsum("nd,nd->n", x, x).mean(dtype=np.float64) - centre @ centre)
+    if centre @ centre > SAFE_OFFSET**2 * spread_sq:
+        x = (x - centre).astype(x.dtype)
+    return x
+
+
 def check_sample_size(
     sample_size: int | Literal["auto"] | None,
 ) -> int | Literal["auto"] | None:
@@ -122,39 +145,39 @@ def silhouette_of_codes(
             "partition into one group or into singletons has no silhouette."
         )
     if metric == "euclidean":
-        x = x - x.mean(axis=0)  # smaller norms, less cancellation in |a|^2 + |b|^2 - 2ab
-        x = x * power_of_two_scale(x, x)  # no overflow or underflow of squares; a ratio: exact
+        x = _well_placed(x)
     if sample_size == "auto":
         sample_size = max(AUTO_MIN_SAMPLE, AUTO_DISTANCE_BUDGET // n)
     scored = np.arange(n)
     if sample_size is not None and n > sample_size:
         scored = np.sort(np.random.default_rng(seed).choice(n, sample_size, replace=False))
-    # Columns sorted by cluster, so per-cluster distance sums are contiguous segment sums.
-    order = np.argsort(codes, kind="stable")
-    column_of = np.empty(n, dtype=np.int64)
-    column_of[order] = np.arange(n)
-    starts = np.searchsorted(codes[order], np.arange(n_clusters))  # (K,) first column per cluster
     sizes = np.bincount(codes, minlength=n_clusters).astype(np.float64)  # (K,)
     pts = np.ascontiguousarray(x)  # float64 stays float64
-    cols = pts[order]  # (n, d) in cluster order
-    col_sq = np.einsum("nd,nd->n", cols, cols)  # (n,)
+    # (n, K) 0/1 membership: one product sums a block's distances per cluster; dense (one BLAS
+    # call) while it is small, else sparse (measured: benchmarks/README.md).
+    members = sparse.csr_matrix(
+        (np.ones(n, dtype=pts.dtype), (np.arange(n), codes)), shape=(n, n_clusters)
+    )
+    if n * n_clusters <= _BLOCK:
+        members = members.toarray()
+    col_sq = np.einsum("nd,nd->n", pts, pts)  # (n,)
     scores = np.empty(scored.size, dtype=np.float64)
     step = max(1, _BLOCK // max(n, n_clusters))
     for s in range(0, scored.size, step):
         rows = scored[s : s + step]
         q = pts[rows]  # (c, d)
-        dist = q @ cols.T  # (c, n); numpy's BLAS, measured faster here than torch's
+        dist = q @ pts.T  # (c, n); numpy's BLAS, measured faster here than torch's
         if metric == "cosine":
             np.subtract(1.0, dist, out=dist)
         else:
             dist *= -2.0
             dist += col_sq
-            dist += np.einsum("cd,cd->c", q, q)[:, None]
+            dist += col_sq[rows, None]
         np.maximum(dist, 0.0, out=dist)
         if metric == "euclidean":
             np.sqrt(dist, out=dist)
-        dist[np.arange(rows.size), column_of[rows]] = 0.0  # exact zero self-distance
-        sums = np.add.reduceat(dist, starts, axis=1, dtype=np.float64)  # (c, K)
+        dist[np.arange(rows.size), rows] = 0.0  # exact zero self-distance
+        sums = np.asarray(dist @ members, dtype=np.float64)  # (c, K)
         own = codes[rows]
         own_size = sizes[own]
         a = sums[np.arange(rows.size), own] / np.maximum(own_size - 1, 1)

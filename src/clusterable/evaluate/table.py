@@ -31,7 +31,7 @@ EVALUATION_KMEANS = {"init": "random", "n_init": 1, "max_iter": 20}
 
 #: Neighbours of each item kept from the table's kNN search for k-means to start from: its
 #: first assignment reads each item's nearest seed off this list (a list of 32 holds one of
-#: 11,316 seeds among 60,502 items for all but 0.1 % of them), ``n * 32`` int64 in memory.
+#: 11,316 seeds among 60,502 items for all but 0.1 % of them), ``n * 32`` int32 in memory.
 NEIGHBOURS_KEPT = 32
 
 #: Up to this many clusters the evaluation seeds k-means with greedy k-means++ instead: random
@@ -206,7 +206,7 @@ def evaluate_embeddings(
     )
     neighbours = None
     if searched and shard[1] == 1 and "partition" in needs and given_clusters is None:
-        neighbours = np.empty((n, min(NEIGHBOURS_KEPT, n - 1)), dtype=np.int64)
+        neighbours = np.empty((n, min(NEIGHBOURS_KEPT, n - 1)), dtype=np.int32)
     if searched:
         at_r = "neighbours_at_r" in needs
         a.per_query = retrieval_per_query(
