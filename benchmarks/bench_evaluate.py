@@ -97,19 +97,24 @@ def run_stages(emb: np.ndarray, labels: np.ndarray, seed: int) -> dict[str, floa
     from clusterable.evaluate.partition_metrics import contingency_table, hungarian_matching
     from clusterable.evaluate.retrieval import retrieval_per_query
     from clusterable.evaluate.silhouette import silhouette
-    from clusterable.evaluate.table import EVALUATION_KMEANS
+    from clusterable.evaluate.table import EVALUATION_KMEANS, NEIGHBOURS_KEPT
 
     out: dict[str, float] = {}
     codes, classes = as_labels(labels, emb.shape[0])
     clock = time.perf_counter()
-    retrieval_per_query(emb, codes, KS)
+    neighbours = np.empty((emb.shape[0], NEIGHBOURS_KEPT), dtype=np.int32)
+    retrieval_per_query(emb, codes, KS, neighbours=neighbours)
     out["knn + retrieval"] = time.perf_counter() - clock
     clock = time.perf_counter()
     frame = _Frame(emb)
-    seeds, _ = _seeds(frame, classes.size, EVALUATION_KMEANS["init"], np.random.default_rng(seed))
+    seeds, rows = _seeds(
+        frame, classes.size, EVALUATION_KMEANS["init"], np.random.default_rng(seed)
+    )
     out["k-means seeding"] = time.perf_counter() - clock
     clock = time.perf_counter()
-    clusters, _ = _lloyd(frame, seeds, EVALUATION_KMEANS["max_iter"], torch.device("cpu"))
+    clusters, _ = _lloyd(
+        frame, seeds, EVALUATION_KMEANS["max_iter"], torch.device("cpu"), start=(rows, neighbours)
+    )
     out["k-means iterations"] = time.perf_counter() - clock
     clock = time.perf_counter()
     table = contingency_table(codes, clusters)

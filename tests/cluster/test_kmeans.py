@@ -254,3 +254,19 @@ def test_bad_neighbour_lists_are_refused(neighbours, match):
     x = np.random.default_rng(0).standard_normal((20, 2))
     with pytest.raises(ValueError, match=match):
         kmeans(x, 3, neighbours=neighbours)
+
+
+def test_member_sums_follow_the_labels_that_changed():
+    kmeans_module = importlib.import_module("clusterable.cluster.kmeans")
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((500, 6)).astype(np.float32)
+    members = kmeans_module._MemberSums(kmeans_module._Frame(x), 7)
+    labels = rng.integers(0, 7, 500)
+    for _ in range(4):
+        means, counts = members.means(labels)
+        expected_counts = np.bincount(labels, minlength=7)
+        np.testing.assert_array_equal(counts, expected_counts)
+        for c in range(7):
+            np.testing.assert_allclose(means[c], x[labels == c].mean(axis=0), rtol=1e-5, atol=1e-6)
+        changed = rng.random(500) < 0.1  # a few points move, as in late Lloyd iterations
+        labels = np.where(changed, rng.integers(0, 7, 500), labels)

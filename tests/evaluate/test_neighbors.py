@@ -170,3 +170,31 @@ def test_symmetric_self_search_equals_the_query_by_query_search(monkeypatch):
     np.testing.assert_array_equal(i_sym, i_plain)
     np.testing.assert_allclose(d_sym, d_plain, rtol=1e-5)
     np.testing.assert_array_equal(i_sym, brute_force(x, 20)[1])
+
+
+def test_auto_searches_on_the_gpu_when_torch_sees_one(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert neighbors._resolve("auto") == "cuda"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert neighbors._resolve("auto") == ("faiss" if faiss_available() else "torch")
+    with pytest.raises(ValueError, match="GPU"):
+        knn_search(np.zeros((5, 2)), 1, backend="cuda")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+def test_the_gpu_search_and_table_equal_the_cpu_ones(monkeypatch):
+    from clusterable.evaluate import evaluate_embeddings
+
+    rng = np.random.default_rng(11)
+    y = rng.integers(0, 30, 3000)
+    x = (rng.standard_normal((30, 64))[y] + 2.0 * rng.standard_normal((3000, 64))).astype(
+        np.float32
+    )
+    x[2900:] = x[:100]  # duplicates: exact ties
+    np.testing.assert_array_equal(knn_search(x, 20, backend="cuda")[1], brute_force(x, 20)[1])
+    on_gpu = evaluate_embeddings(x, y, ks=(1, 10))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    on_cpu = evaluate_embeddings(x, y, ks=(1, 10))
+    for key in ("recall@1", "recall@10", "precision@1", "map@r", "r_precision"):
+        assert on_gpu[key] == on_cpu[key]
+    assert on_gpu["nmi"] == pytest.approx(on_cpu["nmi"], abs=0.01)

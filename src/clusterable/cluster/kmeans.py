@@ -5,9 +5,18 @@ iterations, stopped as soon as no assignment changes: the robust choice for a fe
 well-separated groups. `clusterable.evaluate.evaluate_embeddings` asks for one restart seeded on
 ``k`` distinct random points and at most 20 iterations (pytorch-metric-learning's evaluation runs
 one faiss k-means of 20), chosen by measurement (``benchmarks/README.md``): at the class counts of
-retrieval test sets it gives as good a partition as pytorch-metric-learning's, stops after 4
-iterations at 60,502 points and 11,316 clusters, and skips k-means++ seeding, whose ``k``
-sequential steps took longer than the whole clustering at large ``k``.
+retrieval test sets it gives as good a partition as pytorch-metric-learning's and skips k-means++
+seeding, whose ``k`` sequential steps took longer than the whole clustering at large ``k``.
+
+Each iteration does only the work that can change the answer, with the labels of plain Lloyd
+(up to float32 rounding between near-equidistant centroids):
+
+- from `BOUNDED_MIN_CLUSTERS` clusters, each point keeps a lower bound on its distance to the
+  other centroids (Hamerly 2010) and only the centroids that moved are searched
+  (`_Assignments`);
+- member sums move only the points whose label changed (`_MemberSums`);
+- given each point's nearest other points (the evaluation's kNN search), the first assignment
+  reads the nearest seed off that list (`_Assignments.start_from`).
 """
 
 from __future__ import annotations
@@ -118,7 +127,9 @@ def _nearest(
     """The ``kk`` nearest centroids of each point (of ``rows``, or all), nearest first, and their
     squared distances: ``(m, kk)`` int64 and float64.
 
-    ``backend`` ``"faiss"`` (CPU) or ``"torch"`` (any device, blocks of `_BLOCK_ELEMENTS`).
+    ``backend`` ``"faiss"`` (CPU), ``"numpy"`` (CPU, ``kk = 1``: numpy's BLAS, measured faster
+    than faiss's search at a hundred centroids) or ``"torch"`` (any device); blocks of
+    `_BLOCK_ELEMENTS`.
     """
     n = frame.points.shape[0] if rows is None else rows.size
     ids = np.empty((n, kk), dtype=np.int64)
@@ -137,9 +148,21 @@ def _nearest(
             dist, nearest = index.search(points(start, stop), kk)
             ids[start:stop], squared[start:stop] = nearest, dist
         return ids, np.maximum(squared, 0.0)
+    step = max(1, _BLOCK_ELEMENTS // centroids.shape[0])
+    if backend == "numpy":
+        half_sq = 0.5 * np.einsum("kd,kd->k", centroids, centroids)  # (k,)
+        for start in range(0, n, step):
+            block = points(start, start + step)  # (b, d)
+            # |x - c|^2 / 2 - |x|^2 / 2 = |c|^2 / 2 - x.c, whose order is the distances'.
+            partial = block @ centroids.T  # (b, k)
+            np.subtract(half_sq, partial, out=partial)
+            stop = start + block.shape[0]
+            ids[start:stop, 0] = nearest = partial.argmin(axis=1)
+            least = partial[np.arange(nearest.size), nearest]
+            squared[start:stop, 0] = 2.0 * least + np.einsum("bd,bd->b", block, block)
+        return ids, np.maximum(squared, 0.0)
     cents = torch.from_numpy(centroids).to(device)
     cent_sq = (cents * cents).sum(1)  # (k,)
-    step = max(1, _BLOCK_ELEMENTS // centroids.shape[0])
     for start in range(0, n, step):
         block = torch.from_numpy(points(start, start + step)).to(device)  # (b, d)
         # |x - c|^2 = |x|^2 + |c|^2 - 2 x.c; the row's own |x|^2 does not change the order.
@@ -229,7 +252,7 @@ class _Assignments:
         squared = self._own_distances(centroids)
         unlisted = np.flatnonzero(labels < 0)
         if unlisted.size:
-            ids, sq = _nearest(self.frame, centroids, self.device, self.backend, unlisted, 1)
+            ids, sq = _nearest(self.frame, centroids, self.device, self._backend(1), unlisted, 1)
             labels[unlisted], squared[unlisted] = ids[:, 0], sq[:, 0]
         self.bound = np.zeros(n)  # unknown: the next assignment searches
         return labels.copy(), squared
@@ -237,11 +260,17 @@ class _Assignments:
     def _search(self, centroids: np.ndarray, slack: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Labels and squared distances from a search of all centroids by every point."""
         kk = 2 if self.bounded else 1
-        ids, sq = _nearest(self.frame, centroids, self.device, self.backend, None, kk)
+        ids, sq = _nearest(self.frame, centroids, self.device, self._backend(kk), None, kk)
         if self.bounded:
             self.labels, self.centroids = ids[:, 0].copy(), centroids.copy()
             self.bound = np.sqrt(np.maximum(sq[:, 1] - slack, 0.0))
         return ids[:, 0].copy(), sq[:, 0].copy()
+
+    def _backend(self, kk: int) -> str:
+        """The back end of a search for the ``kk`` nearest: numpy's BLAS for the nearest alone
+        on the CPU (faster than faiss's search at a hundred centroids; measured), else the
+        given one."""
+        return "numpy" if kk == 1 and self.backend == "faiss" else self.backend
 
     def _own_distances(self, centroids: np.ndarray) -> np.ndarray:
         """``(n,)`` squared distance of every point to its current centroid's new place."""
@@ -254,21 +283,41 @@ class _Assignments:
         return squared
 
 
-def _means(frame: _Frame, labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(k, d)`` float32 member means and ``(k,)`` member counts."""
-    sums = np.zeros((k, frame.points.shape[1]), dtype=np.float32)
-    for start, stop in frame.blocks():
-        # A (k, b) 0/1 matrix: the sparse product sums each cluster's rows in index order.
-        members = sparse.csr_matrix(
-            (
-                np.ones(stop - start, dtype=np.float32),
-                (labels[start:stop], np.arange(stop - start)),
-            ),
-            shape=(k, stop - start),
-        )
-        sums += members @ frame.rows(slice(start, stop))
-    counts = np.bincount(labels, minlength=k)
-    return sums / np.maximum(counts, 1)[:, None].astype(np.float32), counts
+class _MemberSums:
+    """Each cluster's sum of member points (float64) and member count, kept up to date by moving
+    only the points whose label changed: late Lloyd iterations change few."""
+
+    def __init__(self, frame: _Frame, k: int) -> None:
+        self.frame, self.k = frame, k
+        self.sums = np.zeros((k, frame.points.shape[1]))  # (k, d)
+        self.counts = np.zeros(k, dtype=np.int64)
+        self.labels = np.full(frame.points.shape[0], -1, dtype=np.int64)  # -1: not counted yet
+
+    def means(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(k, d)`` float32 member means and ``(k,)`` member counts of ``labels``."""
+        moved = np.flatnonzero(labels != self.labels)
+        for start, stop in self.frame.chunks(moved.size):
+            rows = moved[start:stop]
+            was = self.labels[rows]
+            counted = was >= 0
+            # (k, 2m) +1/-1 matrix: one sparse product adds the moved rows to their new clusters
+            # and takes the counted ones from their old.
+            change = sparse.csr_matrix(
+                (
+                    np.concatenate([np.ones(rows.size), -np.ones(int(counted.sum()))]),
+                    (
+                        np.concatenate([labels[rows], was[counted]]),
+                        np.concatenate([np.arange(rows.size), np.flatnonzero(counted)]),
+                    ),
+                ),
+                shape=(self.k, rows.size),
+            )
+            self.sums += change @ self.frame.rows(rows).astype(np.float64)
+            self.counts += np.bincount(labels[rows], minlength=self.k)
+            self.counts -= np.bincount(was[counted], minlength=self.k)
+        self.labels = labels.copy()
+        means = self.sums / np.maximum(self.counts, 1)[:, None]
+        return means.astype(np.float32), self.counts.copy()
 
 
 def _relocate(frame: _Frame, centroids: np.ndarray, empty: np.ndarray, squared: np.ndarray) -> int:
@@ -313,6 +362,7 @@ def _lloyd(
     assign = _Assignments(frame, k, device, backend)
     if start is not None:
         assign.start_from(*start)
+    members = _MemberSums(frame, k)
     previous = None
     iteration = 0
     while True:
@@ -328,7 +378,7 @@ def _lloyd(
         if iteration >= max_iter or (previous is not None and np.array_equal(labels, previous)):
             return labels, float(squared.sum())
         previous = labels
-        means, counts = _means(frame, labels, k)
+        means, counts = members.means(labels)
         centroids = np.where(counts[:, None] > 0, means, centroids)
 
 

@@ -1,11 +1,12 @@
-"""Exact k-nearest-neighbour search, chunked over queries, with faiss or a torch fallback.
+"""Exact k-nearest-neighbour search, chunked over queries: faiss, torch on a GPU, or torch.
 
-Both back ends compute squared Euclidean distances as ``|q|^2 + |r|^2 - 2 q.r`` in float32 (BLAS),
+Every back end computes squared Euclidean distances as ``|q|^2 + |r|^2 - 2 q.r`` in float32 (BLAS),
 so their raw distances differ in the last bits and near-ties could come out in different orders.
-To make the two give the same neighbours, each query's candidates are checked for near-ties: where
+To make them give the same neighbours, each query's candidates are checked for near-ties: where
 two consecutive candidate distances lie within a rounding tolerance, both candidates are re-scored
-exactly (float64, ``sum (q - r)^2``) by code shared by both back ends. Every row is then ordered by
-(distance, reference index), so exact ties (duplicate points) go to the lower index.
+exactly (float64, ``sum (q - r)^2``) on the CPU by code shared by every back end. Every row is
+then ordered by (distance, reference index), so exact ties (duplicate points) go to the lower
+index.
 
 Self-matches are removed by index, never by assuming the query comes first: with duplicates, the
 query's twin can legitimately be returned at distance 0 ahead of it.
@@ -41,7 +42,7 @@ from clusterable.evaluate._inputs import (
     check_same_dimension,
 )
 
-Backend = Literal["auto", "faiss", "torch"]
+Backend = Literal["auto", "faiss", "torch", "cuda"]
 
 #: Extra candidates fetched beyond k, so that ties at the k-th place can still be ordered by index.
 #: A run of exact duplicates longer than this at the boundary may keep any of its members.
@@ -78,9 +79,13 @@ def faiss_available() -> bool:
 
 def _resolve(backend: str) -> str:
     if backend == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
         return "faiss" if faiss_available() else "torch"
-    if backend not in ("faiss", "torch"):
-        raise ValueError(f"backend must be 'auto', 'faiss' or 'torch', got {backend!r}.")
+    if backend not in ("faiss", "torch", "cuda"):
+        raise ValueError(f"backend must be 'auto', 'faiss', 'torch' or 'cuda', got {backend!r}.")
+    if backend == "cuda" and not torch.cuda.is_available():
+        raise ValueError("backend 'cuda' needs a GPU that torch can see; use 'auto' or 'faiss'.")
     return backend
 
 
@@ -120,15 +125,15 @@ def _faiss_searcher(reference: np.ndarray) -> Any:
     return search
 
 
-def _torch_searcher(reference: np.ndarray) -> Any:
-    ref = torch.from_numpy(reference)
+def _torch_searcher(reference: np.ndarray, device: str = "cpu") -> Any:
+    ref = torch.from_numpy(reference).to(device)
     ref_sq = (ref * ref).sum(1)  # (n,)
 
     def search(queries: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
-        q = torch.from_numpy(queries)
+        q = torch.from_numpy(queries).to(device)
         sq = (q * q).sum(1, keepdim=True) + ref_sq - 2.0 * (q @ ref.T)  # (c, n)
         values, idx = torch.topk(sq.clamp_min_(0.0), kk, dim=1, largest=False, sorted=True)
-        return values.numpy(), idx.numpy().astype(np.int64)
+        return values.cpu().numpy(), idx.cpu().numpy().astype(np.int64)
 
     return search
 
@@ -230,8 +235,10 @@ def iter_knn(
         query's own row is removed from its neighbours (by index).
     metric : {"euclidean", "cosine"}
         Euclidean distance, or cosine distance ``1 - cos`` (rows are l2-normalised first).
-    backend : {"auto", "faiss", "torch"}
-        ``auto`` uses faiss when importable. Both give the same neighbours (see module docstring).
+    backend : {"auto", "faiss", "torch", "cuda"}
+        ``auto`` searches on the GPU (torch) when torch sees one, else with faiss when importable,
+        else with torch on the CPU. All give the same neighbours (see module docstring): only
+        the ``(c, k)`` candidates come back from the GPU, and near-ties are re-scored on the CPU.
     chunk_size : int, optional
         Queries per chunk. Memory beyond the inputs is ``O(chunk_size * (k + n))`` for the torch
         back end and ``O(chunk_size * k)`` plus faiss's own fixed blocks for faiss.
@@ -308,7 +315,10 @@ def knn_chunks(
         # Every row's candidates at once; the row itself is never among them.
         found_sq, found_idx = _symmetric_self_search(q, kk - 1)
     else:
-        search = _faiss_searcher(ref) if backend == "faiss" else _torch_searcher(ref)
+        if backend == "faiss":
+            search = _faiss_searcher(ref)
+        else:
+            search = _torch_searcher(ref, "cuda" if backend == "cuda" else "cpu")
     ref_sq_max = float(np.einsum("nd,nd->n", ref, ref).max())
     rank, world = shard
     for start in range(rank * chunk, q.shape[0], world * chunk):

@@ -26,8 +26,9 @@ from clusterable.evaluate.silhouette import check_sample_size
 
 #: k-means settings of the evaluation, chosen by measurement (``benchmarks/README.md``): one
 #: restart of at most 20 Lloyd iterations (the work pytorch-metric-learning's evaluation does),
-#: stopped when no assignment changes, seeded on ``k`` distinct random points.
-EVALUATION_KMEANS = {"init": "random", "n_init": 1, "max_iter": 20}
+#: stopped when no assignment changes, seeded on ``k`` distinct random points, on the GPU when
+#: torch sees one.
+EVALUATION_KMEANS = {"init": "random", "n_init": 1, "max_iter": 20, "device": None}
 
 #: Neighbours of each item kept from the table's kNN search for k-means to start from: its
 #: first assignment reads each item's nearest seed off this list (a list of 32 holds one of
