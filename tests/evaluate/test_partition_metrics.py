@@ -246,3 +246,13 @@ def test_silhouette_noise_scores_zero():
 def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_silhouette_of_points_far_from_the_origin_equals_the_centred_one():
+    # float32 |a|^2 + |b|^2 - 2 a.b cancels far from the origin; the points are centred first.
+    rng = np.random.default_rng(8)
+    labels = np.repeat(np.arange(3), 30)
+    x = (np.eye(3, 5)[labels] + 0.3 * rng.standard_normal((90, 5))).astype(np.float32)
+    far = (x.astype(np.float64) + 1e4).astype(np.float32)
+    near = far.astype(np.float64) - 1e4  # the same points, exactly, near the origin
+    assert silhouette(far, labels) == pytest.approx(skm.silhouette_score(near, labels), abs=1e-5)
