@@ -79,21 +79,23 @@ class _Frame:
 
     def __init__(self, points: np.ndarray) -> None:
         self.points = points
-        peak = float(np.abs(points).max())
+        highest, lowest = points.max(axis=0), points.min(axis=0)  # (d,) each; no (n, d) copy
+        peak = max(float(highest.max()), -float(lowest.min()))
         self.peak = peak if peak > 0 else 1.0
-        centre = np.zeros(points.shape[1])
-        for start, stop in self.chunks(points.shape[0]):
-            centre += (points[start:stop] / self.peak).sum(axis=0, dtype=np.float64)
-        self.centre = centre / points.shape[0]  # (d,)
-        spread = 0.0
-        for start, stop in self.chunks(points.shape[0]):
-            spread = max(spread, float(np.abs(points[start:stop] / self.peak - self.centre).max()))
-        self.spread = spread if spread > 0 else 1.0
+        self.centre = points.mean(axis=0, dtype=np.float64) / self.peak  # (d,)
+        # Half the widest coordinate range: at most the largest deviation from the centre.
+        spread = float((highest.astype(np.float64) - lowest).max()) / (2.0 * self.peak)
         self.identity = (
             points.dtype == np.float32
             and self.SAFE_PEAK[0] <= peak <= self.SAFE_PEAK[1]
-            and float(np.abs(self.centre).max()) <= self.SAFE_OFFSET * self.spread
+            and float(np.abs(self.centre).max()) <= self.SAFE_OFFSET * spread
         )
+        if not self.identity:  # the largest deviation, which maps the points into [-1, 1]
+            spread = 0.0
+            for start, stop in self.chunks(points.shape[0]):
+                block = points[start:stop] / self.peak - self.centre
+                spread = max(spread, float(np.abs(block).max()))
+        self.spread = spread if spread > 0 else 1.0
 
     def chunks(self, n: int, per_row: int = 8) -> Iterator[tuple[int, int]]:
         """Ranges over ``n`` rows, each bounded to `_BLOCK_ELEMENTS` of ``per_row`` rows."""
