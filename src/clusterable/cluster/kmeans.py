@@ -198,19 +198,24 @@ class _Assignments:
         self.centroids: np.ndarray | None = None
         self.seed_rows: np.ndarray | None = None
         self.neighbours: np.ndarray | None = None
-        n = frame.points.shape[0]
-        self.point_sq = np.empty(n)  # (n,) |x|^2 in the working frame
-        for start, stop in frame.chunks(n):
-            block = frame.rows(slice(start, stop))
-            self.point_sq[start:stop] = np.einsum("nd,nd->n", block, block)
+        self.point_sq = np.empty(0)  # (n,) |x|^2 in the working frame, for the bounds' margin
+        if self.bounded:
+            n = frame.points.shape[0]
+            self.point_sq = np.empty(n)
+            for start, stop in frame.chunks(n):
+                block = frame.rows(slice(start, stop))
+                self.point_sq[start:stop] = np.einsum("nd,nd->n", block, block)
 
     def __call__(self, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(n,)`` nearest centroid of every point and its squared distance."""
-        # Rounding margin of float32 squared distances |x|^2 + |c|^2 - 2 x.c, per point.
-        slack = ROUNDING_RTOL * (self.point_sq + np.einsum("kd,kd->k", centroids, centroids).max())
         if self.centroids is None and self.seed_rows is not None:
             return self._from_neighbours(centroids)
-        if not self.bounded or self.centroids is None:
+        if not self.bounded:
+            ids, sq = _nearest(self.frame, centroids, self.device, self._backend(1), None, 1)
+            return ids[:, 0], sq[:, 0]
+        # Rounding margin of float32 squared distances |x|^2 + |c|^2 - 2 x.c, per point.
+        slack = ROUNDING_RTOL * (self.point_sq + np.einsum("kd,kd->k", centroids, centroids).max())
+        if self.centroids is None:
             return self._search(centroids, slack)
         moved = np.flatnonzero((centroids != self.centroids).any(axis=1))
         if 2 * moved.size > centroids.shape[0]:  # bounds would save less than they cost
@@ -260,12 +265,11 @@ class _Assignments:
         return labels.copy(), squared
 
     def _search(self, centroids: np.ndarray, slack: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Labels and squared distances from a search of all centroids by every point."""
-        kk = 2 if self.bounded else 1
-        ids, sq = _nearest(self.frame, centroids, self.device, self._backend(kk), None, kk)
-        if self.bounded:
-            self.labels, self.centroids = ids[:, 0].copy(), centroids.copy()
-            self.bound = np.sqrt(np.maximum(sq[:, 1] - slack, 0.0))
+        """Labels and squared distances from a search of all centroids by every point, which
+        sets every bound afresh."""
+        ids, sq = _nearest(self.frame, centroids, self.device, self.backend, None, 2)
+        self.labels, self.centroids = ids[:, 0].copy(), centroids.copy()
+        self.bound = np.sqrt(np.maximum(sq[:, 1] - slack, 0.0))
         return ids[:, 0].copy(), sq[:, 0].copy()
 
     def _backend(self, kk: int) -> str:

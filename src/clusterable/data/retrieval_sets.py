@@ -40,6 +40,26 @@ def _half_split(class_ids: np.ndarray, n_classes: int, split: str) -> np.ndarray
     return is_train if split == "train" else ~is_train
 
 
+def _half_of(
+    name: str,
+    split: str,
+    files: list[Path],
+    image_size: int,
+    class_ids: np.ndarray,
+    class_names: list[str],
+    directory: Path,
+) -> LabelledDataset:
+    """The images with 1-based ``class_ids``, restricted to ``split`` by `_half_split`."""
+    ds = LabelledDataset(
+        f"{name}/{split}",
+        ImageFiles(files, image_size),
+        class_ids - 1,
+        class_names=class_names,
+        source=str(directory),
+    )
+    return ds.subset(_half_split(class_ids, len(class_names), split))
+
+
 def _check_first_image(paths: list[Path], listing: Path) -> None:
     # Checking one file catches a wrong root or an unextracted image archive at load time,
     # without a stat of every file of a large set.
@@ -87,14 +107,7 @@ def load_cub200(
         class_names = [folders.get(c, str(c)) for c in range(1, class_ids.max() + 1)]
     files = [directory / "images" / paths[i] for i in ids]
     _check_first_image(files, directory / "images.txt")
-    ds = LabelledDataset(
-        f"cub200/{split}",
-        ImageFiles(files, image_size),
-        class_ids - 1,
-        class_names=class_names,
-        source=str(directory),
-    )
-    return ds.subset(_half_split(class_ids, len(class_names), split))
+    return _half_of("cub200", split, files, image_size, class_ids, class_names, directory)
 
 
 @register_dataset("cars196", resized=True)
@@ -134,14 +147,7 @@ def load_cars196(
             "a struct array 'annotations' with relative_im_path and class, and 'class_names'"
         ) from error
     _check_first_image(files, path)
-    ds = LabelledDataset(
-        f"cars196/{split}",
-        ImageFiles(files, image_size),
-        class_ids - 1,
-        class_names=class_names,
-        source=str(directory),
-    )
-    return ds.subset(_half_split(class_ids, len(class_names), split))
+    return _half_of("cars196", split, files, image_size, class_ids, class_names, directory)
 
 
 @register_dataset("sop", resized=True)

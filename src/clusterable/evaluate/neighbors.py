@@ -160,7 +160,7 @@ def _symmetric_self_search(x: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarr
     # Panel rows whose length is off a power of two: reading a column of a panel whose rows lie a
     # power of two apart lands every element in the same cache sets (measured 4x slower).
     width = max(_PANEL_ROWS, _PANEL_ELEMENTS // _PANEL_ROWS) - 16
-    panel_buffer = np.empty(_PANEL_ROWS * width, dtype=np.float32)
+    panel_buffer = np.empty(_PANEL_ROWS * min(width, n), dtype=np.float32)
     tile_buffer = np.empty((_PANEL_ROWS, _PANEL_ROWS), dtype=np.float32)
     for i0 in range(0, n, _PANEL_ROWS):
         i1 = min(i0 + _PANEL_ROWS, n)

@@ -54,7 +54,7 @@ def partition(
     """Cluster ``x`` with the named `clusterable.cluster` function; AAS picks its own count.
 
     ``neighbours``: each point's nearest other points, from the table's kNN search, which
-    k-means seeded on random points starts from (`clusterable.cluster.kmeans`).
+    k-means starts from (`clusterable.cluster.kmeans`).
     """
     # Imported here: clustering is optional for the retrieval metrics and pulls in faiss/sklearn.
     from clusterable.cluster import canonical_clustering, run_clustering
@@ -64,7 +64,7 @@ def partition(
     if name == "kmeans":
         init = "k-means++" if n_clusters <= KMEANS_PP_MAX_CLUSTERS else "random"
         options = {**EVALUATION_KMEANS, "init": init, **options}
-        if neighbours is not None and options["init"] == "random":
+        if neighbours is not None:
             options.setdefault("neighbours", neighbours)
     count = None if name == "aas" else n_clusters  # AAS picks its own count
     return run_clustering(x, name, count, seed=seed, **options)
