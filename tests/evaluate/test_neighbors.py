@@ -172,6 +172,26 @@ def test_symmetric_self_search_equals_the_query_by_query_search(monkeypatch):
     np.testing.assert_array_equal(i_sym, brute_force(x, 20)[1])
 
 
+@pytest.mark.skipif(not faiss_available(), reason="the choice is between two faiss searches")
+def test_small_sets_with_a_hundred_neighbours_are_searched_query_by_query(monkeypatch):
+    # Below SYMMETRIC_MIN_ITEMS, faiss selects k >= 100 with reservoirs faster than the heaps of
+    # the each-pair-once search; both give the same neighbours.
+    x, _ = twins_across_panels(8)
+    calls = []
+    symmetric = neighbors._symmetric_self_search
+    monkeypatch.setattr(
+        neighbors, "_symmetric_self_search", lambda *a: calls.append(1) or symmetric(*a)
+    )
+    d_plain, i_plain = knn_search(x, 120)
+    knn_search(x, 20)  # fewer neighbours: faiss would use heaps too
+    assert calls == [1]
+    monkeypatch.setattr(neighbors, "SYMMETRIC_MIN_ITEMS", 0)
+    d_sym, i_sym = knn_search(x, 120)
+    assert calls == [1, 1]
+    np.testing.assert_array_equal(i_sym, i_plain)
+    np.testing.assert_allclose(d_sym, d_plain, rtol=1e-5)
+
+
 def test_auto_searches_on_the_gpu_when_torch_sees_one(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert neighbors._resolve("auto") == "cuda"

@@ -11,8 +11,9 @@ index.
 Self-matches are removed by index, never by assuming the query comes first: with duplicates, the
 query's twin can legitimately be returned at distance 0 ahead of it.
 
-The leave-one-out search of a set against itself computes each pair once when faiss is installed
-and every row's candidate list fits `SYMMETRIC_MAX_CANDIDATES`: the upper triangle of the distance
+The leave-one-out search of a set against itself computes each pair once when faiss is installed,
+every row's candidate list fits `SYMMETRIC_MAX_CANDIDATES` and the set is large enough for the
+products to dominate (`SYMMETRIC_MIN_ITEMS`): the upper triangle of the distance
 matrix is produced in row panels, each panel feeds faiss's per-row heaps of its rows and,
 transposed, of its columns, so the search costs ``n^2 d / 2`` multiply-adds instead of ``n^2 d``.
 
@@ -66,6 +67,13 @@ _FAISS_CHUNK = 4096
 #: and its column.
 SYMMETRIC_MAX_CANDIDATES = 1 << 24
 
+#: Fewest items from which the each-pair-once search is taken when faiss would select the
+#: ``k >= 100`` nearest with its reservoirs: below, selecting costs more than the products, and
+#: faiss's reservoirs select faster than the heaps of the each-pair-once search (measured at 64
+#: and 512 dimensions: 2,000 items 32 ms against 52 ms, 4,000 items 160 ms against 177 ms, 5,000
+#: items 236 ms against 222 ms; benchmarks/README.md, "Measured defaults").
+SYMMETRIC_MIN_ITEMS = 4_500
+
 #: Rows per panel of the symmetric self-search, and elements per panel (64 MB of float32; its
 #: transposed copy as much again).
 _PANEL_ROWS = 512
@@ -75,6 +83,13 @@ _PANEL_ELEMENTS = 1 << 24
 def faiss_available() -> bool:
     """Whether ``faiss`` can be imported (the optional ``faiss`` extra)."""
     return installed("faiss")
+
+
+def _faiss_reservoir_k() -> int:
+    """Smallest ``k`` for which ``faiss.knn`` selects with reservoirs rather than heaps."""
+    import faiss
+
+    return int(faiss.cvar.distance_compute_min_k_reservoir)
 
 
 def _resolve(backend: str) -> str:
@@ -310,6 +325,7 @@ def knn_chunks(
         and backend == "faiss"
         and shard[1] == 1
         and n_ref * kk <= SYMMETRIC_MAX_CANDIDATES
+        and (n_ref >= SYMMETRIC_MIN_ITEMS or kk < _faiss_reservoir_k())
     )
     if symmetric:
         # Every row's candidates at once; the row itself is never among them.

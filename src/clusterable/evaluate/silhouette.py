@@ -8,6 +8,7 @@ from typing import Any, Literal
 import numpy as np
 from scipy import sparse
 
+from clusterable._distances import squared_distances
 from clusterable.evaluate._inputs import Metric, as_clusters, as_embeddings, as_points
 from clusterable.evaluate.neighbors import power_of_two_scale
 from clusterable.evaluate.registry import Artefacts, register_metric
@@ -153,31 +154,23 @@ def silhouette_of_codes(
         scored = np.sort(np.random.default_rng(seed).choice(n, sample_size, replace=False))
     sizes = np.bincount(codes, minlength=n_clusters).astype(np.float64)  # (K,)
     pts = np.ascontiguousarray(x)  # float64 stays float64
-    # (n, K) 0/1 membership: one product sums a block's distances per cluster; dense (one BLAS
-    # call) while it is small, else sparse (measured: benchmarks/README.md).
+    # (K, n) 0/1 membership: one sparse product sums a block's distances per cluster, over the
+    # block laid out (items, rows) so that it reads each item's distances in one run (measured
+    # faster than a dense product or the (rows, items) layout: benchmarks/README.md).
     members = sparse.csr_matrix(
-        (np.ones(n, dtype=pts.dtype), (np.arange(n), codes)), shape=(n, n_clusters)
+        (np.ones(n, dtype=pts.dtype), (codes, np.arange(n))), shape=(n_clusters, n)
     )
-    if n * n_clusters <= _BLOCK:
-        members = members.toarray()
-    col_sq = np.einsum("nd,nd->n", pts, pts)  # (n,)
     scores = np.empty(scored.size, dtype=np.float64)
     step = max(1, _BLOCK // max(n, n_clusters))
     for s in range(0, scored.size, step):
         rows = scored[s : s + step]
-        q = pts[rows]  # (c, d)
-        dist = q @ pts.T  # (c, n); numpy's BLAS, measured faster here than torch's
+        dist = squared_distances(pts, pts[rows])  # (n, c)
         if metric == "cosine":
-            np.subtract(1.0, dist, out=dist)
+            dist *= 0.5  # |a - b|^2 = 2 - 2 cos of unit rows
         else:
-            dist *= -2.0
-            dist += col_sq
-            dist += col_sq[rows, None]
-        np.maximum(dist, 0.0, out=dist)
-        if metric == "euclidean":
             np.sqrt(dist, out=dist)
-        dist[np.arange(rows.size), rows] = 0.0  # exact zero self-distance
-        sums = np.asarray(dist @ members, dtype=np.float64)  # (c, K)
+        dist[rows, np.arange(rows.size)] = 0.0  # exact zero self-distance
+        sums = np.asarray(members @ dist, dtype=np.float64).T  # (c, K)
         own = codes[rows]
         own_size = sizes[own]
         a = sums[np.arange(rows.size), own] / np.maximum(own_size - 1, 1)
