@@ -97,6 +97,17 @@ class _Frame:
                 block = points[start:stop] / self.peak - self.centre
                 spread = max(spread, float(np.abs(block).max()))
         self.spread = spread if spread > 0 else 1.0
+        self._squared_norms: np.ndarray | None = None
+
+    def squared_norms(self) -> np.ndarray:
+        """``(n,)`` float32 ``|x|^2`` of every point in the working frame, computed once."""
+        if self._squared_norms is None:
+            n = self.points.shape[0]
+            self._squared_norms = np.empty(n, dtype=np.float32)
+            for start, stop in self.chunks(n):
+                block = self.rows(slice(start, stop))
+                self._squared_norms[start:stop] = np.einsum("nd,nd->n", block, block)
+        return self._squared_norms
 
     def chunks(self, n: int, per_row: int = 8) -> Iterator[tuple[int, int]]:
         """Ranges over ``n`` rows, each bounded to `_BLOCK_ELEMENTS` of ``per_row`` rows."""
@@ -154,6 +165,9 @@ def _nearest(
     step = max(1, _BLOCK_ELEMENTS // centroids.shape[0])
     if backend == "numpy":
         half_sq = 0.5 * np.einsum("kd,kd->k", centroids, centroids)  # (k,)
+        norms = frame.squared_norms()  # (n,): the same at every iteration
+        if rows is not None:
+            norms = norms[rows]
         for start in range(0, n, step):
             block = points(start, start + step)  # (b, d)
             # |x - c|^2 / 2 - |x|^2 / 2 = |c|^2 / 2 - x.c, whose order is the distances'.
@@ -162,7 +176,7 @@ def _nearest(
             stop = start + block.shape[0]
             ids[start:stop, 0] = nearest = partial.argmin(axis=1)
             least = partial[np.arange(nearest.size), nearest]
-            squared[start:stop, 0] = 2.0 * least + np.einsum("bd,bd->b", block, block)
+            squared[start:stop, 0] = 2.0 * least + norms[start:stop]
         return ids, np.maximum(squared, 0.0)
     cents = torch.from_numpy(centroids).to(device)
     cent_sq = (cents * cents).sum(1)  # (k,)
@@ -199,13 +213,9 @@ class _Assignments:
         self.centroids: np.ndarray | None = None
         self.seed_rows: np.ndarray | None = None
         self.neighbours: np.ndarray | None = None
-        self.point_sq = np.empty(0)  # (n,) |x|^2 in the working frame, for the bounds' margin
-        if self.bounded:
-            n = frame.points.shape[0]
-            self.point_sq = np.empty(n)
-            for start, stop in frame.chunks(n):
-                block = frame.rows(slice(start, stop))
-                self.point_sq[start:stop] = np.einsum("nd,nd->n", block, block)
+        self.point_sq = (  # (n,) for the bounds' margin
+            frame.squared_norms().astype(np.float64) if self.bounded else np.empty(0)
+        )
 
     def __call__(self, centroids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(n,)`` nearest centroid of every point and its squared distance."""
