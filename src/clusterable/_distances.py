@@ -12,11 +12,14 @@ from __future__ import annotations
 import numpy as np
 
 
-def squared_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def squared_distances(
+    a: np.ndarray, b: np.ndarray, a_sq: np.ndarray | None = None, b_sq: np.ndarray | None = None
+) -> np.ndarray:
     """``(m, n)`` squared distances ``|a_i|^2 + |b_j|^2 - 2 a_i.b_j`` of ``(m, d)`` and ``(n, d)``
-    rows of one dtype, in that dtype, clipped at 0."""
+    rows of one dtype, in that dtype, clipped at 0. ``a_sq``, ``b_sq``: the rows' ``|.|^2`` when
+    the caller keeps them across calls."""
     out = a @ b.T  # (m, n)
     out *= -2.0
-    out += np.einsum("nd,nd->n", b, b)
-    out += np.einsum("md,md->m", a, a)[:, None]
+    out += np.einsum("nd,nd->n", b, b) if b_sq is None else b_sq
+    out += (np.einsum("md,md->m", a, a) if a_sq is None else a_sq)[:, None]
     return np.maximum(out, 0.0, out=out)

@@ -427,14 +427,15 @@ def _greedy_kmeans_plusplus(points: np.ndarray, k: int, rng: np.random.Generator
     candidates = 2 + int(np.log(k))
     rows = np.empty(k, dtype=np.int64)
     rows[0] = rng.integers(n)
-    closest = squared_distances(points[rows[:1]], points)[0].astype(np.float64)  # (n,)
+    point_sq = np.einsum("nd,nd->n", points, points)  # (n,), for every step
+    closest = squared_distances(points[rows[:1]], points, b_sq=point_sq)[0].astype(np.float64)
     for i in range(1, k):
         cumulative = np.cumsum(closest)  # (n,)
         # The first row whose cumulative sum exceeds the draw: rows at distance 0 (the seeds
         # themselves, their duplicates) are never drawn while any other row is left.
         drawn = np.searchsorted(cumulative, rng.random(candidates) * cumulative[-1], "right")
         drawn = np.minimum(drawn, n - 1)  # (c,)
-        left = np.minimum(closest, squared_distances(points[drawn], points))  # (c, n)
+        left = np.minimum(closest, squared_distances(points[drawn], points, b_sq=point_sq))
         best = int(left.sum(axis=1).argmin())
         rows[i], closest = drawn[best], left[best]
     return rows

@@ -23,7 +23,7 @@ AUTO_DISTANCE_BUDGET = 5_000_000
 #: Items scored at least under ``sample_size="auto"`` (the whole set when smaller).
 AUTO_MIN_SAMPLE = 500
 
-#: Elements of the ``(rows, items)`` distance block held at once (32 MB of float32).
+#: Elements of the ``(items, rows)`` distance block held at once (32 MB of float32).
 _BLOCK = 1 << 23
 
 
@@ -160,11 +160,12 @@ def silhouette_of_codes(
     members = sparse.csr_matrix(
         (np.ones(n, dtype=pts.dtype), (codes, np.arange(n))), shape=(n_clusters, n)
     )
+    point_sq = np.einsum("nd,nd->n", pts, pts)  # (n,), for every block
     scores = np.empty(scored.size, dtype=np.float64)
     step = max(1, _BLOCK // max(n, n_clusters))
     for s in range(0, scored.size, step):
         rows = scored[s : s + step]
-        dist = squared_distances(pts, pts[rows])  # (n, c)
+        dist = squared_distances(pts, pts[rows], point_sq, point_sq[rows])  # (n, c)
         if metric == "cosine":
             dist *= 0.5  # |a - b|^2 = 2 - 2 cos of unit rows
         else:
