@@ -172,6 +172,61 @@ def test_symmetric_self_search_equals_the_query_by_query_search(monkeypatch):
     np.testing.assert_array_equal(i_sym, brute_force(x, 20)[1])
 
 
+@pytest.mark.skipif(not faiss_available(), reason="the symmetric self-search runs in faiss")
+def test_heap_ceilings_hold_kk_others_below_them():
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal((2 * 8 * neighbors.PILOT_ROWS, 12)).astype(np.float32)
+    for kk in (neighbors.PILOT_MIN_CANDIDATES, 100):
+        ceilings = neighbors._heap_ceilings(x, kk)
+        assert ceilings is not None
+        squared = ((x[:, None].astype(np.float64) - x[None]) ** 2).sum(-1)  # (n, n)
+        below = (squared < ceilings[:, None]).sum(1) - 1  # (n,) others: the row itself is at 0
+        assert below.min() >= kk
+        # ... and not far more: the heaps take about kk ln(below / kk) insertions.
+        assert np.median(below) < 8 * kk
+    assert neighbors._heap_ceilings(x, neighbors.PILOT_MIN_CANDIDATES - 1) is None
+    assert neighbors._heap_ceilings(x[: 8 * neighbors.PILOT_ROWS - 1], 100) is None
+
+
+@pytest.mark.skipif(not faiss_available(), reason="the symmetric self-search runs in faiss")
+def test_heap_ceilings_leave_the_symmetric_search_unchanged(monkeypatch):
+    # A block of exact duplicates: their sampled ceilings are 0, which their panel distances
+    # (float32 rounding around 0) may or may not undercut.
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2 * 8 * neighbors.PILOT_ROWS, 12)).astype(np.float32)
+    x[:400] = x[0]
+    kk = 40
+    ceilings = neighbors._heap_ceilings(x, kk)
+    assert ceilings is not None and (ceilings[:400] == 0).all()
+    d_ceiled, i_ceiled = neighbors._symmetric_self_search(x, kk)
+    monkeypatch.setattr(neighbors, "PILOT_MIN_CANDIDATES", 10**9)
+    assert neighbors._heap_ceilings(x, kk) is None
+    d_plain, i_plain = neighbors._symmetric_self_search(x, kk)
+    # Rows searched again get faiss's query-by-query distances, equal up to float32 rounding.
+    np.testing.assert_allclose(d_ceiled[400:], d_plain[400:], rtol=1e-5)
+    np.testing.assert_array_equal(i_ceiled[400:], i_plain[400:])
+    np.testing.assert_allclose(d_ceiled[:400], 0.0, atol=1e-5)
+    # Among the duplicates any kk of the 399 others at distance 0 are right; never the row itself.
+    assert (i_ceiled[:400] >= 0).all() and (i_ceiled[:400] < 400).all()
+    assert not (i_ceiled[:400] == np.arange(400)[:, None]).any()
+
+
+@pytest.mark.skipif(not faiss_available(), reason="the symmetric self-search runs in faiss")
+def test_rows_left_short_by_their_ceiling_are_searched_again(monkeypatch):
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2 * 8 * neighbors.PILOT_ROWS, 12)).astype(np.float32)
+    kk = 50
+    real = neighbors._heap_ceilings
+    # Every third row gets a ceiling below all its distances: its heap keeps only ids -1.
+    low = lambda x, kk: np.where(np.arange(x.shape[0]) % 3 == 0, -1.0, real(x, kk))  # noqa: E731
+    monkeypatch.setattr(neighbors, "_heap_ceilings", low)
+    d_low, i_low = neighbors._symmetric_self_search(x, kk)
+    monkeypatch.setattr(neighbors, "_heap_ceilings", lambda x, kk: None)
+    d_plain, i_plain = neighbors._symmetric_self_search(x, kk)
+    np.testing.assert_array_equal(i_low, i_plain)
+    np.testing.assert_allclose(d_low, d_plain, rtol=1e-5)
+
+
 @pytest.mark.skipif(not faiss_available(), reason="the choice is between two faiss searches")
 def test_small_sets_with_a_hundred_neighbours_are_searched_query_by_query(monkeypatch):
     # Below SYMMETRIC_MIN_ITEMS, faiss selects k >= 100 with reservoirs faster than the heaps of

@@ -16,6 +16,8 @@ every row's candidate list fits `SYMMETRIC_MAX_CANDIDATES` and the set is large 
 products to dominate (`SYMMETRIC_MIN_ITEMS`): the upper triangle of the distance
 matrix is produced in row panels, each panel feeds faiss's per-row heaps of its rows and,
 transposed, of its columns, so the search costs ``n^2 d / 2`` multiply-adds instead of ``n^2 d``.
+Each heap starts at a ceiling read off a search against a few sampled rows, so that only the
+candidates nearer than it are inserted (`_heap_ceilings`).
 
 The evaluation asks only whether each neighbour shares the query's class. Given the class codes,
 a near-tied run of candidates is then re-scored only when it mixes the query's class with others:
@@ -69,15 +71,22 @@ SYMMETRIC_MAX_CANDIDATES = 1 << 24
 
 #: Fewest items from which the each-pair-once search is taken when faiss would select the
 #: ``k >= 100`` nearest with its reservoirs: below, selecting costs more than the products, and
-#: faiss's reservoirs select faster than the heaps of the each-pair-once search (measured at 64
-#: and 512 dimensions: 2,000 items 32 ms against 52 ms, 4,000 items 160 ms against 177 ms, 5,000
-#: items 236 ms against 222 ms; benchmarks/README.md, "Measured defaults").
-SYMMETRIC_MIN_ITEMS = 4_500
+#: faiss's reservoirs select faster than the heaps of the each-pair-once search. Measured with
+#: the heaps' ceilings (`_heap_ceilings`), Recall@100 on classes of 40: 2,100 x 64 26.7 ms
+#: reservoirs against 28.6 ms each pair once, 2,500 x 64 35.8 against 35.6, 3,000 x 128 60.7
+#: against 53.4, 4,000 x 512 163 against 111 (benchmarks/README.md, "Measured defaults").
+SYMMETRIC_MIN_ITEMS = 2_500
 
 #: Rows per panel of the symmetric self-search, and elements per panel (64 MB of float32; its
 #: transposed copy as much again).
 _PANEL_ROWS = 512
 _PANEL_ELEMENTS = 1 << 24
+
+#: Rows sampled to give each row's heap of the each-pair-once search a starting ceiling
+#: (`_heap_ceilings`), and the fewest candidates per row from which that pays (measured:
+#: benchmarks/README.md, "Measured defaults").
+PILOT_ROWS = 256
+PILOT_MIN_CANDIDATES = 32
 
 
 def faiss_available() -> bool:
@@ -161,6 +170,12 @@ def _symmetric_self_search(x: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarr
     heaps of their rows and, transposed, of their columns. Everything parallel runs in faiss (its
     BLAS and its heaps share one OpenMP pool: mixing in numpy's or torch's thread pools made
     each of them wait on the other's spinning threads).
+
+    A heap that starts empty takes about ``kk (1 + ln(n / kk))`` insertions, which at ``kk`` near
+    100 cost as much as the products. Where `_heap_ceilings` gives each row a distance below
+    which at least ``kk`` others lie, the row's heap starts full of that distance (id -1), so only
+    nearer candidates are inserted; the rare row left holding an id -1 (fewer than ``kk``
+    candidates below its ceiling) is searched again on its own.
     """
     import faiss
 
@@ -171,7 +186,12 @@ def _symmetric_self_search(x: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarr
     heaps = faiss.float_maxheap_array_t()
     heaps.nh, heaps.k = n, kk
     heaps.val, heaps.ids = faiss.swig_ptr(dist), faiss.swig_ptr(ids)
-    heaps.heapify()
+    ceilings = _heap_ceilings(x, kk)
+    if ceilings is None:
+        heaps.heapify()
+    else:  # a heap whose entries are all equal is a valid heap
+        dist[:] = ceilings[:, None]
+        ids.fill(-1)
     # Panel rows whose length is off a power of two: reading a column of a panel whose rows lie a
     # power of two apart lands every element in the same cache sets (measured 4x slower).
     width = max(_PANEL_ROWS, _PANEL_ELEMENTS // _PANEL_ROWS) - 16
@@ -201,7 +221,34 @@ def _symmetric_self_search(x: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarr
                 np.copyto(tile, panel[:, t0 - j0 : t1 - j0].T)  # (t, r)
                 heaps.addn(i1 - i0, faiss.swig_ptr(tile), i0, t0, t1 - t0)
     heaps.reorder()
+    short = np.flatnonzero(ids[:, -1] < 0)  # rows with fewer than kk below their ceiling
+    if short.size:
+        sq, idx = faiss.knn(x[short], x, kk + 1)
+        dist[short], ids[short] = _drop_self(sq, idx.astype(np.int64), short)
     return dist, ids
+
+
+def _heap_ceilings(x: np.ndarray, kk: int) -> np.ndarray | None:
+    """``(n,)`` squared distances each with, most likely, ``kk`` other rows of ``x`` below it, or
+    None where sampling would not pay.
+
+    Each row is searched against `PILOT_ROWS` evenly spaced rows: with ``lam = kk m / n`` of its
+    ``kk`` nearest expected among those ``m``, its ``q``-th nearest sampled row, ``q = lam + 4
+    sqrt(lam) + 2``, lies beyond its ``kk``-th nearest unless the sample holds ``q`` of them
+    (chance about 1e-5 per row), and within about ``q n / m`` rows of it. The pilot's products,
+    ``2 m / n`` of the triangle's, are taken only where the insertions it saves, about
+    ``kk ln(m / q)`` per row, are worth more (`PILOT_MIN_CANDIDATES`, measured).
+    """
+    import faiss
+
+    n = x.shape[0]
+    lam = kk * PILOT_ROWS / max(n - 1, 1)
+    q = int(np.ceil(lam + 4.0 * np.sqrt(lam) + 2.0)) + 1  # + 1: the row itself may be sampled
+    if kk < PILOT_MIN_CANDIDATES or n < 8 * PILOT_ROWS or 4 * q > PILOT_ROWS:
+        return None
+    sample = x[np.arange(PILOT_ROWS) * n // PILOT_ROWS]  # (m, d)
+    sq, _ = faiss.knn(x, sample, q)  # (n, q) ascending
+    return sq[:, -1].copy()
 
 
 def power_of_two_scale(q: np.ndarray, ref: np.ndarray) -> float:
@@ -344,7 +391,7 @@ def knn_chunks(
         else:
             sq, idx = search(qc, kk)
             if exclude_self:
-                sq, idx = _drop_self(sq, idx, start)
+                sq, idx = _drop_self(sq, idx, start + np.arange(sq.shape[0]))
         keys = sq.astype(np.float64)
         if exact is not None:
             rows, cols = np.indices(keys.shape).reshape(2, -1)
@@ -362,13 +409,15 @@ def knn_chunks(
         yield start, dist.astype(np.float32 if exact is None else np.float64), idx
 
 
-def _drop_self(sq: np.ndarray, idx: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray]:
-    """The candidates ``(c, kk)`` without each query's own row ``start + i``: ``(c, kk - 1)``.
+def _drop_self(
+    sq: np.ndarray, idx: np.ndarray, own_rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The candidates ``(c, kk)`` without each query's own row ``own_rows[i]``: ``(c, kk - 1)``.
 
     A row whose query is not among its candidates (possible only behind more than ``kk``
     duplicates, or when the search never returns it) loses its last candidate instead.
     """
-    own = idx == (start + np.arange(idx.shape[0]))[:, None]  # (c, kk)
+    own = idx == own_rows[:, None]  # (c, kk)
     own[~own.any(axis=1), -1] = True
     keep = ~own
     shape = (idx.shape[0], idx.shape[1] - 1)
