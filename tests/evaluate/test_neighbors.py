@@ -227,6 +227,23 @@ def test_rows_left_short_by_their_ceiling_are_searched_again(monkeypatch):
     np.testing.assert_allclose(d_low, d_plain, rtol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rescore_gives_exact_distances_block_after_block(monkeypatch, dtype):
+    rng = np.random.default_rng(12)
+    queries = (1e3 + rng.standard_normal((30, 7))).astype(dtype)
+    reference = (1e3 + rng.standard_normal((50, 7))).astype(dtype)
+    rows, cols = rng.integers(0, 30, 101), rng.integers(0, 50, 101)
+    # 4 pairs per block: 25 full blocks and a last one of 1 pair.
+    monkeypatch.setattr(neighbors, "_RESCORE_BLOCK", 4 * 7)
+    got = neighbors._rescore(queries, reference, rows, cols)
+    expected = [
+        sum((float(a) - float(b)) ** 2 for a, b in zip(queries[i], reference[j], strict=True))
+        for i, j in zip(rows, cols, strict=True)
+    ]
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+    assert neighbors._rescore(queries, reference, rows[:0], cols[:0]).shape == (0,)
+
+
 @pytest.mark.skipif(not faiss_available(), reason="the choice is between two faiss searches")
 def test_small_sets_with_a_hundred_neighbours_are_searched_query_by_query(monkeypatch):
     # Below SYMMETRIC_MIN_ITEMS, faiss selects k >= 100 with reservoirs faster than the heaps of
