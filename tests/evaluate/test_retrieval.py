@@ -200,3 +200,35 @@ def test_near_twins_of_other_classes_over_several_panels_match_loops(monkeypatch
         monkeypatch.setattr(neighbors, "SYMMETRIC_MAX_CANDIDATES", 0)
     ks = (1, 2, 10)
     assert_matches_loops(x, y, ks)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_recall_beyond_r_max_from_a_second_search_matches_loops(monkeypatch, dtype):
+    # One class of 61 items (R_max = 60, over half of K = 100) and pairs and triples: most small-
+    # class queries have no partner among their 60 nearest, so their Recall@100 comes from the
+    # second search.
+    from clusterable.evaluate import retrieval
+
+    rng = np.random.default_rng(21)
+    y = np.concatenate([np.zeros(61, dtype=np.int64), 1 + np.arange(540) // 3])
+    x = rng.standard_normal((y.size, 5)).astype(dtype)
+    x[300:310] = x[290:300]  # duplicates across classes: exact ties ordered by index
+    ks = (1, 10, 100)
+    codes = np.unique(y, return_inverse=True)[1]
+    second = []
+    first_hits = retrieval._first_hits
+    monkeypatch.setattr(
+        retrieval, "_first_hits", lambda *a: second.append(a[2].size) or first_hits(*a)
+    )
+    shallow = retrieval.retrieval_per_query(x, codes, ks)
+    assert len(second) == 1 and second[0] > 300
+    monkeypatch.setattr(retrieval, "SHALLOW_MIN_SHARE", np.inf)
+    deep = retrieval.retrieval_per_query(x, codes, ks)
+    assert len(second) == 1
+    for name in deep:
+        np.testing.assert_array_equal(shallow[name], deep[name])
+    recall, ap, _ = loop_metrics(x, y, ks)
+    for k in ks:
+        assert np.nanmean(shallow[f"recall@{k}"]) == pytest.approx(recall[k], abs=1e-12)
+    assert np.nanmean(shallow["map@r"]) == pytest.approx(ap, abs=1e-12)
+    assert 0.1 < recall[100] < 0.9  # the second search decides many queries either way

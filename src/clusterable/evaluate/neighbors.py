@@ -226,7 +226,7 @@ def _symmetric_self_search(x: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarr
     short = np.flatnonzero(ids[:, -1] < 0)  # rows with fewer than kk below their ceiling
     if short.size:
         sq, idx = faiss.knn(x[short], x, kk + 1)
-        dist[short], ids[short] = _drop_self(sq, idx.astype(np.int64), short)
+        dist[short], ids[short] = drop_self(sq, idx.astype(np.int64), short)
     return dist, ids
 
 
@@ -403,7 +403,7 @@ def knn_chunks(
         else:
             sq, idx = search(qc, kk)
             if exclude_self:
-                sq, idx = _drop_self(sq, idx, start + np.arange(sq.shape[0]))
+                sq, idx = drop_self(sq, idx, start + np.arange(sq.shape[0]))
         keys = sq.astype(np.float64)
         if exact is not None:
             rows, cols = np.indices(keys.shape).reshape(2, -1)
@@ -421,7 +421,7 @@ def knn_chunks(
         yield start, dist.astype(np.float32 if exact is None else np.float64), idx
 
 
-def _drop_self(
+def drop_self(
     sq: np.ndarray, idx: np.ndarray, own_rows: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """The candidates ``(c, kk)`` without each query's own row ``own_rows[i]``: ``(c, kk - 1)``.

@@ -29,35 +29,69 @@ from clusterable.evaluate._inputs import (
     check_same_dimension,
     to_numpy,
 )
-from clusterable.evaluate.neighbors import knn_chunks
+from clusterable.evaluate.neighbors import drop_self, knn_chunks
 from clusterable.evaluate.registry import Artefacts, register_metric
+
+#: Recall@K for a K deeper than the search must go for MAP@R (``R_max``) and for k-means' kNN
+#: lists is settled by a second search of only the queries with no item of their class within
+#: that depth, when the depth is at least this share of the deepest K: classes large next to K
+#: leave few such queries, and the heaps of the whole search are the cost (Recall@100, 5,924 x
+#: 512 with classes up to 81: 88 candidates instead of 108; benchmarks/README.md). With small
+#: classes (Stanford Online Products) a quarter of the queries would need the second search.
+SHALLOW_MIN_SHARE = 0.5
 
 
 def _retrieval_chunk(
     neighbour_codes: np.ndarray,
     query_codes: np.ndarray,
     r: np.ndarray,
-    ks: Sequence[int],
-    at_r: bool,
+    r_max: int | None,
 ) -> dict[str, np.ndarray]:
-    """Per-query scores of one chunk; NaN where ``r == 0`` (lone query)."""
+    """Per-query scores of one chunk, NaN where ``r == 0`` (lone query), and ``first_hit``: the
+    place of the first item of the query's class, ``k`` where none is among the ``k``.
+
+    ``r_max``: the largest ``R`` of the whole set, for MAP@R and R-precision (None: neither).
+    They are summed over the first ``r_max`` places whatever the search's depth, so that their
+    rounding does not depend on it.
+    """
     match = neighbour_codes == query_codes[:, None]  # (c, k)
     k = match.shape[1]
     lone = r == 0
-    first_hit = np.where(match.any(axis=1), match.argmax(axis=1), k)  # (c,) rank of first hit
-    out: dict[str, np.ndarray] = {}
-    for kk in ks:
-        out[f"recall@{kk}"] = np.where(lone, np.nan, first_hit < kk)
-    out["precision@1"] = np.where(lone, np.nan, match[:, 0])
-    if at_r:
-        ranks = np.arange(1, k + 1)
-        relevant = match & (ranks <= r[:, None])  # hits within the first R places  (c, k)
-        hits_so_far = np.cumsum(relevant, axis=1)  # (c, k)
+    out: dict[str, np.ndarray] = {
+        "first_hit": np.where(match.any(axis=1), match.argmax(axis=1), k),  # (c,)
+        "precision@1": np.where(lone, np.nan, match[:, 0]),
+    }
+    if r_max is not None:
+        ranks = np.arange(1, r_max + 1)
+        relevant = match[:, :r_max] & (ranks <= r[:, None])  # hits in the first R places  (c, R)
+        hits_so_far = np.cumsum(relevant, axis=1)  # (c, R)
         with np.errstate(invalid="ignore", divide="ignore"):
             # AP@R = (1/R) sum_{i<=R} P(i) rel(i)   (Musgrave et al. 2020)
             out["map@r"] = (hits_so_far * relevant / ranks).sum(axis=1) / r
             out["r_precision"] = relevant.sum(axis=1) / r
     return out
+
+
+def _first_hits(
+    points: np.ndarray,
+    codes: np.ndarray,
+    rows: np.ndarray,
+    depth: int,
+    metric: Metric,
+    backend: str,
+) -> np.ndarray:
+    """``(m,)`` place of the first item of its class among the ``depth`` nearest others of each
+    query row (leave-one-out), ``depth`` where none is: a search of those rows alone."""
+    places = np.empty(rows.size, dtype=np.int64)
+    kk = min(depth + 1, points.shape[0])  # the query itself is among the references
+    for start, dist, idx in knn_chunks(points[rows], kk, points, metric=metric, backend=backend):
+        own = rows[start : start + idx.shape[0]]
+        _, others = drop_self(dist, idx, own)  # (c, kk - 1)
+        match = codes[others[:, :depth]] == codes[own][:, None]
+        places[start : start + idx.shape[0]] = np.where(
+            match.any(axis=1), match.argmax(axis=1), depth
+        )
+    return places
 
 
 def retrieval_per_query(
@@ -75,7 +109,10 @@ def retrieval_per_query(
     """Per-query retrieval scores from a single leave-one-out kNN search.
 
     The search runs once at ``max(max(ks), R_max)`` neighbours, ``R_max`` being the largest class
-    size minus one, and is consumed chunk by chunk, so memory is ``O(n + chunk * k)``.
+    size minus one, and is consumed chunk by chunk, so memory is ``O(n + chunk * k)``. Where
+    ``R_max`` (or the ``neighbours`` kept) reaches `SHALLOW_MIN_SHARE` of ``max(ks)``, it runs at
+    that depth instead, and the queries with no item of their class within it are searched again
+    to ``max(ks)`` for their Recall@K: the same scores.
 
     Parameters
     ----------
@@ -106,11 +143,13 @@ def retrieval_per_query(
             "every class has a single item, so no query has anything relevant to "
             "retrieve; retrieval metrics need at least one class with two items."
         )
-    k = max(
-        max(ks), int(r_all.max()) if at_r else 1, 0 if neighbours is None else neighbours.shape[1]
-    )
+    deepest = max(ks)
+    r_max = int(r_all.max()) if at_r else None
+    floor = max(r_max or 1, 0 if neighbours is None else neighbours.shape[1])
+    k = floor if floor >= SHALLOW_MIN_SHARE * deepest else max(deepest, floor)
     n = codes.shape[0]
     out: dict[str, np.ndarray] = {}
+    first_hit = np.full(n, -1, dtype=np.int64)  # -1: a row of another shard
     searched = knn_chunks(
         points, k, metric=metric, backend=backend, chunk_size=chunk_size, shard=shard, codes=codes
     )
@@ -118,14 +157,20 @@ def retrieval_per_query(
         stop = start + idx.shape[0]
         if neighbours is not None:
             neighbours[start:stop] = idx[:, : neighbours.shape[1]]  # (c, m)
-        part = _retrieval_chunk(codes[idx], codes[start:stop], r_all[start:stop], ks, at_r)
+        part = _retrieval_chunk(codes[idx], codes[start:stop], r_all[start:stop], r_max)
+        first_hit[start:stop] = part.pop("first_hit")
         for name, values in part.items():
             out.setdefault(name, np.full(n, np.nan))[start:stop] = values
-    for name in (
+    missed = np.flatnonzero((first_hit == k) & (r_all > 0))
+    if deepest > k and missed.size:
+        first_hit[missed] = _first_hits(points, codes, missed, deepest, metric, backend)
+    unscored = (r_all == 0) | (first_hit < 0)  # lone queries, other shards' rows
+    for kk in ks:
+        out[f"recall@{kk}"] = np.where(unscored, np.nan, first_hit < kk)
+    names = (
         [f"recall@{kk}" for kk in ks] + ["precision@1"] + (["map@r", "r_precision"] if at_r else [])
-    ):
-        out.setdefault(name, np.full(n, np.nan))  # a shard may own no chunk
-    return out
+    )
+    return {name: out.get(name, np.full(n, np.nan)) for name in names}  # a shard may own no chunk
 
 
 def _mean_over_queries(values: np.ndarray) -> float:
