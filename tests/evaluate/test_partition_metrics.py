@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import itertools
 
 import numpy as np
@@ -188,6 +189,21 @@ def test_silhouette_against_sklearn(metric):
     assert silhouette(x, c, metric=metric) == pytest.approx(
         skm.silhouette_score(x, c, metric=metric), abs=1e-5
     )
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_silhouette_over_blocks_of_rows_equals_sklearn(monkeypatch, dtype):
+    silhouette_module = importlib.import_module("clusterable.evaluate.silhouette")
+    rng = np.random.default_rng(1)
+    c = rng.integers(0, 5, 400)
+    x = (rng.standard_normal((5, 6))[c] * 2 + rng.standard_normal((400, 6))).astype(dtype)
+    whole = silhouette(x, c)
+    # Blocks of 37 rows through one reused buffer, the last block shorter.
+    monkeypatch.setattr(silhouette_module, "_BLOCK", 1)
+    monkeypatch.setattr(silhouette_module, "_MIN_BLOCK_ROWS", 37)
+    blocked = silhouette(x, c)
+    assert blocked == pytest.approx(skm.silhouette_score(x, c), abs=1e-5)
+    assert blocked == pytest.approx(whole, abs=1e-12)
 
 
 def test_silhouette_sample_is_seeded_and_close():

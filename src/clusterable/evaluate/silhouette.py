@@ -23,8 +23,11 @@ AUTO_DISTANCE_BUDGET = 5_000_000
 #: Items scored at least under ``sample_size="auto"`` (the whole set when smaller).
 AUTO_MIN_SAMPLE = 500
 
-#: Elements of the ``(items, rows)`` distance block held at once (32 MB of float32).
-_BLOCK = 1 << 23
+#: Elements of the ``(items, rows)`` distance block held at once (4 MB of float32), reused from
+#: block to block, and the fewest sampled rows per block, below which a block's product turns
+#: into a pass over all items per few rows (measured: benchmarks/README.md, "Measured defaults").
+_BLOCK = 1 << 20
+_MIN_BLOCK_ROWS = 128
 
 
 def silhouette(
@@ -162,10 +165,12 @@ def silhouette_of_codes(
     )
     point_sq = np.einsum("nd,nd->n", pts, pts)  # (n,), for every block
     scores = np.empty(scored.size, dtype=np.float64)
-    step = max(1, _BLOCK // max(n, n_clusters))
+    step = min(scored.size, max(_MIN_BLOCK_ROWS, _BLOCK // max(n, n_clusters)))
+    block = np.empty(n * step, dtype=pts.dtype)  # every block's distances, given memory once
     for s in range(0, scored.size, step):
         rows = scored[s : s + step]
-        dist = squared_distances(pts, pts[rows], point_sq, point_sq[rows])  # (n, c)
+        dist = block[: n * rows.size].reshape(n, rows.size)
+        squared_distances(pts, pts[rows], point_sq, point_sq[rows], out=dist)  # (n, c)
         if metric == "cosine":
             dist *= 0.5  # |a - b|^2 = 2 - 2 cos of unit rows
         else:
