@@ -206,6 +206,18 @@ def test_silhouette_over_blocks_of_rows_equals_sklearn(monkeypatch, dtype):
     assert blocked == pytest.approx(whole, abs=1e-12)
 
 
+def test_silhouette_blocks_stay_within_their_memory_bound():
+    silhouette_module = importlib.import_module("clusterable.evaluate.silhouette")
+    rows = silhouette_module._rows_per_block
+    bound = silhouette_module._MAX_BLOCK
+    for n in (10, 2_000, 5_924, 60_502, 1_000_000, 20_000_000):
+        assert 1 <= rows(n, 500) <= 500
+        assert rows(n, 500) == 1 or rows(n, 500) * n <= bound
+    assert rows(1_000_000, 500) == 8  # not the 128-row floor: 512 MB
+    assert rows(60_502, 500) == silhouette_module._MIN_BLOCK_ROWS
+    assert rows(2_000, 50) == 50
+
+
 def test_silhouette_sample_is_seeded_and_close():
     rng = np.random.default_rng(1)
     c = rng.integers(0, 4, 3000)

@@ -24,10 +24,18 @@ AUTO_DISTANCE_BUDGET = 5_000_000
 AUTO_MIN_SAMPLE = 500
 
 #: Elements of the ``(items, rows)`` distance block held at once (4 MB of float32), reused from
-#: block to block, and the fewest sampled rows per block, below which a block's product turns
-#: into a pass over all items per few rows (measured: benchmarks/README.md, "Measured defaults").
+#: block to block; the fewest sampled rows per block, below which a block's product turns into a
+#: pass over all items per few rows (measured: benchmarks/README.md, "Measured defaults"), as
+#: long as the block stays within `_MAX_BLOCK` elements (32 MB of float32: a million items get
+#: blocks of 8 rows).
 _BLOCK = 1 << 20
 _MIN_BLOCK_ROWS = 128
+_MAX_BLOCK = 1 << 23
+
+
+def _rows_per_block(n: int, sampled: int) -> int:
+    """Sampled rows per ``(n, rows)`` distance block (see `_BLOCK`), at least one."""
+    return max(1, min(sampled, max(_MIN_BLOCK_ROWS, _BLOCK // n), _MAX_BLOCK // n))
 
 
 def silhouette(
@@ -165,7 +173,7 @@ def silhouette_of_codes(
     )
     point_sq = np.einsum("nd,nd->n", pts, pts)  # (n,), for every block
     scores = np.empty(scored.size, dtype=np.float64)
-    step = min(scored.size, max(_MIN_BLOCK_ROWS, _BLOCK // max(n, n_clusters)))
+    step = _rows_per_block(n, scored.size)
     block = np.empty(n * step, dtype=pts.dtype)  # every block's distances, given memory once
     for s in range(0, scored.size, step):
         rows = scored[s : s + step]
