@@ -232,3 +232,16 @@ def test_recall_beyond_r_max_from_a_second_search_matches_loops(monkeypatch, dty
         assert np.nanmean(shallow[f"recall@{k}"]) == pytest.approx(recall[k], abs=1e-12)
     assert np.nanmean(shallow["map@r"]) == pytest.approx(ap, abs=1e-12)
     assert 0.1 < recall[100] < 0.9  # the second search decides many queries either way
+
+
+def test_small_classes_or_no_map_at_r_search_to_the_deepest_k_at_once(monkeypatch):
+    # Without MAP@R, or with classes small next to K, a second search could take most queries.
+    from clusterable.evaluate import retrieval
+
+    monkeypatch.setattr(retrieval, "_first_hits", lambda *a: pytest.fail("second search"))
+    x, y = random_set(3, n=300)
+    codes = np.unique(y, return_inverse=True)[1]
+    retrieval.retrieval_per_query(x, codes, (1, 2), at_r=False)
+    # k-means' 32 kept neighbours reach half of K = 64, but R_max does not.
+    assert np.bincount(codes).max() - 1 < 32
+    retrieval.retrieval_per_query(x, codes, (1, 10, 64), neighbours=np.empty((300, 32), int))

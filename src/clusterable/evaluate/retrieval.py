@@ -34,7 +34,7 @@ from clusterable.evaluate.registry import Artefacts, register_metric
 
 #: Recall@K for a K deeper than the search must go for MAP@R (``R_max``) and for k-means' kNN
 #: lists is settled by a second search of only the queries with no item of their class within
-#: that depth, when the depth is at least this share of the deepest K: classes large next to K
+#: that depth, when ``R_max`` is at least this share of the deepest K: classes large next to K
 #: leave few such queries, and the heaps of the whole search are the cost (Recall@100, 5,924 x
 #: 512 with classes up to 81: 88 candidates instead of 108; benchmarks/README.md). With small
 #: classes (Stanford Online Products) a quarter of the queries would need the second search.
@@ -110,9 +110,9 @@ def retrieval_per_query(
 
     The search runs once at ``max(max(ks), R_max)`` neighbours, ``R_max`` being the largest class
     size minus one, and is consumed chunk by chunk, so memory is ``O(n + chunk * k)``. Where
-    ``R_max`` (or the ``neighbours`` kept) reaches `SHALLOW_MIN_SHARE` of ``max(ks)``, it runs at
-    that depth instead, and the queries with no item of their class within it are searched again
-    to ``max(ks)`` for their Recall@K: the same scores.
+    ``R_max`` reaches `SHALLOW_MIN_SHARE` of ``max(ks)``, it stops at ``R_max`` (or the
+    ``neighbours`` kept) instead, and the queries with no item of their class within it are
+    searched again to ``max(ks)`` for their Recall@K: the same scores.
 
     Parameters
     ----------
@@ -146,7 +146,9 @@ def retrieval_per_query(
     deepest = max(ks)
     r_max = int(r_all.max()) if at_r else None
     floor = max(r_max or 1, 0 if neighbours is None else neighbours.shape[1])
-    k = floor if floor >= SHALLOW_MIN_SHARE * deepest else max(deepest, floor)
+    # Classes large next to the deepest K leave few queries without a hit within R_max.
+    shallow = r_max is not None and r_max >= SHALLOW_MIN_SHARE * deepest
+    k = floor if shallow else max(deepest, floor)
     n = codes.shape[0]
     out: dict[str, np.ndarray] = {}
     first_hit = np.full(n, -1, dtype=np.int64)  # -1: a row of another shard
