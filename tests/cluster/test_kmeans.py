@@ -52,14 +52,16 @@ def test_kmeans_plusplus_puts_one_seed_in_each_far_group(seed):
     rng = np.random.default_rng(seed)
     centres = 100.0 * rng.standard_normal((8, 5))
     x = (np.repeat(centres, 40, axis=0) + rng.standard_normal((320, 5))).astype(np.float32)
-    rows = kmeans_module._greedy_kmeans_plusplus(x, 8, np.random.default_rng(seed))
+    rows = kmeans_module._greedy_kmeans_plusplus(x, 8, np.random.default_rng(seed), (x * x).sum(1))
     assert sorted(rows // 40) == list(range(8))
 
 
 def test_kmeans_plusplus_never_draws_a_duplicate_of_a_seed_while_others_are_left():
     x = np.repeat(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]], dtype=np.float32), 10, axis=0)
     for seed in range(10):
-        rows = kmeans_module._greedy_kmeans_plusplus(x, 3, np.random.default_rng(seed))
+        rows = kmeans_module._greedy_kmeans_plusplus(
+            x, 3, np.random.default_rng(seed), (x * x).sum(1)
+        )
         assert len({tuple(p) for p in x[rows]}) == 3
 
 

@@ -408,12 +408,15 @@ def _seeds(
     if init == "random":
         rows = np.sort(rng.choice(n, k, replace=False))
         return frame.rows(rows), rows
-    rows = _greedy_kmeans_plusplus(frame.rows(slice(None)), k, rng)
+    rows = _greedy_kmeans_plusplus(frame.rows(slice(None)), k, rng, frame.squared_norms())
     return frame.rows(rows), rows
 
 
-def _greedy_kmeans_plusplus(points: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
-    """``(k,)`` rows of ``(n, d)`` points chosen by greedy k-means++.
+def _greedy_kmeans_plusplus(
+    points: np.ndarray, k: int, rng: np.random.Generator, point_sq: np.ndarray
+) -> np.ndarray:
+    """``(k,)`` rows of ``(n, d)`` points chosen by greedy k-means++; ``point_sq``: their
+    ``(n,)`` ``|x|^2``.
 
     The first seed is a uniform draw. Each next one is the best of ``2 + ln k`` candidates drawn
     with probability proportional to their squared distance to the nearest seed so far: the one
@@ -427,7 +430,6 @@ def _greedy_kmeans_plusplus(points: np.ndarray, k: int, rng: np.random.Generator
     candidates = 2 + int(np.log(k))
     rows = np.empty(k, dtype=np.int64)
     rows[0] = rng.integers(n)
-    point_sq = np.einsum("nd,nd->n", points, points)  # (n,), for every step
     closest = squared_distances(points[rows[:1]], points, b_sq=point_sq)[0].astype(np.float64)
     for i in range(1, k):
         cumulative = np.cumsum(closest)  # (n,)
