@@ -238,6 +238,7 @@ def _resumed_settings(
 def command_train(args: argparse.Namespace) -> int:
     from clusterable.recipe import RunSpec, train_run
     from clusterable.train import TrainConfig
+    from clusterable.train.distributed import end_distributed
     from clusterable.train.run_folder import default_run_folder, interrupted_message
 
     spec_given, train_given = _given_settings(args)
@@ -254,6 +255,7 @@ def command_train(args: argparse.Namespace) -> int:
         if main_process:
             print(f"\nclusterable train: {interrupted_message(out)}", file=sys.stderr)
         return 130
+    end_distributed()  # under torchrun: every process has trained and scored the test split
     if main_process:
         print(f"run folder: {out}")
         if args.report:

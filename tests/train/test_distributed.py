@@ -15,7 +15,7 @@ import torch.multiprocessing as mp
 from clusterable.data import load_dataset
 from clusterable.losses import AutoencoderLoss, CrossBatchMemory, build_loss
 from clusterable.models import build_decoder, build_model
-from clusterable.train import TrainConfig, Trainer, setup_distributed
+from clusterable.train import TrainConfig, Trainer, end_distributed, setup_distributed
 
 GLOBAL_BATCH = 48
 
@@ -79,3 +79,32 @@ def test_two_process_step_equals_single_process_step(tmp_path, free_port, loss_n
         assert result["value"] == pytest.approx(expected_value, rel=1e-12)
         for got, want in zip(result["params"], expected, strict=True):
             torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+
+def _ending_worker(rank: int, world: int, port: int, out: str) -> None:
+    import weakref
+
+    os.environ.update(
+        RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
+    )
+    dataset = load_dataset("digits", split="train")
+    model = build_model("mlp", dataset.input_shape, 8)
+    trainer = Trainer(model, build_loss("lifted"), dataset, config=TrainConfig(progress=False))
+    network = weakref.ref(trainer.network)
+    assert isinstance(network(), torch.nn.parallel.DistributedDataParallel)
+    del trainer
+    end_distributed()
+    torch.save({"ddp_freed": network() is None, "group": dist.is_initialized()}, f"{out}.{rank}")
+
+
+def test_ending_frees_the_trainers_ddp_model_and_destroys_the_group(tmp_path, free_port):
+    out = str(tmp_path / "ended")
+    mp.spawn(_ending_worker, args=(2, free_port(), out), nprocs=2, join=True)
+    for rank in range(2):
+        assert torch.load(f"{out}.{rank}") == {"ddp_freed": True, "group": False}
+
+
+def test_ending_without_a_group_does_nothing():
+    assert not dist.is_initialized()
+    end_distributed()
+    assert not dist.is_initialized()

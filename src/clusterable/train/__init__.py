@@ -3,7 +3,7 @@
 from clusterable.train.callbacks import TrainerCallback
 from clusterable.train.checkpoint import load_meta, load_weights, resolve_checkpoint
 from clusterable.train.config import TrainConfig
-from clusterable.train.distributed import Distributed, setup_distributed
+from clusterable.train.distributed import Distributed, end_distributed, setup_distributed
 from clusterable.train.embed import embed_dataset
 from clusterable.train.trainer import Trainer, TrainResult
 
@@ -14,6 +14,7 @@ __all__ = [
     "Trainer",
     "TrainerCallback",
     "embed_dataset",
+    "end_distributed",
     "load_meta",
     "load_weights",
     "resolve_checkpoint",

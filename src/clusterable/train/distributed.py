@@ -6,10 +6,14 @@ training loop can use; this module only places the process.
 Recipe::
 
     torchrun --nproc_per_node 2 -m clusterable train --data digits --loss lifted
+
+A script of one's own builds its `Trainer` the same way under torchrun (the Trainer joins the
+group) and calls `end_distributed` once every process is done with it.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -55,6 +59,23 @@ def setup_distributed() -> Distributed:
     else:
         device = torch.device("cpu")
     return Distributed(rank=dist.get_rank(), world_size=dist.get_world_size(), device=device)
+
+
+def end_distributed() -> None:
+    """Leave the process group, if any, once every process has finished: wait for all, then
+    destroy it.
+
+    A group left for the interpreter's exit to tear down can abort a process there (gloo:
+    "terminate called without an active exception", seen with a DDP model still alive), and NCCL
+    warns that it was not destroyed. A DDP model keeps the group in use through its reducer, and
+    one held by a Trainer (whose parts refer back to it) is freed only by the cycle collector:
+    collected here first.
+    """
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    gc.collect()
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 def barrier(env: Distributed) -> None:
