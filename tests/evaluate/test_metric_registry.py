@@ -89,6 +89,25 @@ def test_v_measure_by_name_equals_nmi():
     assert table["v_measure"] == pytest.approx(table["nmi"], abs=1e-12)
 
 
+def test_ks_neither_deepen_the_search_nor_add_columns_without_recall(monkeypatch):
+    from clusterable.evaluate import retrieval
+
+    depths, search = [], retrieval.knn_chunks
+
+    def knn_chunks(points, k, *args, **kwargs):
+        depths.append(k)
+        return search(points, k, *args, **kwargs)
+
+    monkeypatch.setattr(retrieval, "knn_chunks", knn_chunks)
+    x, y = blobs()
+    r_max = int(np.bincount(y).max()) - 1
+    table = evaluate_embeddings(x, y, metrics=["map@r"], ks=(1, 100), per_class=True)
+    assert depths == [r_max] and set(table) == {"map@r", "per_class"}
+    assert set(table["per_class"]) == {"class", "count", "precision@1", "map@r", "r_precision"}
+    with_recall = evaluate_embeddings(x, y, metrics=["map@r", "recall@k"], ks=(1, 100))
+    assert depths[1] == 100 and with_recall["map@r"] == table["map@r"]
+
+
 def test_per_class_holds_what_was_computed():
     x, y = blobs()
     retrieval = evaluate_embeddings(x, y, metrics=["map@r"], per_class=True)["per_class"]

@@ -153,3 +153,20 @@ def test_a_search_folds_the_data_it_is_given(tmp_path):
     assert result.completed >= 1
     with pytest.raises(ValueError, match="other settings"):  # other data: another search
         search(tmp_path, 3)
+
+
+@pytest.mark.parametrize(("metric", "asked"), [("recall@2", ["recall@k"]), ("nmi", ["nmi"])])
+def test_a_fold_computes_only_the_metric_searched_for(monkeypatch, metric, asked):
+    tables, real = [], study.evaluate_embeddings
+
+    def evaluate(*args, **kwargs):
+        tables.append((kwargs["metrics"], real(*args, **kwargs)))
+        return tables[-1][1]
+
+    monkeypatch.setattr(study, "evaluate_embeddings", evaluate)
+    train = study.load_dataset("digits", split="train")
+    rows = np.arange(len(train))
+    score = study._fold_score(SPEC, CONFIG, train, rows[:400], rows[400:700], metric, seed=0)
+    [(metrics, table)] = tables
+    assert metrics == asked and set(table) == {metric}
+    assert score == table[metric] and 0.0 < score <= 1.0

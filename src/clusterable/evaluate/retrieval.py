@@ -121,7 +121,7 @@ def retrieval_per_query(
     codes : numpy.ndarray
         ``(n,)`` int64 class codes ``0 .. C-1`` (from `as_labels`).
     ks : sequence of int
-        The K of Recall@K, already validated.
+        The K of Recall@K, already validated; empty for none.
     at_r : bool
         Also compute AP@R and R-precision (needs ``R_max`` neighbours).
     metric, backend, chunk_size, shard
@@ -143,7 +143,7 @@ def retrieval_per_query(
             "every class has a single item, so no query has anything relevant to "
             "retrieve; retrieval metrics need at least one class with two items."
         )
-    deepest = max(ks)
+    deepest = max(ks, default=1)  # precision@1 alone needs the nearest
     r_max = int(r_all.max()) if at_r else None
     floor = max(r_max or 1, 0 if neighbours is None else neighbours.shape[1])
     # Classes large next to the deepest K leave few queries without a hit within R_max.

@@ -104,7 +104,8 @@ def evaluate_embeddings(
     """The retrieval and clustering metrics of an embedding, each expensive step done once.
 
     The inputs are validated once, here. One leave-one-out kNN search at ``max(max(ks), R_max)``
-    neighbours (``R_max`` = largest class size - 1, for MAP@R) serves Recall@K, precision@1, MAP@R
+    neighbours (``R_max`` = largest class size - 1, for MAP@R; ``ks`` only when Recall@K is among
+    the ``metrics``) serves Recall@K, precision@1, MAP@R
     and R-precision (with large classes, at ``R_max`` and a second search for the queries Recall@K
     must look deeper for; see `retrieval_per_query`); it is consumed chunk by chunk, so memory stays
     ``O(n (len(ks) + 4) + chunk * k)``. One partition and one sparse contingency table serve NMI,
@@ -133,7 +134,8 @@ def evaluate_embeddings(
     n_clusters : int, optional
         Clusters to ask for; the number of classes in ``labels`` by default (the papers' protocol).
     ks : sequence of int
-        K values of Recall@K, each at most ``n - 1``.
+        K values of Recall@K, each at most ``n - 1``; read only when Recall@K is among the
+        ``metrics`` (so that they neither deepen the search nor add ``per_class`` columns).
     seed : int
         Seed of the clustering and of the silhouette sample.
     per_class : bool
@@ -202,7 +204,7 @@ def evaluate_embeddings(
     a = Artefacts(
         points=as_points(x, metric),
         codes=codes,
-        ks=check_ks(ks, n - 1) if searched else (),
+        ks=check_ks(ks, n - 1) if "recall@k" in selected else (),
         metric=metric,
         seed=seed,
         silhouette_sample=check_sample_size(silhouette_sample),

@@ -318,8 +318,13 @@ def _fold_score(
     if metric.startswith("knn@"):
         fit_emb, fit_y = embed_dataset(model, fit)
         return knn_accuracy(fit_emb, fit_y, held_emb, held_y, k=int(metric[4:]))
-    ks = (int(metric[7:]),) if metric.startswith("recall@") else (1,)
-    score = float(evaluate_embeddings(held_emb, held_y, ks=ks, seed=seed)[metric])
+    # Only the metric searched for: a Recall@K needs no clustering, NMI no kNN search.
+    if metric.startswith("recall@"):
+        ks = (int(metric[7:]),)
+        table = evaluate_embeddings(held_emb, held_y, metrics=["recall@k"], ks=ks, seed=seed)
+    else:
+        table = evaluate_embeddings(held_emb, held_y, metrics=[metric], seed=seed)
+    score = float(table[metric])
     return score if math.isfinite(score) else float("-inf")
 
 
