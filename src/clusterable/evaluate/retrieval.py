@@ -41,26 +41,27 @@ from clusterable.evaluate.registry import Artefacts, register_metric
 SHALLOW_MIN_SHARE = 0.5
 
 
+def _first_places(match: np.ndarray) -> np.ndarray:
+    """``(c,)`` place of each row's first True in ``(c, k)`` ``match``, ``k`` where it has none."""
+    return np.where(match.any(axis=1), match.argmax(axis=1), match.shape[1])
+
+
 def _retrieval_chunk(
     neighbour_codes: np.ndarray,
     query_codes: np.ndarray,
     r: np.ndarray,
     r_max: int | None,
-) -> dict[str, np.ndarray]:
-    """Per-query scores of one chunk, NaN where ``r == 0`` (lone query), and ``first_hit``: the
-    place of the first item of the query's class, ``k`` where none is among the ``k``.
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Per-query scores of one chunk, NaN where ``r == 0`` (lone query), and the ``(c,)`` place
+    of the first item of the query's class (`_first_places`).
 
     ``r_max``: the largest ``R`` of the whole set, for MAP@R and R-precision (None: neither).
     They are summed over the first ``r_max`` places whatever the search's depth, so that their
     rounding does not depend on it.
     """
     match = neighbour_codes == query_codes[:, None]  # (c, k)
-    k = match.shape[1]
     lone = r == 0
-    out: dict[str, np.ndarray] = {
-        "first_hit": np.where(match.any(axis=1), match.argmax(axis=1), k),  # (c,)
-        "precision@1": np.where(lone, np.nan, match[:, 0]),
-    }
+    out = {"precision@1": np.where(lone, np.nan, match[:, 0])}
     if r_max is not None:
         ranks = np.arange(1, r_max + 1)
         relevant = match[:, :r_max] & (ranks <= r[:, None])  # hits in the first R places  (c, R)
@@ -69,7 +70,7 @@ def _retrieval_chunk(
             # AP@R = (1/R) sum_{i<=R} P(i) rel(i)   (Musgrave et al. 2020)
             out["map@r"] = (hits_so_far * relevant / ranks).sum(axis=1) / r
             out["r_precision"] = relevant.sum(axis=1) / r
-    return out
+    return out, _first_places(match)
 
 
 def _first_hits(
@@ -87,10 +88,8 @@ def _first_hits(
     for start, dist, idx in knn_chunks(points[rows], kk, points, metric=metric, backend=backend):
         own = rows[start : start + idx.shape[0]]
         _, others = drop_self(dist, idx, own)  # (c, kk - 1)
-        match = codes[others[:, :depth]] == codes[own][:, None]
-        places[start : start + idx.shape[0]] = np.where(
-            match.any(axis=1), match.argmax(axis=1), depth
-        )
+        match = codes[others[:, :depth]] == codes[own][:, None]  # (c, depth)
+        places[start : start + idx.shape[0]] = _first_places(match)
     return places
 
 
@@ -159,8 +158,9 @@ def retrieval_per_query(
         stop = start + idx.shape[0]
         if neighbours is not None:
             neighbours[start:stop] = idx[:, : neighbours.shape[1]]  # (c, m)
-        part = _retrieval_chunk(codes[idx], codes[start:stop], r_all[start:stop], r_max)
-        first_hit[start:stop] = part.pop("first_hit")
+        part, first_hit[start:stop] = _retrieval_chunk(
+            codes[idx], codes[start:stop], r_all[start:stop], r_max
+        )
         for name, values in part.items():
             out.setdefault(name, np.full(n, np.nan))[start:stop] = values
     missed = np.flatnonzero((first_hit == k) & (r_all > 0))

@@ -105,10 +105,10 @@ def evaluate_embeddings(
 
     The inputs are validated once, here. One leave-one-out kNN search at ``max(max(ks), R_max)``
     neighbours (``R_max`` = largest class size - 1, for MAP@R; ``ks`` only when Recall@K is among
-    the ``metrics``) serves Recall@K, precision@1, MAP@R
-    and R-precision (with large classes, at ``R_max`` and a second search for the queries Recall@K
-    must look deeper for; see `retrieval_per_query`); it is consumed chunk by chunk, so memory stays
-    ``O(n (len(ks) + 4) + chunk * k)``. One partition and one sparse contingency table serve NMI,
+    the ``metrics``) serves Recall@K, precision@1, MAP@R and R-precision (with large classes, at
+    ``R_max`` and a second search for the queries Recall@K must look deeper for; see
+    `retrieval_per_query`); it is consumed chunk by chunk, so memory stays ``O(n (len(ks) + 4) +
+    chunk * k)``. One partition and one sparse contingency table serve NMI,
     pairwise precision/recall/F1, Hungarian accuracy, ARI and V-measure. Silhouette averages a
     seeded sample of items, each scored against the whole set. Only what the selected ``metrics``
     read is computed: without a partition metric nothing is clustered, without a neighbour metric
