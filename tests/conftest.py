@@ -11,6 +11,23 @@ import torch
 
 from clusterable.data.locate import SYSTEM_DATA_DIR
 
+CUDA = torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if CUDA:
+        return
+    skip = pytest.mark.skip(reason="no CUDA GPU on this machine (make gpu-check runs these)")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def device(request: pytest.FixtureRequest) -> torch.device:
+    """Each test that asks for it runs on the CPU, and on CUDA where torch sees a GPU."""
+    return torch.device(request.param)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def one_torch_thread():

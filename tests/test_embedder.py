@@ -10,7 +10,8 @@ import torch
 from PIL import Image
 
 from clusterable.data import LabelledDataset, load_dataset
-from clusterable.embedder import Embedder, best_device
+from clusterable.device import device_scope
+from clusterable.embedder import Embedder
 from clusterable.index import model_checksum
 from clusterable.recipe import RunSpec, load_trained, train_run
 from clusterable.train import embed_dataset
@@ -121,8 +122,10 @@ def test_a_vector_model_refuses_images(tmp_path):
         embedder.embed(tmp_path / "a.png")
 
 
-def test_the_best_device_is_the_cpu_without_an_accelerator():
-    if torch.cuda.is_available():
-        assert best_device().type == "cuda"
-    elif not torch.backends.mps.is_available():
-        assert best_device() == torch.device("cpu")
+def test_the_embedder_follows_the_device_rule(device):
+    embedder = Embedder(torch.nn.Linear(5, 2), (5,), device=device)
+    assert next(embedder.model.parameters()).device.type == device.type
+    with device_scope(device):
+        assert Embedder(torch.nn.Linear(5, 2), (5,)).device.type == device.type
+    items = embedder.embed(np.ones((3, 5), dtype=np.float32), progress=False)
+    assert isinstance(items.embeddings, np.ndarray) and items.embeddings.shape == (3, 2)

@@ -28,6 +28,7 @@ from clusterable import __version__
 from clusterable.cli_use import add_use_verbs, write_model_identity
 from clusterable.cluster import available_clusterings, canonical_clustering, takes_n_clusters
 from clusterable.data import available_datasets, labelled_mask
+from clusterable.device import device_scope, resolve_device
 from clusterable.losses import available_losses
 from clusterable.metric_table import clustering_heading, format_metric_table
 from clusterable.models import available_models
@@ -126,7 +127,7 @@ def _embeddings_of(args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray, np
             "give data of the run's shape, or train a run on this data"
         )
     print(f"embedding {dataset.name} ({len(dataset)} items, {dataset.source}) with {checkpoint}")
-    embeddings, labels = embed_dataset(model, dataset)
+    embeddings, labels = embed_dataset(model.to(resolve_device("auto")), dataset)
     return embeddings, labels, dataset.fine_labels, dataset
 
 
@@ -160,6 +161,7 @@ CONFIG_FLAGS = (
     "items_per_class",
     "chunk_size",
     "patience",
+    "device",
     "seed",
 )
 
@@ -354,7 +356,7 @@ def command_embed(args: argparse.Namespace) -> int:
     if Path(args.source).suffix != ".npy":
         from clusterable.embedder import Embedder
 
-        embedder = Embedder.from_run(args.source, device="cpu")
+        embedder = Embedder.from_run(args.source)
         where = {"data": args.data, "root": args.root, "split": args.split}
         write_model_identity(out, embedder.model_id, embedder.run, **where)
     print(f"wrote {embeddings.shape[0]} x {embeddings.shape[1]} embeddings and labels to {out}")
@@ -606,6 +608,7 @@ def add_run_settings(
         "stop after this many evaluations without improvement",
         type=int,
     )
+    setting("--device", config_default["device"], DEVICE_HELP)
     parser.add_argument(
         "--set",
         action="append",
@@ -623,6 +626,18 @@ def _experiment_choices() -> list[str] | None:
     except ImportError:
         return None
     return ["all", *EXPERIMENTS]
+
+
+#: The verbs that run a model, a search or a clustering, and so take ``--device``.
+DEVICE_VERBS = frozenset(
+    {"train", "evaluate", "embed", "index", "search", "cluster", "assign", "tune", "demo"}
+    | {"reproduce"}
+)
+
+DEVICE_HELP = (
+    "where models, searches and k-means run: auto (CUDA, then MPS, then CPU), cpu, cuda, "
+    "cuda:N or mps"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -644,6 +659,8 @@ def build_parser() -> argparse.ArgumentParser:
             name, help=help, description=help.replace("%%", "%"), epilog=f"example: {example}"
         )
         sub.set_defaults(handler=handler)
+        if name in DEVICE_VERBS and name not in ("train", "tune"):  # theirs is a run setting
+            sub.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default: auto)")
         if name in ("train", "tune"):
             seed_help = f"seed of every random step (default: {config_default['seed']})"
             sub.add_argument("--seed", type=int, default=None, help=seed_help)
@@ -841,7 +858,8 @@ def main(argv: list[str] | None = None) -> int:
     with warnings.catch_warnings():
         warnings.showwarning = _one_line_warning
         try:
-            return args.handler(args)
+            with device_scope(getattr(args, "device", None)):
+                return args.handler(args)
         except (RunFolderError, CheckpointWriteError, FileNotFoundError) as error:
             parser.exit(2, f"clusterable {args.command}: error: {error}\n")
         except OSError as error:

@@ -2,7 +2,7 @@
 
 ``Embedder.from_run(run)`` rebuilds a run's model from its best checkpoint (the stored run spec
 says how), and :meth:`Embedder.embed` turns what a user has into embeddings, in batches, without
-gradient, on the best available device:
+gradient, on the device of the package's rule (:mod:`clusterable.device`):
 
 - a :class:`~clusterable.data.LabelledDataset`, or a data-set name ``load_dataset`` knows
   (``"fashion-mnist"``, ``"folder:PATH"``, ``"table:PATH"``; its test split unless told);
@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from clusterable.data import ImageFiles, LabelledDataset, load_dataset
 from clusterable.data.generic import load_table
+from clusterable.device import DeviceSpec, resolve_device
 
 #: File suffixes read as images.
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".pgm")
@@ -76,7 +77,8 @@ class Embedder:
     run : str, optional
         The run folder the model came from.
     device : str or torch.device, optional
-        Where to run; the best available by default (CUDA, then Apple MPS, then CPU).
+        Where to run (:mod:`clusterable.device`): ``"auto"`` takes CUDA, then Apple's MPS, then
+        the CPU.
 
     Examples
     --------
@@ -93,18 +95,16 @@ class Embedder:
         *,
         model_id: str | None = None,
         run: str | None = None,
-        device: str | torch.device | None = None,
+        device: DeviceSpec = "auto",
     ) -> None:
-        self.device = torch.device(device) if device is not None else best_device()
+        self.device = resolve_device(device)
         self.model = model.eval().to(self.device)
         self.input_shape = tuple(int(s) for s in input_shape)
         self.model_id = model_id
         self.run = run
 
     @classmethod
-    def from_run(
-        cls, run: str | os.PathLike[str], device: str | torch.device | None = None
-    ) -> Embedder:
+    def from_run(cls, run: str | os.PathLike[str], device: DeviceSpec = "auto") -> Embedder:
         """Load the best checkpoint of a training run (its folder, or one checkpoint folder).
 
         Raises
@@ -302,12 +302,3 @@ class _Items(Dataset):
 
     def __getitem__(self, index: int) -> torch.Tensor:
         return torch.from_numpy(np.asarray(self.data[index], dtype=np.float32))
-
-
-def best_device() -> torch.device:
-    """CUDA when available, then Apple's MPS, else the CPU."""
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    if torch.backends.mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from clusterable.data import LabelledDataset, labelled_mask, load_dataset, stratified_split
+from clusterable.device import device_scope
 from clusterable.evaluate import evaluate_embeddings, knn_accuracy
 from clusterable.losses import (
     AutoencoderLoss,
@@ -293,8 +294,16 @@ def train_run(
     The run folder ``out`` is checked first (:func:`~clusterable.train.run_folder.
     prepare_run_folder`: a new run needs it empty, or ``overwrite``; ``resume`` needs a run in
     it), then the data is loaded and every piece built, all before the first training step.
-    With ``config.verbose``, a banner says what is trained, on what and where.
+    With ``config.verbose``, a banner says what is trained, on what and where. Training, the
+    test embeddings and their evaluation all run on ``config.device``.
     """
+    with device_scope(config.device):
+        return _train_and_test(spec, config, out, resume, overwrite)
+
+
+def _train_and_test(
+    spec: RunSpec, config: TrainConfig, out: Path | str | None, resume: bool, overwrite: bool
+) -> tuple[TrainResult, dict[str, float]]:
     main_process = os.environ.get("RANK", "0") == "0"
     if out is not None:
         out = Path(out)

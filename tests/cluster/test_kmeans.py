@@ -182,15 +182,35 @@ def test_one_random_restart_is_as_good_as_pml_faiss_kmeans():
     assert ours <= theirs * 1.01
 
 
-def test_device_none_picks_cuda_only_when_torch_sees_it(monkeypatch):
+def test_auto_runs_where_the_device_rule_says(monkeypatch):
     import torch
 
-    from clusterable.cluster.kmeans import default_device
+    from clusterable.device import device_scope
 
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert default_device() == torch.device("cpu")
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert default_device() == torch.device("cuda")
+    kmeans_module = importlib.import_module("clusterable.cluster.kmeans")
+
+    seen = []
+    lloyd = kmeans_module._lloyd
+    monkeypatch.setattr(
+        kmeans_module,
+        "_lloyd",
+        lambda f, s, m, device, **kw: seen.append(device) or lloyd(f, s, m, device, **kw),
+    )
+    x = np.random.default_rng(0).standard_normal((40, 3))
+    with device_scope("cpu"):
+        kmeans(x, 3, n_init=1)
+    assert seen == [torch.device("cpu")]
+
+
+@pytest.mark.cuda
+def test_kmeans_on_the_gpu_equals_the_cpu():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((8, 16))[rng.integers(0, 8, 600)] * 4 + rng.standard_normal((600, 16))
+    on_device = kmeans(x.astype(np.float32), 8, seed=1, device="cuda")
+    on_cpu = kmeans(x.astype(np.float32), 8, seed=1, device="cpu")
+    from clusterable.evaluate import nmi
+
+    assert nmi(on_cpu, on_device) > 0.99
 
 
 def test_torch_back_end_gives_the_faiss_partition():

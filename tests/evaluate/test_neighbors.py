@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from clusterable.device import device_scope
 from clusterable.evaluate import neighbors
 from clusterable.evaluate.neighbors import faiss_available, knn_search
 
@@ -96,7 +97,8 @@ def test_auto_falls_back_to_torch(monkeypatch):
     x = np.random.default_rng(6).standard_normal((80, 5))
     expected = knn_search(x, 4, backend="torch")[1]
     monkeypatch.setattr(neighbors, "faiss_available", lambda: False)
-    np.testing.assert_array_equal(knn_search(x, 4)[1], expected)
+    with device_scope("cpu"):  # on a GPU machine auto means CUDA
+        np.testing.assert_array_equal(knn_search(x, 4)[1], expected)
 
 
 def test_k_equal_to_all_others():
@@ -162,10 +164,10 @@ def test_symmetric_self_search_equals_the_query_by_query_search(monkeypatch):
     monkeypatch.setattr(
         neighbors, "_symmetric_self_search", lambda *a: calls.append(1) or symmetric(*a)
     )
-    d_sym, i_sym = knn_search(x, 20)
+    d_sym, i_sym = knn_search(x, 20, backend="faiss")
     assert calls == [1]
     monkeypatch.setattr(neighbors, "SYMMETRIC_MAX_CANDIDATES", 0)
-    d_plain, i_plain = knn_search(x, 20)
+    d_plain, i_plain = knn_search(x, 20, backend="faiss")
     assert calls == [1]
     np.testing.assert_array_equal(i_sym, i_plain)
     np.testing.assert_allclose(d_sym, d_plain, rtol=1e-5)
@@ -254,11 +256,11 @@ def test_small_sets_with_a_hundred_neighbours_are_searched_query_by_query(monkey
     monkeypatch.setattr(
         neighbors, "_symmetric_self_search", lambda *a: calls.append(1) or symmetric(*a)
     )
-    d_plain, i_plain = knn_search(x, 120)
-    knn_search(x, 20)  # fewer neighbours: faiss would use heaps too
+    d_plain, i_plain = knn_search(x, 120, backend="faiss")
+    knn_search(x, 20, backend="faiss")  # fewer neighbours: faiss would use heaps too
     assert calls == [1]
     monkeypatch.setattr(neighbors, "SYMMETRIC_MIN_ITEMS", 0)
-    d_sym, i_sym = knn_search(x, 120)
+    d_sym, i_sym = knn_search(x, 120, backend="faiss")
     assert calls == [1, 1]
     np.testing.assert_array_equal(i_sym, i_plain)
     np.testing.assert_allclose(d_sym, d_plain, rtol=1e-5)
@@ -267,14 +269,16 @@ def test_small_sets_with_a_hundred_neighbours_are_searched_query_by_query(monkey
 def test_auto_searches_on_the_gpu_when_torch_sees_one(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert neighbors._resolve("auto") == "cuda"
+    with device_scope("cpu"):  # the edge chose the CPU: auto follows it
+        assert neighbors._resolve("auto") == ("faiss" if faiss_available() else "torch")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert neighbors._resolve("auto") == ("faiss" if faiss_available() else "torch")
     with pytest.raises(ValueError, match="GPU"):
         knn_search(np.zeros((5, 2)), 1, backend="cuda")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
-def test_the_gpu_search_and_table_equal_the_cpu_ones(monkeypatch):
+@pytest.mark.cuda
+def test_the_gpu_search_and_table_equal_the_cpu_ones():
     from clusterable.evaluate import evaluate_embeddings
 
     rng = np.random.default_rng(11)
@@ -284,9 +288,8 @@ def test_the_gpu_search_and_table_equal_the_cpu_ones(monkeypatch):
     )
     x[2900:] = x[:100]  # duplicates: exact ties
     np.testing.assert_array_equal(knn_search(x, 20, backend="cuda")[1], brute_force(x, 20)[1])
-    on_gpu = evaluate_embeddings(x, y, ks=(1, 10))
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    on_cpu = evaluate_embeddings(x, y, ks=(1, 10))
+    on_gpu = evaluate_embeddings(x, y, ks=(1, 10), device="cuda")
+    on_cpu = evaluate_embeddings(x, y, ks=(1, 10), device="cpu")
     for key in ("recall@1", "recall@10", "precision@1", "map@r", "r_precision"):
         assert on_gpu[key] == on_cpu[key]
     assert on_gpu["nmi"] == pytest.approx(on_cpu["nmi"], abs=0.01)

@@ -57,7 +57,7 @@ def test_training_builds_through_the_recipe_and_applies_the_method_settings(digi
     config = TrainConfig(epochs=1, batch_size=60, items_per_class=6, progress=False, seed=3)
     (embedded,) = train_and_embed(frozen, digits, [digits], config)
     model = build(SPEC, digits.input_shape, digits.num_classes, seed=3).model
-    np.testing.assert_allclose(embedded, embed_dataset(model, digits)[0], rtol=1e-6)
+    np.testing.assert_allclose(embedded, embed_dataset(model, digits)[0], rtol=1e-4, atol=1e-5)
     (trained,) = train_and_embed(Method("trained", SPEC), digits, [digits], config)
     assert not np.allclose(trained, embedded)
 

@@ -20,7 +20,14 @@ from clusterable.train import TrainConfig, Trainer, end_distributed, setup_distr
 GLOBAL_BATCH = 48
 
 
-def one_step(loss_name: str, chunk_size: int | None, env=None, rank: int = 0, world: int = 1):
+def one_step(
+    loss_name: str,
+    chunk_size: int | None,
+    env=None,
+    rank: int = 0,
+    world: int = 1,
+    device: str = "cpu",
+):
     """Parameters (model then loss) after one SGD step on this process's slice of the batch;
     ``"memory NAME"``: two steps of NAME in a CrossBatchMemory, the second on the next batch;
     ``"autoencoder NAME"``: NAME plus a reconstruction term."""
@@ -36,7 +43,13 @@ def one_step(loss_name: str, chunk_size: int | None, env=None, rank: int = 0, wo
         decoder = build_decoder("mlp", dataset.input_shape, 8)
         loss = AutoencoderLoss(loss, decoder, weight=0.5).double()
     config = TrainConfig(
-        epochs=1, optimizer="sgd", momentum=0.0, lr=0.1, chunk_size=chunk_size, progress=False
+        epochs=1,
+        optimizer="sgd",
+        momentum=0.0,
+        lr=0.1,
+        chunk_size=chunk_size,
+        progress=False,
+        device=device,
     )
     trainer = Trainer(model, loss, dataset, config=config, env=env)
     for step in range(steps):
@@ -45,16 +58,29 @@ def one_step(loss_name: str, chunk_size: int | None, env=None, rank: int = 0, wo
         y = torch.from_numpy(dataset.labels[rows])
         local = slice(rank * GLOBAL_BATCH // world, (rank + 1) * GLOBAL_BATCH // world)
         value = trainer.train_step(x[local], y[local])
-    return value, [p.detach().clone() for p in [*model.parameters(), *loss.parameters()]]
+    return value, [p.detach().cpu() for p in [*model.parameters(), *loss.parameters()]]
 
 
-def _worker(rank: int, world: int, port: int, loss_name: str, chunk_size, out: str) -> None:
+def _torchrun_environment(rank: int, world: int, port: int) -> None:
     os.environ.update(
-        RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
+        RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_RANK=str(rank),
+        LOCAL_WORLD_SIZE=str(world),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
     )
-    env = setup_distributed()
+
+
+def _worker(
+    rank: int, world: int, port: int, loss_name: str, chunk_size, out: str, device: str
+) -> None:
+    _torchrun_environment(rank, world, port)
+    env = setup_distributed(device)  # gloo on the CPU, NCCL with a GPU per process
     try:
-        value, params = one_step(loss_name, chunk_size, env=env, rank=rank, world=world)
+        value, params = one_step(
+            loss_name, chunk_size, env=env, rank=rank, world=world, device=device
+        )
         torch.save({"value": value, "params": params}, f"{out}.{rank}")
     finally:
         dist.destroy_process_group()
@@ -73,7 +99,8 @@ def _worker(rank: int, world: int, port: int, loss_name: str, chunk_size, out: s
 def test_two_process_step_equals_single_process_step(tmp_path, free_port, loss_name, chunk_size):
     expected_value, expected = one_step(loss_name, chunk_size)
     out = str(tmp_path / "result")
-    mp.spawn(_worker, args=(2, free_port(), loss_name, chunk_size, out), nprocs=2, join=True)
+    args = (2, free_port(), loss_name, chunk_size, out, "cpu")
+    mp.spawn(_worker, args=args, nprocs=2, join=True)
     for rank in range(2):
         result = torch.load(f"{out}.{rank}", weights_only=False)
         assert result["value"] == pytest.approx(expected_value, rel=1e-12)
@@ -81,15 +108,29 @@ def test_two_process_step_equals_single_process_step(tmp_path, free_port, loss_n
             torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="NCCL needs a GPU per process: 2 GPUs")
+@pytest.mark.parametrize(("loss_name", "chunk_size"), [("lifted", None), ("memory msdnn", None)])
+def test_two_gpu_step_equals_single_process_step(tmp_path, free_port, loss_name, chunk_size):
+    expected_value, expected = one_step(loss_name, chunk_size, device="cuda")
+    out = str(tmp_path / "result")
+    args = (2, free_port(), loss_name, chunk_size, out, "cuda")
+    mp.spawn(_worker, args=args, nprocs=2, join=True)
+    for rank in range(2):
+        result = torch.load(f"{out}.{rank}", weights_only=False)
+        assert result["value"] == pytest.approx(expected_value, rel=1e-9)
+        for got, want in zip(result["params"], expected, strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-8, atol=1e-10)
+
+
 def _ending_worker(rank: int, world: int, port: int, out: str) -> None:
     import weakref
 
-    os.environ.update(
-        RANK=str(rank), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)
-    )
+    _torchrun_environment(rank, world, port)
     dataset = load_dataset("digits", split="train")
     model = build_model("mlp", dataset.input_shape, 8)
-    trainer = Trainer(model, build_loss("lifted"), dataset, config=TrainConfig(progress=False))
+    config = TrainConfig(progress=False, device="cpu")  # gloo: two processes, whatever GPUs
+    trainer = Trainer(model, build_loss("lifted"), dataset, config=config)
     network = weakref.ref(trainer.network)
     assert isinstance(network(), torch.nn.parallel.DistributedDataParallel)
     del trainer

@@ -38,7 +38,9 @@ def make_model(dataset, dim=8, seed=0):
 
 
 def quiet(**kwargs) -> TrainConfig:
-    return TrainConfig(progress=False, **kwargs)
+    """Quiet settings on the CPU, where these tests compare exact values with CPU references
+    (tests/train/test_devices.py runs the loop on every device)."""
+    return TrainConfig(progress=False, **{"device": "cpu", **kwargs})
 
 
 def test_training_beats_the_untrained_model(digits):

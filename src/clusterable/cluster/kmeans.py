@@ -37,6 +37,7 @@ from clusterable.cluster._validation import (
     warn_cluster_count,
 )
 from clusterable.cluster.registry import register_clusterer
+from clusterable.device import DeviceSpec, search_device
 
 #: Lloyd iterations (assignments) at most, and restarts, by default.
 MAX_ITER = 50
@@ -54,11 +55,6 @@ BOUNDED_MIN_CLUSTERS = 256
 #: Elements per block of points: bounds the ``(block, k)`` distances of the torch back end and
 #: the float64 copies of rescaled blocks.
 _BLOCK_ELEMENTS = 1 << 24
-
-
-def default_device() -> torch.device:
-    """CUDA when torch sees a GPU, else the CPU."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 class _Frame:
@@ -452,7 +448,7 @@ def kmeans(
     n_init: int = N_INIT,
     max_iter: int = MAX_ITER,
     init: Literal["k-means++", "random"] = "k-means++",
-    device: torch.device | str | None = "cpu",
+    device: DeviceSpec = "auto",
     neighbours: np.ndarray | None = None,
 ) -> np.ndarray:
     """Partition points into ``k`` clusters with k-means (Lloyd); the restart of least inertia wins.
@@ -486,8 +482,9 @@ def kmeans(
         or ``k`` distinct random points, which costs nothing and, at the class counts of
         retrieval test sets, gives as good a partition (what `evaluate_embeddings` uses).
     device : torch.device or str, optional
-        Where the assignments run: ``"cpu"`` (faiss), a CUDA device (torch), or None for CUDA when
-        available (see `default_device`).
+        Where the assignments run: ``"cpu"`` (faiss), a CUDA device (torch), or ``"auto"``
+        (:func:`clusterable.device.search_device`: CUDA when the package's device rule picks it,
+        the CPU otherwise, MPS included).
     neighbours : array-like of int, optional
         ``(n, m)`` each point's nearest other points, nearest first, such as a kNN search already
         made (`evaluate_embeddings` passes its own). Each restart's first assignment then reads
@@ -527,7 +524,7 @@ def kmeans(
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if init not in ("random", "k-means++"):
         raise ValueError(f"init must be 'random' or 'k-means++', got {init!r}")
-    device = default_device() if device is None else torch.device(device)
+    device = search_device(device)
     if k == 1:
         return np.zeros(n, dtype=np.int64)
 

@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from clusterable._optional import installed
+from clusterable.device import resolve_device, search_device
 from clusterable.evaluate._inputs import (
     Metric,
     as_embeddings,
@@ -104,15 +105,26 @@ def _faiss_reservoir_k() -> int:
 
 
 def _resolve(backend: str) -> str:
+    """``backend`` with ``"auto"`` decided by the package's device rule (:mod:`clusterable.device`):
+    ``"cuda"`` where the rule picks a GPU, else ``"faiss"`` when installed, else ``"torch"``."""
     if backend == "auto":
-        if torch.cuda.is_available():
+        if search_device("auto").type == "cuda":
             return "cuda"
         return "faiss" if faiss_available() else "torch"
     if backend not in ("faiss", "torch", "cuda"):
         raise ValueError(f"backend must be 'auto', 'faiss', 'torch' or 'cuda', got {backend!r}.")
-    if backend == "cuda" and not torch.cuda.is_available():
-        raise ValueError("backend 'cuda' needs a GPU that torch can see; use 'auto' or 'faiss'.")
+    if backend == "cuda":
+        resolve_device("cuda")  # the device rule's error where torch sees no GPU
     return backend
+
+
+def _torch_device(backend: str) -> torch.device:
+    """Where the ``torch``/``cuda`` back ends compute: the GPU the device rule chose (``cuda:N``
+    inside a ``device_scope``), or the CPU."""
+    if backend != "cuda":
+        return torch.device("cpu")
+    chosen = search_device("auto")
+    return chosen if chosen.type == "cuda" else torch.device("cuda")
 
 
 def query_chunk(n_ref: int, backend: Backend = "auto", chunk_size: int | None = None) -> int:
@@ -151,7 +163,7 @@ def _faiss_searcher(reference: np.ndarray) -> Any:
     return search
 
 
-def _torch_searcher(reference: np.ndarray, device: str = "cpu") -> Any:
+def _torch_searcher(reference: np.ndarray, device: torch.device) -> Any:
     ref = torch.from_numpy(reference).to(device)
     ref_sq = (ref * ref).sum(1)  # (n,)
 
@@ -393,7 +405,7 @@ def knn_chunks(
         if backend == "faiss":
             search = _faiss_searcher(ref)
         else:
-            search = _torch_searcher(ref, "cuda" if backend == "cuda" else "cpu")
+            search = _torch_searcher(ref, _torch_device(backend))
     ref_sq_max = float(np.einsum("nd,nd->n", ref, ref).max())
     rank, world = shard
     for start in range(rank * chunk, q.shape[0], world * chunk):

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from clusterable.device import DeviceSpec, device_scope, search_device
 from clusterable.evaluate._inputs import (
     Metric,
     as_clusters,
@@ -26,9 +27,9 @@ from clusterable.evaluate.silhouette import check_sample_size
 
 #: k-means settings of the evaluation, chosen by measurement (``benchmarks/README.md``): one
 #: restart of at most 20 Lloyd iterations (the work pytorch-metric-learning's evaluation does),
-#: stopped when no assignment changes, seeded on ``k`` distinct random points, on the GPU when
-#: torch sees one.
-EVALUATION_KMEANS = {"init": "random", "n_init": 1, "max_iter": 20, "device": None}
+#: stopped when no assignment changes, seeded on ``k`` distinct random points, where the
+#: package's device rule says (the GPU when there is one).
+EVALUATION_KMEANS = {"init": "random", "n_init": 1, "max_iter": 20, "device": "auto"}
 
 #: Neighbours of each item kept from the table's kNN search for k-means to start from: its
 #: first assignment reads each item's nearest seed off this list (a list of 32 holds one of
@@ -100,6 +101,7 @@ def evaluate_embeddings(
     silhouette_sample: int | Literal["auto"] | None = "auto",
     cluster_kwargs: Mapping[str, Any] | None = None,
     process_group: Any = None,
+    device: DeviceSpec = "auto",
 ) -> dict[str, Any]:
     """The retrieval and clustering metrics of an embedding, each expensive step done once.
 
@@ -154,6 +156,9 @@ def evaluate_embeddings(
     cluster_kwargs : mapping, optional
         Extra keyword arguments for the clustering function; for k-means they update
         `EVALUATION_KMEANS` (e.g. ``{"init": "k-means++", "n_init": 10}``).
+    device : str or torch.device
+        Where the kNN search and k-means run (:func:`clusterable.device.search_device`): a CUDA
+        device, or the CPU (faiss); ``"auto"`` follows the package's device rule.
 
     Returns
     -------
@@ -212,20 +217,21 @@ def evaluate_embeddings(
     neighbours = None
     if searched and shard[1] == 1 and "partition" in needs and given_clusters is None:
         neighbours = np.empty((n, min(NEIGHBOURS_KEPT, n - 1)), dtype=np.int32)
-    if searched:
-        at_r = "neighbours_at_r" in needs
-        a.per_query = retrieval_per_query(
-            a.points, codes, a.ks, at_r=at_r, metric=metric, shard=shard, neighbours=neighbours
-        )
-        if process_group is not None:
-            combine_rows(a.per_query, shard_rows(n, n, shard), process_group)
-    if "partition" in needs:
-        a.clusters = given_clusters
-        if a.clusters is None:
-            k = classes.size if n_clusters is None else n_clusters
-            found = partition(a.points, clustering, k, seed, cluster_kwargs, neighbours)
-            a.clusters = as_clusters(found, n, "clustering")
-        a.table = contingency_from_codes(codes, a.clusters)
+    with device_scope(search_device(device)):
+        if searched:
+            at_r = "neighbours_at_r" in needs
+            a.per_query = retrieval_per_query(
+                a.points, codes, a.ks, at_r=at_r, metric=metric, shard=shard, neighbours=neighbours
+            )
+            if process_group is not None:
+                combine_rows(a.per_query, shard_rows(n, n, shard), process_group)
+        if "partition" in needs:
+            a.clusters = given_clusters
+            if a.clusters is None:
+                k = classes.size if n_clusters is None else n_clusters
+                found = partition(a.points, clustering, k, seed, cluster_kwargs, neighbours)
+                a.clusters = as_clusters(found, n, "clustering")
+            a.table = contingency_from_codes(codes, a.clusters)
     out: dict[str, Any] = {}
     for name in selected:
         score = METRICS[name].score(a)

@@ -67,7 +67,7 @@ def write_run_report(
         )
     record = json.loads(record_path.read_text())
     spec = record["spec"]
-    embedder = Embedder.from_run(folder, device="cpu")
+    embedder = Embedder.from_run(folder)
     test = load_dataset(spec["data"], root=spec.get("root"), split="test", labels=spec["labels"])
     sample = _sample(test, PANEL_ITEMS, seed)
     embeddings = embedder.embed(sample, progress=False).embeddings  # (m, d)

@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from clusterable.device import check_device_name
 from clusterable.mining.samplers import SAMPLERS
 from clusterable.train.config_typing import field_types, typed_settings
 
@@ -47,6 +48,7 @@ class TrainConfig:
     keep_checkpoints: int = 2  # most recent checkpoints kept besides the best one
     num_workers: int = 0  # DataLoader worker processes
     amp: bool = True  # mixed precision, used only on CUDA
+    device: str = "auto"  # auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps
     tensorboard: bool = False  # also log to TensorBoard (needs the tensorboard package)
     progress: bool = True  # tqdm progress bars (shown only when standard error is a terminal)
     verbose: bool = False  # a start banner and one line per epoch on stdout (``clusterable train``)
@@ -68,6 +70,7 @@ class TrainConfig:
         for name in ("epochs", "batch_size", "items_per_class"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        check_device_name(self.device)
         if self.chunk_size is not None and self.chunk_size < 1:
             raise ValueError(f"chunk_size must be at least 1 or None, got {self.chunk_size}")
 

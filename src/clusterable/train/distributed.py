@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from clusterable.device import DeviceSpec, process_device, resolve_device
+
 CPU = torch.device("cpu")
 
 
@@ -41,24 +43,23 @@ class Distributed:
         return self.rank == 0
 
 
-def setup_distributed() -> Distributed:
+def setup_distributed(device: DeviceSpec = "auto") -> Distributed:
     """Join the process group torchrun describes in the environment; single process otherwise.
 
-    gloo on CPU, NCCL when CUDA is available (one GPU per local rank).
+    ``device`` follows the package's rule (:mod:`clusterable.device`). Under torchrun each process
+    takes the GPU of its local rank and joins with NCCL, or with gloo on the CPU; more processes
+    on a machine than it has GPUs is refused here, before any work.
     """
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        return Distributed(device=device)
-    use_cuda = torch.cuda.is_available()
+        return Distributed(device=resolve_device(device))
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"]))
+    placed = process_device(device, local_rank, local_world)
+    if placed.type == "cuda":
+        torch.cuda.set_device(placed)
     if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if use_cuda else "gloo")
-    if use_cuda:
-        local_rank = int(os.environ.get("LOCAL_RANK", 0))
-        torch.cuda.set_device(local_rank)
-        device = torch.device("cuda", local_rank)
-    else:
-        device = torch.device("cpu")
-    return Distributed(rank=dist.get_rank(), world_size=dist.get_world_size(), device=device)
+        dist.init_process_group(backend="nccl" if placed.type == "cuda" else "gloo")
+    return Distributed(rank=dist.get_rank(), world_size=dist.get_world_size(), device=placed)
 
 
 def end_distributed() -> None:

@@ -26,8 +26,9 @@ from clusterable.train.checkpoint import resolve_checkpoint
 
 RUN_RECORD = "run.json"
 
-#: Training settings a resumed run may change: more epochs, how it reports, how it loads data.
-CHANGEABLE_ON_RESUME = frozenset({"epochs", "progress", "verbose", "num_workers"})
+#: Training settings a resumed run may change: more epochs, how it reports, how it loads data,
+#: where it runs (a run started on a GPU may go on on another machine's).
+CHANGEABLE_ON_RESUME = frozenset({"epochs", "progress", "verbose", "num_workers", "device"})
 
 
 class RunFolderError(Exception):

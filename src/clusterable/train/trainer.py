@@ -133,7 +133,7 @@ class Trainer:
         self.config = config or TrainConfig()
         self.record = dict(record or {})
         self.callbacks = list(callbacks)
-        self.env = env or setup_distributed()
+        self.env = env or setup_distributed(self.config.device)
         self.model = model.to(self.env.device)
         self.loss = loss.to(self.env.device)
         self.global_loss = DistributedLoss(self.loss)  # the loss itself outside torchrun

@@ -63,7 +63,10 @@ def riemannian_steps(
     d, rank = loss.embedding_dim, loss.metric_dim
     metric_space = grassmann(d, rank) if loss.orthogonal else euclidean(d, rank)
     manifold = pymanopt.manifolds.Product([euclidean(d, rank), metric_space])
-    points = embeddings.detach().to(torch.float64)  # (n, d); pymanopt works in float64
+    # pymanopt works in float64 numpy, handing its torch backend CPU tensors: the fixed points
+    # and triplets join them there, wherever the model runs.
+    points = embeddings.detach().to("cpu", torch.float64)  # (n, d)
+    triplets = tuple(index.cpu() for index in triplets)  # (t,) each
 
     @pymanopt.function.pytorch(manifold)
     def cost(weight_matrix: Tensor, metric: Tensor) -> Tensor:
@@ -81,8 +84,8 @@ def riemannian_steps(
     result = optimizer.run(problem, initial_point=start)
     weight_matrix, metric = result.point
     with torch.no_grad():
-        loss.R.copy_(torch.as_tensor(weight_matrix, dtype=loss.R.dtype))
-        loss.L.copy_(torch.as_tensor(metric, dtype=loss.L.dtype))
+        loss.R.copy_(torch.as_tensor(weight_matrix, dtype=loss.R.dtype, device=loss.R.device))
+        loss.L.copy_(torch.as_tensor(metric, dtype=loss.L.dtype, device=loss.L.device))
     return cost_before, float(result.cost)
 
 
