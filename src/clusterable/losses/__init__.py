@@ -3,7 +3,9 @@
 Build one by name with :func:`build_loss`, or import its class. Beyond one batch:
 :class:`CrossBatchMemory` (past batches as extra partners of a pair-based loss) and
 :class:`DistributedLoss` (the global batch of a DDP run). :class:`AutoencoderLoss` adds MsDNN-AE's
-reconstruction term to any loss. A loss of one's own subclasses :class:`EmbeddingLoss`.
+reconstruction term to any loss. A loss of one's own subclasses :class:`EmbeddingLoss`, or
+:class:`PairLoss` when it is a function of the distances and label masks between the batch items
+(and a memory's references).
 """
 
 from clusterable.losses._base import EmbeddingLoss
@@ -28,6 +30,7 @@ from clusterable.losses.lifted import LiftedStructureLoss
 from clusterable.losses.memory import CrossBatchMemory
 from clusterable.losses.msdnn import MsDNNLoss
 from clusterable.losses.opml import OPMLLoss
+from clusterable.losses.pair_loss import PairLoss, Pairs
 from clusterable.losses.snn import SoftNearestNeighborLoss
 from clusterable.losses.spectral import SpectralClusteringLoss
 from clusterable.losses.triplet import TripletMarginLoss
@@ -47,6 +50,8 @@ __all__ = [
     "LiftedStructureLoss",
     "MsDNNLoss",
     "OPMLLoss",
+    "PairLoss",
+    "Pairs",
     "SoftNearestNeighborLoss",
     "SpectralClusteringLoss",
     "TripletMarginLoss",

@@ -6,7 +6,7 @@ log-sum-exp and pseudo-inverses are not trustworthy, and a loss is cheap next to
 A loss that cannot be represented in that precision (embeddings of 1e19 and above in float32)
 raises a ``ValueError`` that says what to do, never returns NaN or inf.
 
-Pair- and triplet-based losses also take a reference set,
+Pair- and triplet-based losses (:class:`~clusterable.losses.PairLoss`) also take a reference set,
 ``loss(embeddings, labels, ref_embeddings, ref_labels)``: the anchors are the batch, and every
 anchor's partners (positives and negatives) are the other batch items *plus* the references. A
 cross-batch memory (:class:`~clusterable.losses.CrossBatchMemory`) passes its stored embeddings

@@ -10,13 +10,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from clusterable.losses._base import EmbeddingLoss
-from clusterable.losses._pairs import partner_distances, partner_masks
 from clusterable.losses._registry import register_loss
+from clusterable.losses.pair_loss import PairLoss, Pairs
 
 
 @register_loss("contrastive")
-class ContrastiveLoss(EmbeddingLoss):
+class ContrastiveLoss(PairLoss):
     r"""Contrastive loss (lifted-structure paper, Eq. 1), on all pairs ``i < j`` of the batch.
 
     .. math:: \frac{1}{|\{i<j\}|} \sum_{i<j} y_{ij} D_{ij}^2 + (1 - y_{ij}) [a - D_{ij}]_+^2,
@@ -54,23 +53,12 @@ class ContrastiveLoss(EmbeddingLoss):
     """
 
     def __init__(self, margin: float = 1.0, normalize: bool = False) -> None:
-        super().__init__()
+        super().__init__(normalize=normalize)
         self.margin = margin
-        self.normalize = normalize
 
-    accepts_references = True
-
-    def compute(
-        self,
-        embeddings: Tensor,
-        labels: Tensor,
-        ref_embeddings: Tensor | None = None,
-        ref_labels: Tensor | None = None,
-    ) -> Tensor:
-        distances = partner_distances(
-            embeddings, ref_embeddings, normalize=self.normalize
-        )  # (n, n + m)
-        positive, negative = partner_masks(labels, ref_labels)  # (n, n + m) each
+    def loss_on_pairs(self, pairs: Pairs) -> Tensor:
+        distances = pairs.distances  # (n, n + m)
+        positive, negative = pairs.positive, pairs.negative  # (n, n + m) each
         hinge = (self.margin - distances).clamp_min(0).square()  # (n, n + m)
         # Every pair i < j of the batch appears twice in its block: the mean over ordered pairs
         # is the mean over unordered ones. The diagonal (the anchor itself) is neither.

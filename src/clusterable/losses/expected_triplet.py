@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from clusterable.losses._base import EmbeddingLoss
 from clusterable.losses._registry import register_loss
-from clusterable.losses.msdnn import expected_margin
+from clusterable.losses.msdnn import expected_margin_of_pairs, kernel_scale
+from clusterable.losses.pair_loss import PairLoss, Pairs
 
 
 @register_loss("expected-triplet")
-class ExpectedTripletLoss(EmbeddingLoss):
+class ExpectedTripletLoss(PairLoss):
     """Triplet hinge on the expected nearest hit and miss (MsDNN paper, Sec. III), batch mean.
 
     ``loss = (1 / n) sum_i max(0, margin - r_i)``; items with no hit or no miss contribute 0 and
@@ -42,6 +42,8 @@ class ExpectedTripletLoss(EmbeddingLoss):
         Algorithm 1.
     """
 
+    centres_points = True
+
     def __init__(
         self,
         sigma: float = 1.0,
@@ -49,33 +51,14 @@ class ExpectedTripletLoss(EmbeddingLoss):
         squared: bool = False,
         detach_weights: bool = True,
     ) -> None:
-        super().__init__()
-        if not float(sigma) > 0.0:
-            raise ValueError(f"sigma is the kernel scale and must be positive, got {sigma}")
+        super().__init__(squared=squared)
+        self.sigma = kernel_scale(sigma)
         if not float(margin) >= 0.0:
             raise ValueError(f"margin must be >= 0, got {margin}")
-        self.sigma = float(sigma)
         self.margin = float(margin)
-        self.squared = bool(squared)
         self.detach_weights = bool(detach_weights)
 
-    accepts_references = True
-
-    def compute(
-        self,
-        embeddings: Tensor,
-        labels: Tensor,
-        ref_embeddings: Tensor | None = None,
-        ref_labels: Tensor | None = None,
-    ) -> Tensor:
-        margin, valid = expected_margin(
-            embeddings,
-            labels,
-            self.sigma,
-            self.squared,
-            self.detach_weights,
-            ref_embeddings,
-            ref_labels,
-        )  # (n,), (n,)
+    def loss_on_pairs(self, pairs: Pairs) -> Tensor:
+        margin, valid = expected_margin_of_pairs(pairs, self.sigma, self.detach_weights)  # (n,)
         terms = (self.margin - margin).clamp_min(0.0).masked_fill(~valid, 0.0)  # (n,)
-        return terms.sum() / len(labels)
+        return terms.sum() / len(pairs.labels)

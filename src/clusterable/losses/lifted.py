@@ -9,17 +9,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from clusterable.losses._base import EmbeddingLoss
-from clusterable.losses._pairs import (
-    masked_logsumexp,
-    partner_distances,
-    partner_masks,
-)
+from clusterable.losses._pairs import masked_logsumexp
 from clusterable.losses._registry import register_loss
+from clusterable.losses.pair_loss import PairLoss, Pairs
 
 
 @register_loss("lifted")
-class LiftedStructureLoss(EmbeddingLoss):
+class LiftedStructureLoss(PairLoss):
     r"""Smooth lifted structured loss (Oh Song et al., CVPR 2016, Eq. 4).
 
     .. math::
@@ -73,29 +69,17 @@ class LiftedStructureLoss(EmbeddingLoss):
     """
 
     def __init__(self, margin: float = 1.0, normalize: bool = False) -> None:
-        super().__init__()
+        super().__init__(normalize=normalize)
         self.margin = margin
-        self.normalize = normalize
 
-    accepts_references = True
-
-    def compute(
-        self,
-        embeddings: Tensor,
-        labels: Tensor,
-        ref_embeddings: Tensor | None = None,
-        ref_labels: Tensor | None = None,
-    ) -> Tensor:
-        distances = partner_distances(
-            embeddings, ref_embeddings, normalize=self.normalize
-        )  # (n, n + m)
-        positive, negative = partner_masks(labels, ref_labels)  # (n, n + m) each
+    def loss_on_pairs(self, pairs: Pairs) -> Tensor:
+        distances = pairs.distances  # (n, n + m)
+        positive, negative = pairs.positive, pairs.negative  # (n, n + m) each
         # l_i; a row with no negative (one-class batch) gets a finite placeholder, masked below.
         row_terms = masked_logsumexp(self.margin - distances, negative, dim=1)  # (n,)
-        num_references = distances.shape[1] - distances.shape[0]
         # log 0 for the references: no anchors, their negatives are not summed.
         partner_terms = torch.cat(
-            [row_terms, row_terms.new_full((num_references,), float("-inf"))]
+            [row_terms, row_terms.new_full((pairs.num_references,), float("-inf"))]
         )  # (n + m,)
         lifted = torch.logaddexp(row_terms[:, None], partner_terms[None, :]) + distances
         has_negative = negative.any(1)  # (n,)

@@ -15,13 +15,12 @@ MsDNN-AE adds a reconstruction term (Eq. 6): :class:`~clusterable.losses.Autoenc
 
 from __future__ import annotations
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from clusterable.losses._base import EmbeddingLoss
-from clusterable.losses._pairs import masked_logsumexp, partner_distances, partner_masks
+from clusterable.losses._pairs import masked_logsumexp
 from clusterable.losses._registry import register_loss
+from clusterable.losses.pair_loss import PairLoss, Pairs, partner_pairs
 
 
 def _masked_softmax(logits: Tensor, mask: Tensor) -> Tensor:
@@ -41,6 +40,38 @@ def _expectation(probability: Tensor, embeddings: Tensor, references: Tensor | N
         return probability @ embeddings
     n = embeddings.shape[0]
     return probability[:, :n] @ embeddings + probability[:, n:] @ references
+
+
+def kernel_scale(sigma: float) -> float:
+    """``sigma`` as a float, or a ``ValueError`` when it is no kernel scale (not > 0)."""
+    if not float(sigma) > 0.0:
+        raise ValueError(f"sigma is the kernel scale and must be positive, got {sigma}")
+    return float(sigma)
+
+
+def expected_margin_of_pairs(
+    pairs: Pairs, sigma: float, detach_weights: bool = True
+) -> tuple[Tensor, Tensor]:
+    """MsDNN expected margin ``r_i`` (Eq. 2-4) from the batch's :class:`Pairs`.
+
+    ``pairs`` must hold centred points (``partner_pairs(..., centre=True)``): ``r_i`` depends on
+    differences only, and centred points keep ``f_i - E[f]`` exact far from the origin.
+    See :func:`expected_margin` for the parameters and the result.
+    """
+    # Softmax of -D / sigma in the log domain: sigma = 1e-4 would underflow exp(-D / sigma).
+    logits = -pairs.distances / sigma  # (n, n + m)
+    if detach_weights:
+        logits = logits.detach()
+    hit_probability = _masked_softmax(logits, pairs.positive)  # (n, n + m), P_NH
+    miss_probability = _masked_softmax(logits, pairs.negative)  # (n, n + m), P_NM
+    embeddings, references = pairs.embeddings, pairs.references  # (n, d), (m, d)
+    expected_hit = _expectation(hit_probability, embeddings, references)  # (n, d)
+    expected_miss = _expectation(miss_probability, embeddings, references)  # (n, d)
+    valid = pairs.positive.any(dim=1) & pairs.negative.any(dim=1)  # (n,)
+    margin = (embeddings - expected_miss).square().sum(1) - (
+        embeddings - expected_hit
+    ).square().sum(1)  # (n,)
+    return margin.masked_fill(~valid, 0.0), valid
 
 
 def expected_margin(
@@ -80,33 +111,14 @@ def expected_margin(
     valid : Tensor
         ``(n,)`` bool, the items with at least one hit and one miss.
     """
-    hit, miss = partner_masks(labels, ref_labels)  # (n, n + m) each
-    partners = embeddings if ref_embeddings is None else torch.cat([embeddings, ref_embeddings])
-    # r_i depends on differences only: centring every item on one (constant) point keeps
-    # f_i - E[f] exact far from the origin.
-    origin = partners.detach().mean(0)  # (d,)
-    embeddings = embeddings - origin  # (n, d)
-    references = None if ref_embeddings is None else ref_embeddings - origin  # (m, d)
-    if detach_weights:
-        source = embeddings.detach()
-        source_references = None if references is None else references.detach()
-    else:
-        source, source_references = embeddings, references
-    # Softmax of -D / sigma in the log domain: sigma = 1e-4 would underflow exp(-D / sigma).
-    logits = -partner_distances(source, source_references, squared=squared) / sigma  # (n, n + m)
-    hit_probability = _masked_softmax(logits, hit)  # (n, n + m), P_NH
-    miss_probability = _masked_softmax(logits, miss)  # (n, n + m), P_NM
-    expected_hit = _expectation(hit_probability, embeddings, references)  # (n, d)
-    expected_miss = _expectation(miss_probability, embeddings, references)  # (n, d)
-    valid = hit.any(dim=1) & miss.any(dim=1)  # (n,)
-    margin = (embeddings - expected_miss).square().sum(1) - (
-        embeddings - expected_hit
-    ).square().sum(1)  # (n,)
-    return margin.masked_fill(~valid, 0.0), valid
+    pairs = partner_pairs(
+        embeddings, labels, ref_embeddings, ref_labels, squared=squared, centre=True
+    )
+    return expected_margin_of_pairs(pairs, sigma, detach_weights)
 
 
 @register_loss("msdnn")
-class MsDNNLoss(EmbeddingLoss):
+class MsDNNLoss(PairLoss):
     """Multi-scale Deep Nearest Neighbours loss (MsDNN Eq. 5), averaged over the batch.
 
     ``loss = (1 / n) sum_i softplus(-r_i)`` with ``r_i`` the expected margin of
@@ -134,33 +146,16 @@ class MsDNNLoss(EmbeddingLoss):
     >>> value = loss(torch.randn(8, 2), torch.tensor([0, 0, 0, 0, 1, 1, 1, 1]))
     """
 
+    centres_points = True
+
     def __init__(
         self, sigma: float = 1.0, squared: bool = False, detach_weights: bool = True
     ) -> None:
-        super().__init__()
-        if not float(sigma) > 0.0:
-            raise ValueError(f"sigma is the kernel scale and must be positive, got {sigma}")
-        self.sigma = float(sigma)
-        self.squared = bool(squared)
+        super().__init__(squared=squared)
+        self.sigma = kernel_scale(sigma)
         self.detach_weights = bool(detach_weights)
 
-    accepts_references = True
-
-    def compute(
-        self,
-        embeddings: Tensor,
-        labels: Tensor,
-        ref_embeddings: Tensor | None = None,
-        ref_labels: Tensor | None = None,
-    ) -> Tensor:
-        margin, valid = expected_margin(
-            embeddings,
-            labels,
-            self.sigma,
-            self.squared,
-            self.detach_weights,
-            ref_embeddings,
-            ref_labels,
-        )  # (n,), (n,)
+    def loss_on_pairs(self, pairs: Pairs) -> Tensor:
+        margin, valid = expected_margin_of_pairs(pairs, self.sigma, self.detach_weights)  # (n,)
         terms = F.softplus(-margin).masked_fill(~valid, 0.0)  # (n,)
-        return terms.sum() / len(labels)
+        return terms.sum() / len(pairs.labels)

@@ -10,13 +10,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from clusterable.losses._base import EmbeddingLoss
-from clusterable.losses._pairs import masked_logsumexp, partner_distances, partner_masks
+from clusterable.losses._pairs import masked_logsumexp
 from clusterable.losses._registry import register_loss
+from clusterable.losses.pair_loss import PairLoss, Pairs
 
 
 @register_loss("snn")
-class SoftNearestNeighborLoss(EmbeddingLoss):
+class SoftNearestNeighborLoss(PairLoss):
     """Soft nearest neighbour loss (Frosst et al. 2019, Eq. 1)::
 
         -1/b sum_i log( sum_{j != i, y_j = y_i} exp(-D_ij^2 / T) / sum_{k != i} exp(-D_ik^2 / T) )
@@ -40,25 +40,16 @@ class SoftNearestNeighborLoss(EmbeddingLoss):
     """
 
     def __init__(self, temperature: float = 1.0) -> None:
-        super().__init__()
+        super().__init__(squared=True)
         if not float(temperature) > 0.0:
             raise ValueError(f"temperature must be positive, got {temperature}")
         self.temperature = float(temperature)
 
-    accepts_references = True
-
-    def compute(
-        self,
-        embeddings: Tensor,
-        labels: Tensor,
-        ref_embeddings: Tensor | None = None,
-        ref_labels: Tensor | None = None,
-    ) -> Tensor:
-        positive, negative = partner_masks(labels, ref_labels)  # (n, n + m) each
-        distances = partner_distances(embeddings, ref_embeddings, squared=True)  # (n, n + m)
-        logits = -distances / self.temperature  # (n, n + m)
+    def loss_on_pairs(self, pairs: Pairs) -> Tensor:
+        positive, negative = pairs.positive, pairs.negative  # (n, n + m) each
+        logits = -pairs.distances / self.temperature  # (n, n + m), -D^2 / T
         has_partner = positive.any(dim=1)  # (n,)
         log_same = masked_logsumexp(logits, positive, dim=1)  # (n,)
         log_all = masked_logsumexp(logits, positive | negative, dim=1)  # (n,), k != i
         terms = torch.where(has_partner, log_all - log_same, torch.zeros_like(log_all))  # (n,)
-        return terms.sum() / len(labels)
+        return terms.sum() / len(pairs.labels)

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from clusterable.losses._base import EmbeddingLoss
-from clusterable.losses._pairs import partner_distances
 from clusterable.losses._registry import register_loss
+from clusterable.losses.pair_loss import PairLoss, Pairs
 from clusterable.mining.triplets import MINING_STRATEGIES, MiningStrategy, mine_triplets
 
 
 @register_loss("triplet")
-class TripletMarginLoss(EmbeddingLoss):
+class TripletMarginLoss(PairLoss):
     r"""Triplet loss (lifted-structure paper, Eq. 2) on triplets mined in the batch.
 
     .. math:: \frac{1}{|T|} \sum_{(a, p, n) \in T} [D_{ap}^2 - D_{an}^2 + \alpha]_+,
@@ -51,7 +50,8 @@ class TripletMarginLoss(EmbeddingLoss):
     def __init__(
         self, margin: float = 0.2, mining: MiningStrategy = "semi-hard", normalize: bool = True
     ) -> None:
-        super().__init__()
+        # FaceNet's squared distances.
+        super().__init__(squared=True, normalize=normalize)
         if mining not in MINING_STRATEGIES:
             raise ValueError(
                 f"unknown mining strategy {mining!r} for the triplet loss; "
@@ -59,22 +59,11 @@ class TripletMarginLoss(EmbeddingLoss):
             )
         self.margin = margin
         self.mining = mining
-        self.normalize = normalize
 
-    accepts_references = True
-
-    def compute(
-        self,
-        embeddings: Tensor,
-        labels: Tensor,
-        ref_embeddings: Tensor | None = None,
-        ref_labels: Tensor | None = None,
-    ) -> Tensor:
-        distances = partner_distances(
-            embeddings, ref_embeddings, squared=True, normalize=self.normalize
-        )  # (n, n + m)
+    def loss_on_pairs(self, pairs: Pairs) -> Tensor:
+        distances = pairs.distances  # (n, n + m), squared
         anchor, positive, negative = mine_triplets(
-            self.mining, distances, labels, self.margin, ref_labels
+            self.mining, distances, pairs.labels, self.margin, pairs.ref_labels
         )  # (t,) each
         violation = distances[anchor, positive] - distances[anchor, negative]  # (t,)
         hinge = (violation + self.margin).clamp_min(0)  # (t,)
