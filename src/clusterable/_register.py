@@ -1,8 +1,29 @@
-"""The one rule every registry of the package keeps: a name is registered once."""
+"""One registry contract for every kind of piece: losses, models, datasets, samplers, clusterers,
+metrics and experiments.
+
+A :class:`Registry` maps names to entries (a class or a function) with the metadata given at
+registration (a display label, whether a clusterer takes ``n_clusters``, ...), as timm's
+``register_model`` carries a model's metadata with it. Each kind keeps one module-level registry
+and exposes ``register_<kind>`` (its decorator), ``available_<kind>s()`` (its names) and one
+builder; the command line's choices and tune's metric list are read from the same registry, so a
+piece registered by a user is everywhere at once.
+
+Example
+-------
+>>> things = Registry("thing")
+>>> @things.register("double", label="2x")
+... def double(x: int, *, factor: int = 2) -> int:
+...     return factor * x
+>>> things.names(), things.metadata("double")["label"], things.build("double", 3, factor=3)
+(['double'], '2x', 9)
+"""
 
 from __future__ import annotations
 
-from typing import TypeVar
+import inspect
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -13,3 +34,141 @@ def register_once(table: dict[str, T], name: str, entry: T, kind: str) -> None:
     if name in table:
         raise RuntimeError(f"{kind} name {name!r} is registered twice")
     table[name] = entry
+
+
+@dataclass(frozen=True)
+class Entry(Generic[T]):
+    """A registered piece: the object and what was said of it at registration."""
+
+    name: str
+    value: T
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+def accepted_keywords(target: Callable[..., Any], skip: tuple[str, ...] = ()) -> list[str] | None:
+    """The keyword names ``target`` takes (a class: its ``__init__``), ``skip`` left out; None
+    when it takes any keyword (``**kwargs``)."""
+    function = target.__init__ if isinstance(target, type) else target
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: let it check for itself
+        return None
+    names = []
+    for p in parameters:
+        if p.kind is p.VAR_KEYWORD:
+            return None
+        if p.name != "self" and p.kind is not p.VAR_POSITIONAL and p.name not in skip:
+            names.append(p.name)
+    return names
+
+
+def required_keywords(target: Callable[..., Any], skip: tuple[str, ...] = ()) -> list[str]:
+    """The keyword names ``target`` cannot do without (no default), ``skip`` left out."""
+    function = target.__init__ if isinstance(target, type) else target
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [
+        p.name
+        for p in parameters
+        if p.name != "self"
+        and p.name not in skip
+        and p.default is p.empty
+        and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+    ]
+
+
+def check_keywords(
+    what: str,
+    target: Callable[..., Any],
+    given: Mapping[str, Any],
+    skip: tuple[str, ...] = (),
+) -> None:
+    """Refuse keywords ``target`` does not take, naming the ones it does: the one argument check
+    of every registry (``what``: e.g. ``"loss 'lifted'"``)."""
+    accepted = accepted_keywords(target, skip)
+    if accepted is None:
+        return
+    unknown = sorted(set(given) - set(accepted) - set(skip))
+    if unknown:
+        raise ValueError(
+            f"{what} takes no argument {', '.join(unknown)}; its arguments are: "
+            f"{', '.join(accepted) or 'none'}"
+        )
+
+
+class Registry(Generic[T]):
+    """Names -> entries of one kind, each registered once, with metadata.
+
+    Parameters
+    ----------
+    kind : str
+        What an entry is, in words (``"loss"``, ``"clustering"``), for messages.
+    aliases : mapping of str to str, optional
+        Short names accepted besides the registered ones (``{"ap": "affinity_propagation"}``).
+    """
+
+    def __init__(self, kind: str, aliases: Mapping[str, str] | None = None) -> None:
+        self.kind = kind
+        self.aliases = dict(aliases or {})
+        self._entries: dict[str, Entry[T]] = {}
+
+    def register(self, name: str, **metadata: Any) -> Callable[[T], T]:
+        """Decorator: register the class or function it decorates as ``name``."""
+
+        def add(value: T) -> T:
+            self.add(name, value, **metadata)
+            return value
+
+        return add
+
+    def add(self, name: str, value: T, **metadata: Any) -> None:
+        """Register ``value`` as ``name``; a name already taken is refused."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"a {self.kind} name is a non-empty string, got {name!r}")
+        register_once(self._entries, name, Entry(name, value, dict(metadata)), self.kind)
+
+    def canonical(self, name: str) -> str:
+        """The registered name ``name`` stands for; a ValueError listing the names otherwise."""
+        name = self.aliases.get(name, name)
+        if name not in self._entries:
+            raise ValueError(
+                f"unknown {self.kind} {name!r}; choose one of: "
+                f"{', '.join(self.names(aliases=True))}"
+            )
+        return name
+
+    def entry(self, name: str) -> Entry[T]:
+        """The entry registered as ``name`` (or an alias of it)."""
+        return self._entries[self.canonical(name)]
+
+    def __getitem__(self, name: str) -> T:
+        return self.entry(name).value
+
+    def metadata(self, name: str) -> Mapping[str, Any]:
+        """What was said of ``name`` at registration."""
+        return self.entry(name).metadata
+
+    def label(self, name: str) -> str:
+        """The display label given at registration, the name itself otherwise."""
+        return str(self.metadata(name).get("label", self.canonical(name)))
+
+    def names(self, aliases: bool = False) -> list[str]:
+        """Registered names, sorted (then the aliases, when asked)."""
+        return sorted(self._entries) + (sorted(self.aliases) if aliases else [])
+
+    def build(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Call the entry ``name`` with ``args`` and ``kwargs``, its keywords checked first."""
+        value = self[name]
+        check_keywords(f"{self.kind} {self.canonical(name)!r}", value, kwargs)  # type: ignore[arg-type]
+        return value(*args, **kwargs)  # type: ignore[operator]
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.aliases.get(name, name) in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self._entries)

@@ -1,0 +1,72 @@
+"""The one registry contract (clusterable._register.Registry)."""
+
+from __future__ import annotations
+
+import pytest
+
+from clusterable._register import Registry, accepted_keywords, check_keywords, required_keywords
+
+
+@pytest.fixture
+def shapes():
+    registry = Registry("shape", aliases={"sq": "square"})
+
+    @registry.register("square", label="Square", sides=4)
+    def square(side: float, *, scale: float = 1.0) -> float:
+        return (side * scale) ** 2
+
+    @registry.register("circle")
+    class Circle:
+        def __init__(self, radius: float, precise: bool = False) -> None:
+            self.radius, self.precise = radius, precise
+
+    return registry
+
+
+def test_names_metadata_labels_and_aliases(shapes):
+    assert shapes.names() == ["circle", "square"]
+    assert shapes.names(aliases=True) == ["circle", "square", "sq"]
+    assert shapes.metadata("sq") == {"label": "Square", "sides": 4}
+    assert shapes.label("square") == "Square" and shapes.label("circle") == "circle"
+    assert "sq" in shapes and "triangle" not in shapes and 3 not in shapes
+    assert list(shapes) == ["circle", "square"] and len(shapes) == 2
+
+
+def test_build_checks_keywords_once(shapes):
+    assert shapes.build("sq", 2.0, scale=2.0) == 16.0
+    assert shapes.build("circle", radius=1.0, precise=True).precise is True
+    with pytest.raises(ValueError, match="shape 'square' takes no argument size; its arguments"):
+        shapes.build("square", 2.0, size=3)
+    with pytest.raises(ValueError, match=r"takes no argument colour.*radius, precise"):
+        shapes.build("circle", radius=1.0, colour="red")
+
+
+def test_unknown_names_list_the_choices(shapes):
+    with pytest.raises(
+        ValueError, match="unknown shape 'triangle'; choose one of: circle, square, sq"
+    ):
+        shapes["triangle"]
+
+
+def test_a_name_is_registered_once(shapes):
+    with pytest.raises(RuntimeError, match="registered twice"):
+        shapes.add("square", lambda side: side)
+    with pytest.raises(ValueError, match="non-empty string"):
+        shapes.add("", lambda: None)
+
+
+def test_keyword_inspection_of_functions_and_classes():
+    def f(a, b=1, *args, c, d=2):
+        return a
+
+    class C:
+        def __init__(self, x, y=0):
+            pass
+
+    assert accepted_keywords(f) == ["a", "b", "c", "d"]
+    assert accepted_keywords(f, skip=("a",)) == ["b", "c", "d"]
+    assert required_keywords(f) == ["a", "c"] and required_keywords(C) == ["x"]
+    assert accepted_keywords(lambda **kw: kw) is None
+    check_keywords("anything", lambda **kw: kw, {"z": 1})  # takes every keyword
+    with pytest.raises(ValueError, match="C takes no argument z; its arguments are: x, y"):
+        check_keywords("C", C, {"z": 1})
