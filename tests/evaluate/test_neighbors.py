@@ -293,3 +293,47 @@ def test_the_gpu_search_and_table_equal_the_cpu_ones():
     for key in ("recall@1", "recall@10", "precision@1", "map@r", "r_precision"):
         assert on_gpu[key] == on_cpu[key]
     assert on_gpu["nmi"] == pytest.approx(on_cpu["nmi"], abs=0.01)
+
+
+def _coinciding_in_float32(seed: int = 0, n: int = 400, group: int = 40):
+    """Unit-scale points, ``group`` of them within 1e-9 to 5e-9 of one spot: more than the
+    candidate list holds coincide in float32, yet float64 tells them apart."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, 8))
+    spot = rng.standard_normal(8)
+    x[:group] = spot + rng.uniform(1e-9, 5e-9, (group, 1)) * rng.standard_normal((group, 8))
+    labels = rng.integers(0, 10, n)
+    labels[:group] = rng.integers(0, 3, group)
+    return x, labels
+
+
+def _float64_brute_force(queries, reference, k, exclude_self):
+    sq = ((queries[:, None, :] - reference[None, :, :]) ** 2).sum(-1)  # (m, n), exact
+    if exclude_self:
+        np.fill_diagonal(sq, np.inf)
+    ids = np.broadcast_to(np.arange(reference.shape[0]), sq.shape)
+    return np.lexsort((ids, sq), axis=-1)[:, :k]
+
+
+@pytest.mark.parametrize("backend", ["faiss", "torch"])
+def test_float64_is_exact_however_many_points_coincide_in_float32(backend):
+    if backend == "faiss" and not faiss_available():
+        pytest.skip("faiss not installed")
+    x, _ = _coinciding_in_float32()
+    expected = _float64_brute_force(x, x, 3, exclude_self=True)
+    _, found = knn_search(x, 3, backend=backend)
+    np.testing.assert_array_equal(found, expected)
+    _, found = knn_search(x[:40], 3, x, backend=backend)
+    np.testing.assert_array_equal(found, _float64_brute_force(x[:40], x, 3, exclude_self=False))
+
+
+def test_float64_metrics_and_index_are_exact_inside_a_float32_tie_group():
+    from clusterable.evaluate import evaluate_embeddings
+    from clusterable.index import EmbeddingIndex
+
+    x, labels = _coinciding_in_float32(seed=1)
+    nearest = _float64_brute_force(x, x, 1, exclude_self=True)[:, 0]
+    table = evaluate_embeddings(x, labels, metrics=["precision@1"])
+    assert table["precision@1"] == pytest.approx(np.mean(labels[nearest] == labels), abs=1e-12)
+    _, rows, _ = EmbeddingIndex.build(x).search(x[:40], 3)
+    np.testing.assert_array_equal(rows, _float64_brute_force(x[:40], x, 3, exclude_self=False))

@@ -25,7 +25,10 @@ reordering a run of one kind cannot change any retrieval metric.
 
 float64 embeddings are ranked at float64 resolution: the search runs on the points centred on the
 reference mean and rounded to float32 (so points far from the origin keep their differences), and
-every candidate is then re-scored exactly in float64 from the unrounded centred points.
+every candidate is then re-scored exactly in float64 from the unrounded centred points. A row
+whose candidate list may miss one of its nearest (more points than the list holds coincide in
+float32) is searched again over every reference in float64 (`_widen_exact`), so the answer is
+exact however many points float32 cannot tell apart.
 """
 
 from __future__ import annotations
@@ -417,11 +420,13 @@ def knn_chunks(
             if exclude_self:
                 sq, idx = drop_self(sq, idx, start + np.arange(sq.shape[0]))
         keys = sq.astype(np.float64)
+        tol = NEAR_TIE_RTOL * (np.einsum("cd,cd->c", qc, qc).astype(np.float64) + ref_sq_max)
         if exact is not None:
             rows, cols = np.indices(keys.shape).reshape(2, -1)
             keys[rows, cols] = _rescore(exact[0][start:], exact[1], rows, idx[rows, cols])
+            if keys.shape[1] < n_ref - int(exclude_self):
+                _widen_exact(keys, idx, sq, tol, k, exact, start, exclude_self)
         else:
-            tol = NEAR_TIE_RTOL * (np.einsum("cd,cd->c", qc, qc).astype(np.float64) + ref_sq_max)
             same = None if codes is None else codes[idx] == codes[start : start + qc.shape[0], None]
             rows, cols = np.nonzero(_near_ties(keys, tol, same))
             if rows.size:
@@ -431,6 +436,47 @@ def knn_chunks(
         keys, idx = _order(keys, idx, k, None if exact is not None or codes is None else rows)
         dist = np.sqrt(keys) / unit if metric == "euclidean" else keys / 2.0  # |a-b|^2 = 2-2cos
         yield start, dist.astype(np.float32 if exact is None else np.float64), idx
+
+
+def _widen_exact(
+    keys: np.ndarray,
+    idx: np.ndarray,
+    sq: np.ndarray,
+    tol: np.ndarray,
+    k: int,
+    exact: tuple[np.ndarray, np.ndarray],
+    start: int,
+    exclude_self: bool,
+) -> None:
+    """Search again, in float64 over every reference, the rows whose float32 candidates may miss
+    one of their ``k`` nearest: in place on ``keys`` (exact, ``(c, kk)``) and ``idx``.
+
+    A reference left out of a row's candidates has a float32 distance of at least the last
+    candidate's, ``sq[:, -1]``, so an exact one of at least that less the rounding bound ``tol``.
+    Where that could still reach the row's ``k``-th exact distance (more points than the list
+    holds coincide in float32: near-duplicates, or points closer than float32 resolves), the list
+    cannot be trusted, and the row's nearest are taken from all references, exactly.
+    """
+    kth = np.partition(keys, k - 1, axis=1)[:, k - 1]  # (c,)
+    for row in np.flatnonzero(sq[:, -1].astype(np.float64) - tol <= kth):
+        own = start + row
+        distances = _exact_row(exact[0][own], exact[1])  # (n,)
+        if exclude_self:
+            distances[own] = np.inf
+        width = keys.shape[1]
+        nearest = np.argpartition(distances, width - 1)[:width]
+        order = np.lexsort((nearest, distances[nearest]))  # by (distance, index)
+        idx[row], keys[row] = nearest[order], distances[nearest[order]]
+
+
+def _exact_row(point: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """``(n,)`` exact float64 squared distances ``sum (reference - point)^2``, block by block."""
+    out = np.empty(reference.shape[0], dtype=np.float64)
+    step = max(1, _RESCORE_BLOCK // max(1, reference.shape[1]))
+    for s in range(0, reference.shape[0], step):
+        diff = reference[s : s + step] - point  # (b, d)
+        out[s : s + step] = np.einsum("bd,bd->b", diff, diff)
+    return out
 
 
 def drop_self(
