@@ -233,7 +233,7 @@ def command_report(args: argparse.Namespace) -> int:
     if out is not None:
         check_parent_writable(out)
     if source.is_dir() and (source / "results.json").is_file():
-        from clusterable.reproduce.experiment_report import ExperimentReport
+        from clusterable.reports import ExperimentReport
 
         report = ExperimentReport.from_json(source / "results.json")
         written = reports.write_reproduction_report(report, source, out)

@@ -32,8 +32,7 @@ from clusterable.evaluate import evaluate_embeddings, knn_accuracy
 from clusterable.losses import available_losses
 from clusterable.plots import plot_tsne
 from clusterable.recipe import RunSpec, build_trainer
-from clusterable.reports import write_reproduction_report
-from clusterable.reproduce.experiment_report import ExperimentReport, Row
+from clusterable.reports import ExperimentReport, Row, write_reproduction_report
 from clusterable.train import TrainConfig, embed_dataset
 
 COLUMNS = {

@@ -6,7 +6,7 @@ import numpy as np
 from PIL import Image
 
 from clusterable.cli import main
-from clusterable.reproduce.experiment_report import Claim, ExperimentReport, Row, write_report
+from clusterable.reports import Claim, ExperimentReport, Row, write_report
 
 from _html import decoded_png, image_sources, section_ids
 

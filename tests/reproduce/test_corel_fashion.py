@@ -21,6 +21,7 @@ from clusterable.reproduce.corel_fashion import (
     claims,
     protocol,
     stratified_subset,
+    tuning_sweeps,
 )
 
 METHODS = [f"{model} {name}" for model in MODELS for name in [*LOSSES.values(), "Cosine-COREL"]]
@@ -142,3 +143,19 @@ def test_the_lambda_of_best_validation_accuracy_is_kept(monkeypatch) -> None:
         "gaussian-corel": 0.5,
     }
     assert curves["center"] == {0.003: 0.4, 0.03: 0.6}
+
+
+def test_the_tuning_figure_has_center_loss_and_corel_panels_against_cce() -> None:
+    curves = {
+        "FFNN": {
+            "cross-entropy": {0.0: 0.8},
+            "center": {0.01: 0.82, 0.001: 0.81},
+            "cosine-corel": {0.5: 0.84},
+            "gaussian-corel": {0.5: 0.83},
+        }
+    }
+    center, corel = tuning_sweeps(curves)
+    assert (center.title, corel.title) == ("FFNN: center loss", "FFNN: COREL")
+    assert center.baseline == corel.baseline == ("CCE", 0.8)
+    assert center.curves == {"Center": curves["FFNN"]["center"]} and center.log_scale
+    assert list(corel.curves) == ["Cosine-COREL", "Gaussian-COREL"] and not corel.log_scale

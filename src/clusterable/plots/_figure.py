@@ -1,7 +1,8 @@
-"""Headless matplotlib: figures are written to PNG files, never shown."""
+"""Headless matplotlib: figures are written to PNG files or bytes, never shown."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import matplotlib
@@ -13,6 +14,7 @@ from matplotlib.figure import Figure
 
 
 def save_figure(figure: Figure, path: str | Path) -> Path:
+    """Write ``figure`` to the PNG file ``path`` (its folder made if missing) and close it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=120, bbox_inches="tight")
@@ -20,7 +22,17 @@ def save_figure(figure: Figure, path: str | Path) -> Path:
     return path
 
 
+def figure_png(figure: Figure) -> bytes:
+    """``figure`` as the bytes of a PNG image, at the resolution a report shows; it is closed."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    plt.close(figure)
+    return buffer.getvalue()
+
+
 def new_figure(columns: int = 1, rows: int = 1, size: float = 4.5) -> tuple[Figure, list]:
+    """A figure of ``rows`` x ``columns`` square panels of ``size`` inches, and its axes in
+    reading order."""
     figure, axes = plt.subplots(rows, columns, figsize=(size * columns, size * rows), squeeze=False)
     return figure, list(axes.flat)
 

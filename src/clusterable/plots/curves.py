@@ -1,10 +1,14 @@
-"""Training curves from a run's ``log.jsonl``: loss and validation metrics per epoch."""
+"""Training curves from a run's ``log.jsonl``: loss, validation metrics and learning rate per
+epoch."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, PercentFormatter
 
 from clusterable.plots._figure import new_figure, save_figure
@@ -20,27 +24,39 @@ def read_epoch_records(log: Path) -> list[dict]:
     return [by_epoch[e] for e in sorted(by_epoch)]
 
 
-def plot_training_curves(
-    log: str | Path, path: str | Path, metrics: tuple[str, ...] = ("recall@1", "nmi")
-) -> Path:
-    """Write the loss curve and the given validation metrics (in %, as the CLI prints them) of a
-    run, against whole epochs."""
-    records = read_epoch_records(Path(log))
-    if not records:
-        raise ValueError(f"{log} has no epoch records; is it the log.jsonl of a training run?")
+def draw_training_curves(
+    records: Sequence[Mapping[str, Any]], metrics: Sequence[str] = ("recall@1", "nmi")
+) -> Figure:
+    """The loss, the ``metrics`` the records have (in %) and, when logged, the learning rate
+    (a third panel, log scale), against whole epochs."""
     epochs = [r["epoch"] for r in records]
-    figure, (loss_ax, metric_ax) = new_figure(columns=2)
+    with_lr = any("lr" in r for r in records)
+    figure, axes = new_figure(columns=3 if with_lr else 2, size=4.2)
+    loss_ax, metric_ax = axes[:2]
     loss_ax.plot(epochs, [r["loss"] for r in records], marker="o")
     loss_ax.set(title="training loss", xlabel="epoch")
     for name in metrics:
-        values = [(r["epoch"], r[name]) for r in records if name in r]
+        values = [(r["epoch"], 100 * r[name]) for r in records if name in r]
         if values:
-            epochs_of, scores = zip(*values, strict=True)
-            metric_ax.plot(epochs_of, [100 * v for v in scores], marker="o", label=name)
-    metric_ax.set(title="validation", xlabel="epoch", ylabel="%", ylim=(0, 100))
+            metric_ax.plot(*zip(*values, strict=True), marker="o", label=name)
+    metric_ax.set(title="validation (%)", xlabel="epoch", ylim=(0, 100))
     metric_ax.yaxis.set_major_formatter(PercentFormatter(100))
-    for ax in (loss_ax, metric_ax):
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if metric_ax.get_legend_handles_labels()[0]:
-        metric_ax.legend()
-    return save_figure(figure, path)
+        metric_ax.legend(fontsize=7)
+    if with_lr:
+        rates = [(r["epoch"], r["lr"]) for r in records if "lr" in r]
+        axes[2].plot(*zip(*rates, strict=True), marker="o")
+        axes[2].set(title="learning rate", xlabel="epoch", yscale="log")
+    for ax in axes:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    return figure
+
+
+def plot_training_curves(
+    log: str | Path, path: str | Path, metrics: Sequence[str] = ("recall@1", "nmi")
+) -> Path:
+    """Write the curves of :func:`draw_training_curves` of a run's ``log.jsonl`` to ``path``."""
+    records = read_epoch_records(Path(log))
+    if not records:
+        raise ValueError(f"{log} has no epoch records; is it the log.jsonl of a training run?")
+    return save_figure(draw_training_curves(records, metrics), path)

@@ -2,36 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import matplotlib
 import numpy as np
 
-from clusterable.plots._figure import new_figure, save_figure
+from clusterable.plots._figure import save_figure
+from clusterable.plots.maps import Colouring, draw_maps
 from clusterable.tsne import tsne_map
-
-#: Beyond this many classes a legend would hide the map: the colours alone are shown.
-MAX_LEGEND_CLASSES = 20
-
-
-def _scatter(
-    ax, points: np.ndarray, labels: np.ndarray, title: str, names: Sequence[str] | None
-) -> None:
-    noise = labels < 0
-    if noise.any():
-        ax.scatter(*points[noise].T, s=4, c="lightgrey", label="noise / distractor")
-    classes = np.unique(labels[~noise])
-    colours = matplotlib.colormaps["tab10" if len(classes) <= 10 else "tab20"]
-    for i, label in enumerate(classes):
-        name = names[label] if names is not None and label < len(names) else str(label)
-        members = labels == label
-        ax.scatter(*points[members].T, s=4, color=colours(i % colours.N), label=name)
-    if len(classes) <= MAX_LEGEND_CLASSES:
-        ax.legend(markerscale=3, fontsize=7, loc="best", frameon=False)
-    ax.set_title(title)
-    ax.set_xticks([])
-    ax.set_yticks([])
 
 
 def plot_tsne(
@@ -48,10 +26,35 @@ def plot_tsne(
     legend naming each class (``class_names[c]`` for label ``c``; the numbers without names)."""
     points = tsne_map(embeddings, seed=seed)
     labels = np.asarray(labels)
-    show_sub = subclasses is not None and not np.array_equal(subclasses, labels)
-    figure, axes = new_figure(columns=2 if show_sub else 1)
-    _scatter(axes[0], points, labels, f"{title} — classes".strip(" —"), class_names)
-    if show_sub:
+    colourings: list[Colouring] = [(labels, class_names, f"{title} — classes".strip(" —"))]
+    if subclasses is not None and not np.array_equal(subclasses, labels):
         sub_title = f"{title} — sub-classes".strip(" —")
-        _scatter(axes[1], points, np.asarray(subclasses), sub_title, subclass_names)
-    return save_figure(figure, path)
+        colourings.append((np.asarray(subclasses), subclass_names, sub_title))
+    return save_figure(draw_maps(points, colourings, noise="noise / distractor"), path)
+
+
+def plot_tsne_maps(
+    embeddings: Mapping[str, np.ndarray],
+    labels: np.ndarray,
+    folder: Path,
+    items: int,
+    subclasses: np.ndarray | None = None,
+    title_suffix: str = "",
+) -> list[str]:
+    """One t-SNE file per embedding of the same items, ``folder/tsne_<name>.png``, titled by its
+    key: the same ``items`` drawn (seeded) from each, by class and, with ``subclasses``, by
+    sub-class (MsDNN Fig. 2). Returns the file names, in the order of ``embeddings``."""
+    sample = np.random.default_rng(0).choice(len(labels), min(items, len(labels)), replace=False)
+    written = []
+    for title, embedding in embeddings.items():
+        slug = title.lower().replace(" ", "_").replace("(", "").replace(")", "").replace("=", "")
+        name = f"tsne_{slug}.png"
+        plot_tsne(
+            embedding[sample],
+            labels[sample],
+            folder / name,
+            subclasses=None if subclasses is None else subclasses[sample],
+            title=f"{title}{title_suffix}",
+        )
+        written.append(name)
+    return written

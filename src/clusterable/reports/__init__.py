@@ -4,6 +4,10 @@ One page each that opens offline (figures and thumbnails inline, no script, no n
 :func:`write_run_report` (``clusterable report RUN``), :func:`write_clustering_report`
 (``clusterable report PARTITION --embeddings EMB.npy``) and :func:`write_reproduction_report`
 (written by ``clusterable reproduce`` beside each experiment's results).
+
+The report of an experiment is described by an :class:`ExperimentReport` (its :class:`Row` of
+results per method and :class:`Claim` checked per claim of the paper), which every reproduction and
+``clusterable demo`` return.
 """
 
 from clusterable._optional import require
@@ -12,7 +16,19 @@ from clusterable._optional import require
 require("matplotlib", "HTML reports (their figures)")
 
 from clusterable.reports.clustering_report import write_clustering_report  # noqa: E402
-from clusterable.reports.reproduction_report import write_reproduction_report  # noqa: E402
+from clusterable.reports.experiment_report import Claim, ExperimentReport, Row  # noqa: E402
+from clusterable.reports.reproduction_report import (  # noqa: E402
+    write_report,
+    write_reproduction_report,
+)
 from clusterable.reports.run_report import write_run_report  # noqa: E402
 
-__all__ = ["write_clustering_report", "write_reproduction_report", "write_run_report"]
+__all__ = [
+    "Claim",
+    "ExperimentReport",
+    "Row",
+    "write_clustering_report",
+    "write_report",
+    "write_reproduction_report",
+    "write_run_report",
+]

@@ -18,10 +18,11 @@ from pathlib import Path
 from string import Template
 
 import numpy as np
+from matplotlib.figure import Figure
 from PIL import Image
 
 from clusterable._atomic import atomic_write
-from clusterable.plots._figure import as_image, plt
+from clusterable.plots._figure import as_image, figure_png
 
 #: Side of an item thumbnail, in pixels.
 THUMBNAIL = 56
@@ -123,12 +124,9 @@ def _cell(value: object) -> str:
     return f"<td>{escape(value)}</td>"
 
 
-def figure_image(figure: object, alt: str) -> Html:
+def figure_image(figure: Figure, alt: str) -> Html:
     """A matplotlib figure as an inline PNG ``<img>``; the figure is closed."""
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
-    plt.close(figure)
-    return Html(f'<img class="figure" alt="{escape(alt)}" src="{_png_uri(buffer.getvalue())}">')
+    return Html(f'<img class="figure" alt="{escape(alt)}" src="{_png_uri(figure_png(figure))}">')
 
 
 def thumbnail(item: np.ndarray, css: str = "", title: str = "") -> Html:

@@ -11,11 +11,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from matplotlib.ticker import MaxNLocator, PercentFormatter
 
 from clusterable.evaluate import knn_search
 from clusterable.metric_table import metric_label
-from clusterable.plots._figure import new_figure
+from clusterable.plots import draw_confusion, draw_maps, draw_training_curves
+from clusterable.plots.maps import Colouring, group_name
 from clusterable.reports.page import Html, Section, escape, figure_image, note, table, thumbnail
 from clusterable.tsne import tsne_map
 
@@ -37,14 +37,6 @@ def _as_items(items: Any) -> np.ndarray | None:
         return None
     array = np.asarray(items)
     return array if array.ndim in (3, 4) else None
-
-
-def _class_name(label: int, class_names: Sequence[str] | None) -> str:
-    if label < 0:
-        return "noise"
-    if class_names is not None and label < len(class_names):
-        return str(class_names[label])
-    return str(label)
 
 
 def settings_section(
@@ -94,7 +86,7 @@ def per_class_section(
     fifth = max(1, len(order) // 5)
     rows, kinds = [], []
     for position, row in enumerate(order):
-        name = _class_name(int(per_class["class"][row]), class_names)
+        name = group_name(int(per_class["class"][row]), class_names)
         cells = [f"{100 * per_class[c][row]:.1f}" for c in columns]
         rows.append([name, int(per_class["count"][row]), *cells])
         kinds.append(
@@ -107,26 +99,8 @@ def per_class_section(
 
 def curves_section(records: Sequence[Mapping[str, Any]]) -> Section:
     """Training loss and every validation metric per epoch (and the learning rate if logged)."""
-    epochs = [r["epoch"] for r in records]
     numeric = [name for name in CURVE_METRICS if any(name in r for r in records)]
-    with_lr = any("lr" in r for r in records)
-    figure, axes = new_figure(columns=3 if with_lr else 2, size=4.2)
-    axes[0].plot(epochs, [r["loss"] for r in records], marker="o")
-    axes[0].set(title="training loss", xlabel="epoch")
-    for name in numeric:
-        points = [(r["epoch"], r[name]) for r in records if name in r]
-        axes[1].plot(*zip(*points, strict=True), marker="o", label=name)
-    axes[1].set(title="validation (%)", xlabel="epoch", ylim=(0, 1))
-    axes[1].yaxis.set_major_formatter(PercentFormatter(1.0))
-    if numeric:
-        axes[1].legend(fontsize=7)
-    if with_lr:
-        points = [(r["epoch"], r["lr"]) for r in records if "lr" in r]
-        axes[2].plot(*zip(*points, strict=True), marker="o")
-        axes[2].set(title="learning rate", xlabel="epoch", yscale="log")
-    for ax in axes:
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    body = figure_image(figure, "training curves")
+    body = figure_image(draw_training_curves(records, numeric), "training curves")
     if not numeric:
         body = note("No validation metric was logged (no validation split).") + body
     else:
@@ -137,7 +111,7 @@ def curves_section(records: Sequence[Mapping[str, Any]]) -> Section:
 
 def map_section(
     embeddings: np.ndarray,
-    colourings: Sequence[tuple[np.ndarray, Sequence[str] | None, str]],
+    colourings: Sequence[Colouring],
     description: str = "",
     seed: int = 0,
 ) -> Section:
@@ -145,32 +119,8 @@ def map_section(
     embedding itself when it is 2-D, t-SNE otherwise."""
     points = embeddings if embeddings.shape[1] == 2 else tsne_map(embeddings, seed=seed)
     how = "the embedding itself (2-D)" if embeddings.shape[1] == 2 else "t-SNE (openTSNE)"
-    figure, axes = new_figure(columns=len(colourings), size=5.0)
-    for ax, (groups, names, title) in zip(axes, colourings, strict=True):
-        _scatter(ax, points, np.asarray(groups), names, title)
     body = note(f"Map: {how} of {len(points):,} items. {description}")
-    return Section("map", "2-D map", body + figure_image(figure, "2-D map"))
-
-
-def _scatter(ax: Any, points: np.ndarray, groups: np.ndarray, names: Any, title: str) -> None:
-    classes = np.unique(groups)
-    colours = _colours(len(classes))
-    for colour, group in zip(colours, classes, strict=True):
-        mine = groups == group
-        colour = (0.75, 0.75, 0.75, 1.0) if group < 0 else colour
-        ax.scatter(*points[mine].T, s=5, color=colour, label=_class_name(int(group), names))
-    ax.set(title=title, xticks=[], yticks=[])
-    if len(classes) <= 20:
-        ax.legend(fontsize=7, markerscale=2.5, loc="center left", bbox_to_anchor=(1.0, 0.5))
-
-
-def _colours(count: int) -> list:
-    from matplotlib import colormaps
-
-    cmap = colormaps["tab10" if count <= 10 else "tab20" if count <= 20 else "turbo"]
-    if count <= 20:
-        return [cmap(i) for i in range(count)]
-    return [cmap(i / max(count - 1, 1)) for i in range(count)]
+    return Section("map", "2-D map", body + figure_image(draw_maps(points, colourings), "2-D map"))
 
 
 def retrieval_section(
@@ -207,12 +157,12 @@ def retrieval_section(
         for query in queries:
             found = neighbours[query]
             if images is not None:
-                strip = thumbnail(images[query], "query", _class_name(labels[query], class_names))
+                strip = thumbnail(images[query], "query", group_name(labels[query], class_names))
                 strip += "".join(
                     thumbnail(
                         images[n],
                         "hit" if labels[n] == labels[query] else "miss",
-                        f"{_class_name(labels[n], class_names)} at {distances[query, j]:.3g}",
+                        f"{group_name(labels[n], class_names)} at {distances[query, j]:.3g}",
                     )
                     for j, n in enumerate(found)
                 )
@@ -223,13 +173,13 @@ def retrieval_section(
                     Html(
                         " ".join(
                             f'<span class="{"hit" if labels[n] == labels[query] else "miss"}">'
-                            f"{escape(ids[n])} ({escape(_class_name(labels[n], class_names))})"
+                            f"{escape(ids[n])} ({escape(group_name(labels[n], class_names))})"
                             "</span>"
                             for n in found
                         )
                     ),
                 ]
-            rows.append([*cells, _class_name(labels[query], class_names), f"{share[query]:.0%}"])
+            rows.append([*cells, group_name(labels[query], class_names), f"{share[query]:.0%}"])
         header = (
             ["query, then neighbours"] if images is not None else ["query", "neighbours (class)"]
         )
@@ -260,13 +210,13 @@ def cluster_section(
         if labels is not None:
             classes, counts = np.unique(labels[members], return_counts=True)
             purity = counts.max() / size
-            row += [_class_name(int(classes[counts.argmax()]), class_names), f"{purity:.0%}"]
+            row += [group_name(int(classes[counts.argmax()]), class_names), f"{purity:.0%}"]
             kinds.append("bad" if purity < 0.5 else "good" if purity >= 0.9 else "")
         if images is not None:
             sample = rng.choice(members, size=min(MEMBERS_SHOWN, size), replace=False)
             strip = "".join(
                 thumbnail(
-                    images[m], "", _class_name(labels[m], class_names) if labels is not None else ""
+                    images[m], "", group_name(labels[m], class_names) if labels is not None else ""
                 )
                 for m in sample
             )
@@ -284,28 +234,6 @@ def cluster_section(
     )
     body = note(text) + table(header, rows, kinds)
     if labels is not None:
-        body += _confusion_figure(clusters, labels, class_names, ids[listed])
+        confusion = draw_confusion(clusters, labels, class_names, ids[listed])
+        body += figure_image(confusion, "confusion between clusters and classes")
     return Section("clusters", "Clusters", body)
-
-
-def _confusion_figure(
-    clusters: np.ndarray, labels: np.ndarray, class_names: Any, shown: np.ndarray
-) -> Html:
-    """Heat map: share of each listed cluster's items in each class (rows sum to 1)."""
-    classes = np.unique(labels)
-    counts = np.zeros((len(shown), len(classes)))  # (clusters shown, classes)
-    for row, cluster in enumerate(shown):
-        found, number = np.unique(labels[clusters == cluster], return_counts=True)
-        counts[row, np.searchsorted(classes, found)] = number
-    shares = counts / counts.sum(axis=1, keepdims=True)
-    figure, (ax,) = new_figure(size=1.0)
-    figure.set_size_inches(min(2 + 0.35 * len(classes), 16), min(1.5 + 0.3 * len(shown), 14))
-    image = ax.imshow(shares, aspect="auto", cmap="Blues", vmin=0, vmax=1)
-    figure.colorbar(image, ax=ax, label="share of the cluster", format=PercentFormatter(1.0))
-    if len(classes) <= 40:
-        ax.set_xticks(range(len(classes)))
-        ax.set_xticklabels([_class_name(int(c), class_names) for c in classes], rotation=90)
-    ax.set_yticks(range(len(shown)))
-    ax.set_yticklabels(["noise" if c < 0 else str(c) for c in shown])
-    ax.set(xlabel="class", ylabel="cluster", title="clusters vs classes")
-    return figure_image(figure, "confusion between clusters and classes")

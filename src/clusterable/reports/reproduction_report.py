@@ -1,22 +1,30 @@
-"""The HTML report of one reproduction: the paper's numbers beside ours, its claims and whether
-they hold here, the experiment's figures, and what produced them (``clusterable reproduce``)."""
+"""The report of one reproduction: the paper's numbers beside ours, its claims and whether they
+hold here, the experiment's figures, and what produced them (``clusterable reproduce``), as
+Markdown, JSON and an HTML page."""
 
 from __future__ import annotations
 
 import base64
+import json
+from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from clusterable.reports.experiment_report import ExperimentReport
 from clusterable.reports.page import Html, Section, escape, note, render, table, write_page
 from clusterable.reports.panels import settings_section
-
-if TYPE_CHECKING:
-    from clusterable.reproduce.experiment_report import ExperimentReport
 
 #: The report's file name in the experiment's folder.
 REPORT_NAME = "report.html"
 
 _VERDICT = {True: ("holds", "good"), False: ("does not hold", "bad"), None: ("not checked", "")}
+
+
+def write_report(report: ExperimentReport, folder: Path) -> None:
+    """Write ``results.md``, ``results.json`` and ``report.html`` of an experiment in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "results.md").write_text(report.markdown())
+    (folder / "results.json").write_text(json.dumps(asdict(report), indent=2))
+    write_reproduction_report(report, folder)
 
 
 def write_reproduction_report(

@@ -2,7 +2,7 @@
 beside ours.
 
 Each experiment module registers itself with :func:`~clusterable.reproduce.experiment.experiment`
-and returns an :class:`~clusterable.reproduce.experiment_report.ExperimentReport`.
+and returns an :class:`~clusterable.reports.ExperimentReport`.
 """
 
 from pathlib import Path
@@ -20,8 +20,8 @@ from clusterable.reproduce import zero_shot_fashion  # noqa: F401
 from clusterable.reproduce import budget_curves  # noqa: F401
 
 # isort: on
+from clusterable.reports import Claim, ExperimentReport, Row
 from clusterable.reproduce.experiment import EXPERIMENTS, Budget, experiment, run_experiment
-from clusterable.reproduce.experiment_report import Claim, ExperimentReport, Row
 
 __all__ = [
     "EXPERIMENTS",

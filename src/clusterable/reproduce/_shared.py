@@ -10,8 +10,10 @@ Fashion-MNIST and compare the embeddings. This module holds what they all need o
 - :class:`Method` and :func:`train_and_embed`: a row of a table as a
   :class:`~clusterable.recipe.RunSpec`, built by :func:`~clusterable.recipe.build_trainer`;
 - :func:`select_on_validation` and :func:`tune_method`: the two ways of choosing;
-- :func:`subclass_scores` (k-means against the fine classes, MsDNN Table I) and
-  :func:`plot_tsne_panels` (the papers' t-SNE figures).
+- :func:`subclass_scores` (k-means against the fine classes, MsDNN Table I).
+
+Their figures are drawn by :mod:`clusterable.plots` (the t-SNE maps by
+:func:`~clusterable.plots.plot_tsne_maps`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from clusterable.cluster import kmeans
 from clusterable.cluster.kmeans import MAX_ITER, N_INIT
 from clusterable.data import LabelledDataset, first_per_class
 from clusterable.evaluate import cluster_accuracy, nmi
-from clusterable.plots import plot_tsne
 from clusterable.recipe import RunSpec, build_trainer
 from clusterable.reproduce.experiment import Budget
 from clusterable.train import TrainConfig, embed_dataset
@@ -259,30 +260,3 @@ def subclass_scores(
     network never saw: NMI and Hungarian accuracy (MsDNN Table I, Fig. 1)."""
     clusters = kmeans(embedding, n_subclasses, seed=seed)
     return {"nmi": nmi(subclasses, clusters), "accuracy": cluster_accuracy(subclasses, clusters)}
-
-
-def plot_tsne_panels(
-    maps: Mapping[str, np.ndarray],
-    data: LabelledDataset,
-    items: int,
-    folder: Path,
-    *,
-    subclasses: bool = False,
-    title_suffix: str = "",
-) -> list[str]:
-    """One t-SNE map per embedding of ``data`` (the same ``items`` drawn for each, seeded), by
-    class and, with ``subclasses``, by fine class (MsDNN Fig. 2); returns the file names."""
-    sample = np.random.default_rng(0).choice(len(data), min(items, len(data)), replace=False)
-    names = []
-    for label, embedding in maps.items():
-        slug = label.lower().replace(" ", "_").replace("(", "").replace(")", "").replace("=", "")
-        name = f"tsne_{slug}.png"
-        plot_tsne(
-            embedding[sample],
-            data.labels[sample],
-            folder / name,
-            subclasses=data.fine_labels[sample] if subclasses else None,
-            title=f"{label}{title_suffix}",
-        )
-        names.append(name)
-    return names

@@ -17,10 +17,10 @@ import numpy as np
 from clusterable.cluster import aas, kmeans
 from clusterable.cluster.aas import knn_graph
 from clusterable.data import load_dataset
-from clusterable.plots._figure import new_figure, save_figure
-from clusterable.reproduce.aas_synthetic import partition_scores, scatter_clusters
+from clusterable.plots import plot_partitions
+from clusterable.reports import Claim, ExperimentReport, Row
+from clusterable.reproduce.aas_synthetic import partition_scores
 from clusterable.reproduce.experiment import Budget, experiment
-from clusterable.reproduce.experiment_report import Claim, ExperimentReport, Row
 from clusterable.tsne import tsne_map
 
 METRICS = ["NMI", "F", "precision", "recall", "NMI (kept)", "F (kept)", "kept"]
@@ -46,6 +46,8 @@ PAPER_AAS = (77.9, 71.0, 80.7, 63.3, 11)
 PAPER_KMEANS = {"NMI (kept)": 0.734, "F (kept)": 0.687}
 #: The paper's k_graph for 10,000 points (1,000 per class); scaled with n on a subset.
 PAPER_N = 10_000
+#: The figure: the first seed's t-SNE map coloured by class, by AAS and by k-means.
+PLOT = "tsne_aas_kmeans.png"
 
 
 def paper_metrics(values: tuple[float, ...]) -> dict[str, float]:
@@ -146,7 +148,15 @@ def aas_fashion(budget: Budget) -> ExperimentReport:
         headline_clusters = aas(points, **headline)
         timings["aas"].append(time.perf_counter() - start)
         if seed == seeds[0]:
-            plot_map(points, labels, headline_clusters, kmeans(points, 10, seed=seed), budget)
+            panels = [
+                (labels, "Fashion-MNIST classes"),
+                (
+                    headline_clusters,
+                    f"AAS (eps 0.9, theta_min 5): {headline_clusters.max() + 1} clusters",
+                ),
+                (kmeans(points, 10, seed=seed), "k-means (k = 10)"),
+            ]
+            plot_partitions(points, panels, budget.folder / PLOT)
 
     rows = [Row.from_runs(kmeans_name, runs[kmeans_name], paper=PAPER_KMEANS)]
     for name, _, paper in settings:
@@ -234,7 +244,7 @@ def aas_fashion(budget: Budget) -> ExperimentReport:
         metrics=METRICS,
         rows=rows,
         claims=claims,
-        plots=["tsne_aas_kmeans.png"],
+        plots=[PLOT],
         notes=[
             "Paper numbers are MNIST's (Tables I-III); Table II's eps rows with theta_min 5 have "
             "no paper number except eps 0.9 (Table III, gamma 100).",
@@ -248,22 +258,3 @@ def aas_fashion(budget: Budget) -> ExperimentReport:
     )
     report.record = {"seeds": seeds}
     return report
-
-
-def plot_map(
-    points: np.ndarray,
-    labels: np.ndarray,
-    aas_clusters: np.ndarray,
-    kmeans_clusters: np.ndarray,
-    budget: Budget,
-) -> None:
-    """The t-SNE map coloured by class, by AAS (noise grey) and by k-means."""
-    figure, axes = new_figure(columns=3, size=4.0)
-    panels = [
-        (labels, "Fashion-MNIST classes"),
-        (aas_clusters, f"AAS (eps 0.9, theta_min 5): {aas_clusters.max() + 1} clusters"),
-        (kmeans_clusters, "k-means (k = 10)"),
-    ]
-    for ax, (clusters, title) in zip(axes, panels, strict=True):
-        scatter_clusters(ax, points, clusters, title)
-    save_figure(figure, budget.folder / "tsne_aas_kmeans.png")

@@ -12,9 +12,9 @@ import numpy as np
 from clusterable.cluster import aas, kmeans
 from clusterable.data import crescents_and_gaussians, labelled_mask
 from clusterable.evaluate import nmi, pairwise_f1
-from clusterable.plots._figure import new_figure, save_figure
+from clusterable.plots import plot_partitions
+from clusterable.reports import Claim, ExperimentReport, Row
 from clusterable.reproduce.experiment import Budget, experiment
-from clusterable.reproduce.experiment_report import Claim, ExperimentReport, Row
 
 #: AAS settings reported, by name: the paper's two recommended ones (Section V-A, conclusion 3)
 #: and the clustering engineer's k_graph = 100 variant (two thirds of a class; not a paper setting).
@@ -43,6 +43,8 @@ AAS_SETTINGS: dict[str, dict[str, float]] = {
 PAPER_DEFAULTS = next(iter(AAS_SETTINGS))
 NOISE_REMOVAL = list(AAS_SETTINGS)[1]
 KMEANS = "k-means (k = 6)"
+#: The figure: ground truth, AAS and k-means on the first seed's data (OPML Fig. 5).
+PLOT = "aas_vs_kmeans.png"
 
 
 def partition_scores(labels: np.ndarray, clusters: np.ndarray) -> dict[str, float]:
@@ -68,17 +70,6 @@ def partition_scores(labels: np.ndarray, clusters: np.ndarray) -> dict[str, floa
     return scores
 
 
-def scatter_clusters(ax, points: np.ndarray, clusters: np.ndarray, title: str) -> None:
-    """Scatter 2-D points coloured by cluster, noise (-1) in light grey, as OPML Fig. 5."""
-    noise = clusters < 0
-    ax.scatter(*points[noise].T, s=3, c="lightgrey")
-    kept = clusters[~noise]
-    ax.scatter(*points[~noise].T, s=3, c=kept % 20, cmap="tab20", vmin=0, vmax=19)
-    ax.set_title(title, fontsize=9)
-    ax.set_xticks([])
-    ax.set_yticks([])
-
-
 @experiment("aas-synthetic")
 def aas_synthetic(budget: Budget) -> ExperimentReport:
     """OPML Fig. 5: AAS (paper settings) against k-means (k = 6), NMI and F over seeds, scatters."""
@@ -101,7 +92,7 @@ def aas_synthetic(budget: Budget) -> ExperimentReport:
                 n_clusters[name].append(int(clusters.max()) + 1)
         noise_found.append(float((found[NOISE_REMOVAL][~shapes] == -1).mean()))
         if seed == seeds[0]:
-            plot_seed(data.x, data.labels, found, budget)
+            plot_partitions(data.x, fig5_panels(data.labels, found), budget.folder / PLOT, size=3.6)
 
     paper = {
         KMEANS: {"NMI": 0.500, "F": 0.427},
@@ -170,7 +161,7 @@ def aas_synthetic(budget: Budget) -> ExperimentReport:
         ],
         rows=rows,
         claims=claims,
-        plots=["aas_vs_kmeans.png"],
+        plots=[PLOT],
         notes=[
             "The paper does not say which AAS setting produced Fig. 5; its numbers are put beside "
             "the paper defaults (k_graph 50, gamma 100, eps 0.65, theta_min 0).",
@@ -184,19 +175,18 @@ def aas_synthetic(budget: Budget) -> ExperimentReport:
     return report
 
 
-def plot_seed(
-    x: np.ndarray, labels: np.ndarray, found: dict[str, np.ndarray], budget: Budget
-) -> None:
-    """Ground truth, AAS (paper defaults and noise removal) and k-means, as OPML Fig. 5."""
+def fig5_panels(labels: np.ndarray, found: dict[str, np.ndarray]) -> list[tuple[np.ndarray, str]]:
+    """Ground truth, AAS (paper defaults and noise removal) and k-means with their scores, the
+    panels of OPML Fig. 5."""
     titles = {
         PAPER_DEFAULTS: "AAS, paper defaults\n(k_graph 50, eps 0.65, theta_min 0)",
         NOISE_REMOVAL: "AAS, noise removal\n(k_graph 50, eps 0.9, theta_min 1)",
         KMEANS: "k-means (k = 6)\n",
     }
-    figure, axes = new_figure(columns=4, size=3.6)
-    scatter_clusters(axes[0], x, labels, "ground truth (noise grey)\n")
-    for ax, (name, title) in zip(axes[1:], titles.items(), strict=True):
+    panels = [(labels, "ground truth (noise grey)\n")]
+    for name, title in titles.items():
         scores = partition_scores(labels, found[name])
-        title += f"\nNMI {100 * scores['NMI']:.1f}, F {100 * scores['F']:.1f}"
-        scatter_clusters(ax, x, found[name], title)
-    save_figure(figure, budget.folder / "aas_vs_kmeans.png")
+        panels.append(
+            (found[name], f"{title}\nNMI {100 * scores['NMI']:.1f}, F {100 * scores['F']:.1f}")
+        )
+    return panels

@@ -22,10 +22,8 @@ import json
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 
 import numpy as np
-from matplotlib.ticker import MaxNLocator
 
 from clusterable._threads import single_thread
 from clusterable.data import (
@@ -36,8 +34,9 @@ from clusterable.data import (
     first_per_class,
     load_dataset,
 )
-from clusterable.plots._figure import new_figure, save_figure
+from clusterable.plots import plot_budget_gaps
 from clusterable.recipe import RunSpec
+from clusterable.reports import Claim, ExperimentReport, Row
 from clusterable.reproduce._shared import (
     Method,
     backbone,
@@ -46,7 +45,6 @@ from clusterable.reproduce._shared import (
     train_and_embed,
 )
 from clusterable.reproduce.experiment import Budget, experiment
-from clusterable.reproduce.experiment_report import Claim, ExperimentReport, Row
 from clusterable.reproduce.msdnn_subclass import training_config as subclass_config
 from clusterable.reproduce.zero_shot_fashion import (
     DSCL_DIM,
@@ -304,7 +302,7 @@ def budget_curves(budget: Budget) -> ExperimentReport:
             indent=2,
         )
     )
-    plot_gap_curves(curves, scale.points, budget.folder / PLOT)
+    plot_budget_gaps(curves, [point.label for point in scale.points], budget.folder / PLOT)
     rows = [
         Row.from_runs(f"{name}, {point.label}", runs)
         for name, per_point in curves.items()
@@ -362,48 +360,6 @@ def _verdict(
         holds,
         "; ".join(evidence) + " (points, mean ± std over seeds)",
     )
-
-
-def plot_gap_curves(
-    curves: dict[str, list[list[dict[str, float]]]],
-    points: tuple[BudgetPoint, ...],
-    path: Path,
-) -> None:
-    """One panel per claim: the gap (points) against budget, mean ± std over seeds as error
-    bars and each seed as a dot; the dashed line at 0 is where the claim starts to hold."""
-    columns = min(3, len(curves))
-    figure, axes = new_figure(columns=columns, rows=-(-len(curves) // columns), size=4.2)
-    for axis in axes[len(curves) :]:
-        axis.set_visible(False)
-    positions = np.arange(len(points))
-    for axis, (name, per_point) in zip(axes, curves.items(), strict=False):  # spare axes hidden
-        metrics = list(per_point[0][0])
-        for index, metric in enumerate(metrics):
-            shift = 0.08 * (index - (len(metrics) - 1) / 2)  # metrics side by side, not on top
-            stats = [_mean_std(runs, metric) for runs in per_point]
-            means = 100 * np.array([s[0] for s in stats])
-            stds = 100 * np.array([s[1] for s in stats])
-            line = axis.errorbar(
-                positions + shift, means, yerr=stds, marker="o", capsize=4, label=metric
-            )
-            for position, runs in zip(positions, per_point, strict=True):
-                seeds = 100 * np.array([run[metric] for run in runs])
-                axis.scatter(
-                    np.full(len(seeds), position + shift),
-                    seeds,
-                    s=10,
-                    alpha=0.5,
-                    color=line.lines[0].get_color(),
-                )
-        axis.axhline(0.0, color="grey", linestyle="--", linewidth=1)
-        axis.set_xticks(positions, [p.label.replace(", ", "\n") for p in points])
-        axis.yaxis.set_major_locator(MaxNLocator(nbins=8))
-        axis.set_title(name)
-        axis.legend(fontsize="small")
-    for axis in axes[::columns]:
-        axis.set_ylabel("gap A - B (points)")
-    figure.tight_layout()
-    save_figure(figure, path)
 
 
 def _setup(scale: _Scale, backbone: str, data: _Data, seeds: list[int]) -> str:

@@ -23,7 +23,6 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -33,11 +32,11 @@ from clusterable._threads import single_thread
 from clusterable.cluster import gmm, kmeans
 from clusterable.data import LabelledDataset, load_dataset, stratified_split
 from clusterable.evaluate import ari, cluster_accuracy, silhouette, v_measure
-from clusterable.plots._figure import new_figure, save_figure
+from clusterable.plots import Sweep, plot_pca_maps, plot_sweeps
 from clusterable.recipe import RunSpec, build_trainer
+from clusterable.reports import Claim, ExperimentReport, Row
 from clusterable.reproduce._shared import Scale, Search, select_on_validation
 from clusterable.reproduce.experiment import Budget, experiment
-from clusterable.reproduce.experiment_report import Claim, ExperimentReport, Row
 from clusterable.train import TrainConfig, embed_dataset, load_weights
 
 #: Registered loss name -> the paper's name for it.
@@ -308,46 +307,24 @@ def claims(model: str, rows: dict[str, Row], cosine_geometry: Row) -> list[Claim
     ]
 
 
-def plot_tuning(curves: dict[str, dict[str, dict[float, float]]], path: Path) -> None:
-    """Validation accuracy against lambda (the paper's Fig. 2 shows the same for its CNN)."""
-    figure, axes = new_figure(columns=2, rows=len(curves))
-    for row, (model, by_loss) in enumerate(curves.items()):
-        center_axis, corel_axis = axes[2 * row], axes[2 * row + 1]
-        for loss, curve in by_loss.items():
-            lams, accuracies = zip(*sorted(curve.items()), strict=True)
-            if loss == "cross-entropy":
-                for axis in (center_axis, corel_axis):
-                    axis.axhline(100 * accuracies[0], color="grey", linestyle="--", label="CCE")
-                continue
-            axis = center_axis if loss == "center" else corel_axis
-            axis.plot(lams, np.array(accuracies) * 100, marker="o", label=LOSSES[loss])
-        center_axis.set_xscale("log")
-        center_lams = sorted(by_loss["center"])
-        if len(center_lams) <= 6:  # label each value tried; the full grid's 20 would overlap
-            center_axis.set_xticks(center_lams, [f"{lam:g}" for lam in center_lams])
-            center_axis.minorticks_off()
-        for axis, title in ((center_axis, "center loss"), (corel_axis, "COREL")):
-            axis.set(title=f"{model}: {title}", xlabel="lambda", ylabel="validation accuracy (%)")
-            axis.legend()
-    save_figure(figure, path)
-
-
-def plot_latent_spaces(
-    embeddings: dict[tuple[str, str], np.ndarray], labels: np.ndarray, path: Path
-) -> None:
-    """First two principal components of each test latent space (seed 0), coloured by class;
-    the paper's Fig. 1 draws such maps for its MNIST CNNs."""
-    models = sorted({m for m, _ in embeddings}, key=list(MODELS).index)
-    figure, axes = new_figure(columns=len(LOSSES), rows=len(models), size=3.5)
-    shown = np.random.default_rng(0).permutation(len(labels))[:2_000]
-    for axis, (model, loss) in zip(axes, [(m, n) for m in models for n in LOSSES], strict=True):
-        x = embeddings[(model, loss)][shown]
-        x = x - x.mean(axis=0)
-        _, _, directions = np.linalg.svd(x, full_matrices=False)
-        projected = x @ directions[:2].T  # (n, 2)
-        axis.scatter(*projected.T, c=labels[shown], cmap="tab10", s=3, vmin=0, vmax=9)
-        axis.set(title=f"{model}: {LOSSES[loss]}", xticks=[], yticks=[])
-    save_figure(figure, path)
+def tuning_sweeps(curves: dict[str, dict[str, dict[float, float]]]) -> list[Sweep]:
+    """Validation accuracy against lambda, per model: center loss (log scale) and the two COREL
+    losses, CCE as the baseline line (the paper's Fig. 2 shows the same for its CNN)."""
+    sweeps = []
+    for model, by_loss in curves.items():
+        cce = by_loss["cross-entropy"]
+        baseline = (LOSSES["cross-entropy"], cce[min(cce)])
+        corel = {LOSSES[loss]: by_loss[loss] for loss in ("cosine-corel", "gaussian-corel")}
+        sweeps += [
+            Sweep(
+                f"{model}: center loss",
+                {LOSSES["center"]: by_loss["center"]},
+                baseline,
+                log_scale=True,
+            ),
+            Sweep(f"{model}: COREL", corel, baseline),
+        ]
+    return sweeps
 
 
 @experiment("corel-fashion")
@@ -359,8 +336,15 @@ def corel_fashion(budget: Budget) -> ExperimentReport:
         tables = _run(plan, seeds)
 
     plots = ["lambda_tuning.png", "latent_space.png"]
-    plot_tuning(tables.curves, budget.folder / plots[0])
-    plot_latent_spaces(tables.latent, tables.test_labels, budget.folder / plots[1])
+    plot_sweeps(
+        tuning_sweeps(tables.curves),
+        budget.folder / plots[0],
+        parameter="lambda",
+        score="validation accuracy",
+    )
+    # The paper's Fig. 1 draws such maps of its MNIST CNNs' latent spaces (seed 0's here).
+    latent = {f"{model}: {LOSSES[loss]}": x for (model, loss), x in tables.latent.items()}
+    plot_pca_maps(latent, tables.test_labels, budget.folder / plots[1], columns=len(LOSSES))
     ffnn = plan.models["FFNN"]
     report = ExperimentReport(
         name="corel-fashion",

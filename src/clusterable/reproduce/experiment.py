@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -10,11 +11,7 @@ from pathlib import Path
 import torch
 
 from clusterable._register import register_once
-from clusterable.reproduce.experiment_report import (
-    ExperimentReport,
-    command_line,
-    write_report,
-)
+from clusterable.reports import ExperimentReport, write_report
 from clusterable.versions import library_versions
 
 
@@ -62,6 +59,11 @@ def experiment(name: str) -> Callable[[Experiment], Experiment]:
         return function
 
     return add
+
+
+def command_line() -> str:
+    """The command that is running, as the report records it."""
+    return "clusterable " + " ".join(sys.argv[1:]) if sys.argv[1:] else "clusterable reproduce"
 
 
 def run_experiment(name: str, budget: Budget) -> ExperimentReport:

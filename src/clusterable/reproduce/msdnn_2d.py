@@ -23,10 +23,10 @@ from clusterable.data.synthetic import (
 )
 from clusterable.evaluate import knn_accuracy
 from clusterable.losses import MsDNNLoss
-from clusterable.plots._figure import new_figure, save_figure
+from clusterable.plots import plot_layouts
+from clusterable.reports import Claim, ExperimentReport, Row
 from clusterable.reproduce._shared import subclass_scores
 from clusterable.reproduce.experiment import Budget, experiment
-from clusterable.reproduce.experiment_report import Claim, ExperimentReport, Row
 
 SIGMAS = (1.0, 25.0)  # the paper's small and large kernel scales
 LEARNING_RATE = 10.0  # SGD on the mean loss; the losses' own Fig. 1 tests use the same
@@ -105,7 +105,11 @@ def msdnn_2d(budget: Budget) -> ExperimentReport:
                         subclass_gap(points, data.subclasses) / subclass_gap(start, data.subclasses)
                     )
                 if seed == seeds[0]:
-                    plot_layout(start, data, moved, f"{layout}, scale {scale:g}", budget)
+                    stages = [(start, f"{layout}, scale {scale:g}: before")]
+                    stages += [
+                        (points, f"after, sigma {sigma:g}") for sigma, points in moved.items()
+                    ]
+                    plot_layouts(stages, data.subclasses, budget.folder / plot_name(layout, scale))
 
     rows = [
         Row.from_runs(
@@ -176,11 +180,7 @@ def msdnn_2d(budget: Budget) -> ExperimentReport:
         metrics=METRICS,
         rows=rows,
         claims=claims,
-        plots=[
-            f"{layout.replace(' ', '_')}_scale_{scale:g}.png"
-            for layout in LAYOUTS
-            for scale in scales
-        ],
+        plots=[plot_name(layout, scale) for layout in LAYOUTS for scale in scales],
         notes=[
             "Sub-class gap: mean distance between the two sub-class centres of a class, after "
             "over before; merging would bring it towards 0.",
@@ -206,23 +206,6 @@ def msdnn_2d(budget: Budget) -> ExperimentReport:
     return report
 
 
-def plot_layout(
-    start: np.ndarray,
-    data: SyntheticSet,
-    moved: dict[float, np.ndarray],
-    title: str,
-    budget: Budget,
-) -> None:
-    """Before, after sigma = 1 and after sigma = 25, coloured by sub-class, as MsDNN Fig. 1."""
-    figure, axes = new_figure(columns=3, size=3.6)
-    # Class 0 in oranges, class 1 in blues, so classes and sub-classes both show.
-    colours = np.array(["#e6550d", "#fdae6b", "#3182bd", "#9ecae1"])
-    panels = [(start, f"{title}: before")] + [
-        (points, f"after, sigma {sigma:g}") for sigma, points in moved.items()
-    ]
-    for ax, (points, panel_title) in zip(axes, panels, strict=True):
-        ax.scatter(*points.T, s=4, c=colours[data.subclasses])
-        ax.set_title(panel_title, fontsize=9)
-        ax.set_aspect("equal", adjustable="datalim")
-    name = title.replace(", ", "_").replace(" ", "_")
-    save_figure(figure, budget.folder / f"{name}.png")
+def plot_name(layout: str, scale: float) -> str:
+    """The file of a layout's figure at one scale: before, after sigma = 1, after sigma = 25."""
+    return f"{layout.replace(' ', '_')}_scale_{scale:g}.png"

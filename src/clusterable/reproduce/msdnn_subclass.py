@@ -24,7 +24,9 @@ from clusterable.data import (
     load_dataset,
 )
 from clusterable.evaluate import knn_accuracy
+from clusterable.plots import plot_tsne_maps
 from clusterable.recipe import RunSpec
+from clusterable.reports import Claim, ExperimentReport, Row
 from clusterable.reproduce._shared import (
     Method,
     Scale,
@@ -32,7 +34,6 @@ from clusterable.reproduce._shared import (
     backbone,
     describe_backbone,
     grid,
-    plot_tsne_panels,
     powers_of_two,
     select_on_validation,
     subclass_scores,
@@ -40,7 +41,6 @@ from clusterable.reproduce._shared import (
     tune_method,
 )
 from clusterable.reproduce.experiment import Budget, experiment
-from clusterable.reproduce.experiment_report import Claim, ExperimentReport, Row
 from clusterable.train import TrainConfig
 
 #: k of the k-NN classifier: the paper reports the best of these on the test set (Table III).
@@ -310,7 +310,9 @@ def msdnn_subclass(budget: Budget) -> ExperimentReport:
         m.label: Row.from_runs(m.label, runs[m.label], PAPER.get(m.label), _describe(m))
         for m in methods
     }
-    plots = plot_tsne_panels(maps, train, scale.tsne_items, budget.folder, subclasses=True)
+    plots = plot_tsne_maps(
+        maps, train.labels, budget.folder, scale.tsne_items, subclasses=train.fine_labels
+    )
     if scale.search.cross_validated:
         plots += [
             f"search/{name}/search.png"

@@ -24,9 +24,9 @@ import numpy as np
 from clusterable.data import first_per_class, load_dataset, noisy_digit_distractors
 from clusterable.data import with_distractors as add_distractors
 from clusterable.evaluate import evaluate_embeddings
+from clusterable.reports import Claim, ExperimentReport, Row
 from clusterable.reproduce._shared import CLAIM_KMEANS, log
 from clusterable.reproduce.experiment import Budget, experiment
-from clusterable.reproduce.experiment_report import Claim, ExperimentReport, Row
 from clusterable.unsupervised.deep import flat_features
 from clusterable.unsupervised.opml import OPML
 from clusterable.unsupervised.pseudo_labels import pseudo_labels

@@ -18,7 +18,9 @@ from clusterable._threads import single_thread
 from clusterable.cluster import spectral_embedding
 from clusterable.data import LabelledDataset, class_split, first_per_class, load_dataset
 from clusterable.evaluate import evaluate_embeddings
+from clusterable.plots import plot_tsne_maps
 from clusterable.recipe import RunSpec
+from clusterable.reports import Claim, ExperimentReport, Row
 from clusterable.reproduce._shared import (
     CLAIM_KMEANS,
     Method,
@@ -26,12 +28,10 @@ from clusterable.reproduce._shared import (
     Search,
     backbone,
     describe_backbone,
-    plot_tsne_panels,
     train_and_embed,
     tune_method,
 )
 from clusterable.reproduce.experiment import Budget, experiment
-from clusterable.reproduce.experiment_report import Claim, ExperimentReport, Row
 from clusterable.train import TrainConfig
 from clusterable.tune import parse_parameter
 
@@ -300,8 +300,8 @@ def zero_shot_fashion(budget: Budget) -> ExperimentReport:
         metrics=METRICS,
         rows=list(rows.values()),
         claims=_verdicts(rows),
-        plots=plot_tsne_panels(
-            maps, test, scale.tsne_items, budget.folder, title_suffix=", unseen"
+        plots=plot_tsne_maps(
+            maps, test.labels, budget.folder, scale.tsne_items, title_suffix=", unseen"
         ),
         notes=[
             "The papers' numbers are on CUB-200-2011, CARS196 and Stanford Online Products with "

@@ -1,21 +1,20 @@
-"""What every reproduction returns and writes: our numbers beside the paper's, claims checked.
+"""The report of an experiment: our numbers beside the paper's, the paper's claims checked.
 
-An experiment returns an :class:`ExperimentReport`; :func:`write_report` writes it as
-``results.md`` and ``results.json`` in the experiment's folder, with the command, seeds, library
-versions and wall time that produced it. Values are fractions in [0, 1]; tables print percentages.
+Every reproduction (``clusterable reproduce``) returns an :class:`ExperimentReport`, and so does
+``clusterable demo``; :func:`~clusterable.reports.reproduction_report.write_report` writes it as
+``results.md``, ``results.json`` and ``report.html`` in the experiment's folder, with the command,
+seeds, library versions and wall time that produced it. Values are fractions in [0, 1]; tables
+print percentages.
 """
 
 from __future__ import annotations
 
 import json
-import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from clusterable.reports import write_reproduction_report
 
 
 @dataclass
@@ -79,7 +78,8 @@ class ExperimentReport:
 
     @classmethod
     def from_json(cls, path: Path) -> ExperimentReport:
-        """Read back a report that :func:`write_report` wrote."""
+        """Read back the ``results.json`` that
+        :func:`~clusterable.reports.reproduction_report.write_report` wrote."""
         values = json.loads(Path(path).read_text())
         values["rows"] = [Row(**row) for row in values["rows"]]
         values["claims"] = [Claim(**claim) for claim in values["claims"]]
@@ -120,15 +120,3 @@ class ExperimentReport:
                 f"{record.get('wall_time_s', 0):.0f} s, {record.get('versions', {})}</sub>",
             ]
         return "\n".join(lines) + "\n"
-
-
-def write_report(report: ExperimentReport, folder: Path) -> None:
-    """Write ``results.md``, ``results.json`` and ``report.html`` of an experiment in ``folder``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "results.md").write_text(report.markdown())
-    (folder / "results.json").write_text(json.dumps(asdict(report), indent=2))
-    write_reproduction_report(report, folder)
-
-
-def command_line() -> str:
-    return "clusterable " + " ".join(sys.argv[1:]) if sys.argv[1:] else "clusterable reproduce"

@@ -1,9 +1,9 @@
-"""Reports round-trip through JSON, and the summary page is rebuilt from the JSON files."""
+"""The report model of an experiment: rows average over seeds, cells in percent, the report
+round-trips through JSON and reads as Markdown."""
 
 from __future__ import annotations
 
-from clusterable.reproduce import ExperimentReport, Row, write_summary
-from clusterable.reproduce.experiment_report import Claim, write_report
+from clusterable.reports import Claim, ExperimentReport, Row, write_report
 
 
 def make_report(name: str) -> ExperimentReport:
@@ -40,25 +40,6 @@ def test_json_round_trip_and_markdown(tmp_path):
     assert "| ours | 60.00 ± 10.00 | 30.00 ± 5.00 | 80.00 |" in text
     assert "| ours beats the baseline | yes | NMI 60.0 vs 40.0 |" in text
     assert "![figure.png](results/aas-synthetic/figure.png)" in text
-
-
-def test_summary_lists_what_was_run_and_what_was_not(tmp_path):
-    out = tmp_path / "results"
-    write_report(make_report("msdnn-2d"), out / "msdnn-2d")
-    write_report(make_report("aas-synthetic"), out / "aas-synthetic")
-    reports = write_summary(out)
-    assert [r.name for r in reports] == ["aas-synthetic", "msdnn-2d"]
-    page = (tmp_path / "results.md").read_text()
-    assert page.index("`aas-synthetic`") < page.index("`msdnn-2d`")
-    assert "Not run yet: aas-fashion, msdnn-subclass" in page
-
-
-def test_budget_seeds_start_at_the_first_seed():
-    from clusterable.reproduce import Budget
-
-    assert Budget(mode="quick").seed_list(1, 3) == [0]
-    assert Budget(first_seed=5).seed_list(1, 3) == [5, 6, 7]
-    assert Budget(mode="full", seeds=2, first_seed=1).seed_list(1, 3, 10) == [1, 2]
 
 
 def test_a_cell_is_percent_with_the_spread_over_seeds():
