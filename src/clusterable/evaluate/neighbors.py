@@ -4,7 +4,8 @@ Every back end computes squared Euclidean distances as ``|q|^2 + |r|^2 - 2 q.r``
 so their raw distances differ in the last bits and near-ties could come out in different orders.
 To make them give the same neighbours, each query's candidates are checked for near-ties: where
 two consecutive candidate distances lie within a rounding tolerance, both candidates are re-scored
-exactly (float64, ``sum (q - r)^2``) on the CPU by code shared by every back end. Every row is
+exactly (float64, ``sum (q - r)^2``): with numpy for faiss, on the search's own device for torch
+(a GPU's candidates are re-scored there, not copied to the host). Every row is
 then ordered by (distance, reference index), so exact ties (duplicate points) go to the lower
 index.
 
@@ -61,6 +62,9 @@ NEAR_TIE_RTOL = 1e-5
 
 #: Elements of the ``(pairs, d)`` float64 block built when re-scoring near-ties (2 MB).
 _RESCORE_BLOCK = 1 << 18
+
+#: Elements of the float64 ``(pairs, d)`` block the torch back end re-scores at once (128 MB).
+_TORCH_RESCORE_BLOCK = 1 << 24
 
 #: Elements of the ``(queries, references)`` distance block of the torch back end (256 MB).
 _TORCH_BLOCK = 1 << 26
@@ -166,17 +170,45 @@ def _faiss_searcher(reference: np.ndarray) -> Any:
     return search
 
 
-def _torch_searcher(reference: np.ndarray, device: torch.device) -> Any:
-    ref = torch.from_numpy(reference).to(device)
-    ref_sq = (ref * ref).sum(1)  # (n,)
+class _TorchSearch:
+    """The torch back end on one device: the search and the exact re-scoring of its candidates,
+    both where the references live (on a GPU, only the ``(c, kk)`` candidates and their exact
+    distances cross to the host).
 
-    def search(queries: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
-        q = torch.from_numpy(queries).to(device)
-        sq = (q * q).sum(1, keepdim=True) + ref_sq - 2.0 * (q @ ref.T)  # (c, n)
+    ``exact_reference``: the float64 references that float64 inputs are re-scored against.
+    """
+
+    def __init__(
+        self, reference: np.ndarray, device: torch.device, exact_reference: np.ndarray | None
+    ) -> None:
+        self.device = device
+        self.ref = torch.from_numpy(reference).to(device)  # (n, d) float32
+        self.ref_sq = (self.ref * self.ref).sum(1)  # (n,)
+        self.exact_ref = None
+        if exact_reference is not None:
+            self.exact_ref = torch.from_numpy(exact_reference).to(device)  # (n, d) float64
+
+    def __call__(self, queries: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
+        q = torch.from_numpy(queries).to(self.device)  # (c, d)
+        sq = (q * q).sum(1, keepdim=True) + self.ref_sq - 2.0 * (q @ self.ref.T)  # (c, n)
         values, idx = torch.topk(sq.clamp_min_(0.0), kk, dim=1, largest=False, sorted=True)
         return values.cpu().numpy(), idx.cpu().numpy().astype(np.int64)
 
-    return search
+    def rescore(
+        self, queries: np.ndarray, rows: np.ndarray, cols: np.ndarray, exact: bool
+    ) -> np.ndarray:
+        """`_rescore` on the device: ``(e,)`` float64 ``|queries[rows] - reference[cols]|^2``,
+        against the float64 references when ``exact``."""
+        reference = self.exact_ref if exact else self.ref
+        q = torch.from_numpy(queries).to(self.device)  # (c, d), the chunk's own queries
+        rows_t = torch.from_numpy(rows).to(self.device)
+        cols_t = torch.from_numpy(cols).to(self.device)
+        out = torch.empty(rows.shape[0], dtype=torch.float64, device=self.device)
+        step = max(1, _TORCH_RESCORE_BLOCK // reference.shape[1])
+        for s in range(0, rows.shape[0], step):
+            diff = reference[cols_t[s : s + step]].double() - q[rows_t[s : s + step]].double()
+            out[s : s + step] = diff.square().sum(1)  # (b,)
+        return out.cpu().numpy()
 
 
 def _symmetric_self_search(x: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
@@ -327,7 +359,7 @@ def iter_knn(
     backend : {"auto", "faiss", "torch", "cuda"}
         ``auto`` searches on the GPU (torch) when torch sees one, else with faiss when importable,
         else with torch on the CPU. All give the same neighbours (see module docstring): only
-        the ``(c, k)`` candidates come back from the GPU, and near-ties are re-scored on the CPU.
+        the ``(c, k)`` candidates and their exact distances come back from the GPU.
     chunk_size : int, optional
         Queries per chunk. Memory beyond the inputs is ``O(chunk_size * (k + n))`` for the torch
         back end and ``O(chunk_size * k)`` plus faiss's own fixed blocks for faiss.
@@ -404,11 +436,12 @@ def knn_chunks(
     if symmetric:
         # Every row's candidates at once; the row itself is never among them.
         found_sq, found_idx = _symmetric_self_search(q, kk - 1)
+        search = None
     else:
         if backend == "faiss":
             search = _faiss_searcher(ref)
         else:
-            search = _torch_searcher(ref, _torch_device(backend))
+            search = _TorchSearch(ref, _torch_device(backend), None if exact is None else exact[1])
     ref_sq_max = float(np.einsum("nd,nd->n", ref, ref).max())
     rank, world = shard
     for start in range(rank * chunk, q.shape[0], world * chunk):
@@ -423,13 +456,19 @@ def knn_chunks(
         tol = NEAR_TIE_RTOL * (np.einsum("cd,cd->c", qc, qc).astype(np.float64) + ref_sq_max)
         if exact is not None:
             rows, cols = np.indices(keys.shape).reshape(2, -1)
-            keys[rows, cols] = _rescore(exact[0][start:], exact[1], rows, idx[rows, cols])
+            if isinstance(search, _TorchSearch):
+                chunk_exact = exact[0][start : start + qc.shape[0]]
+                keys[rows, cols] = search.rescore(chunk_exact, rows, idx[rows, cols], exact=True)
+            else:
+                keys[rows, cols] = _rescore(exact[0][start:], exact[1], rows, idx[rows, cols])
             if keys.shape[1] < n_ref - int(exclude_self):
                 _widen_exact(keys, idx, sq, tol, k, exact, start, exclude_self)
         else:
             same = None if codes is None else codes[idx] == codes[start : start + qc.shape[0], None]
             rows, cols = np.nonzero(_near_ties(keys, tol, same))
-            if rows.size:
+            if rows.size and isinstance(search, _TorchSearch):
+                keys[rows, cols] = search.rescore(qc, rows, idx[rows, cols], exact=False)
+            elif rows.size:
                 keys[rows, cols] = _rescore(qc, ref, rows, idx[rows, cols])
             if codes is not None:
                 rows = np.unique(rows)  # only these rows can have changed order
