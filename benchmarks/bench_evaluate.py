@@ -12,7 +12,10 @@ is part of the data, not of either method.
 
 Each size and each side runs in its own subprocess on the same saved arrays, ours first, then
 pml, then ours and pml again (``--repeats``), so that both sides see the same load; the ratio of
-the medians is what counts on a shared machine, not the seconds.
+the medians is what counts on a shared machine, not the seconds. Each side imports its libraries
+before the clock (their seconds are printed apart) and, unless ``--cold``, evaluates its first
+300 items once before it too (warm: a training run's second evaluation on); ``--cold`` times the
+process's first evaluation.
 
 - ours: ``evaluate_embeddings(emb, labels, ks=(1, 10, 100))``: Recall@1/10/100, precision@1,
   MAP@R, R-precision, NMI, pairwise P/R/F1, Hungarian accuracy, ARI, silhouette;
@@ -148,8 +151,17 @@ def run_stages(emb: np.ndarray, labels: np.ndarray, seed: int) -> dict[str, floa
     return out
 
 
-def child(side: str, data: str, seed: int) -> None:
-    """Run one side and print JSON: values and seconds."""
+#: Items of the warm-up evaluation each side makes before the clock starts, unless ``--cold``.
+WARM_UP_ITEMS = 300
+
+
+def child(side: str, data: str, seed: int, cold: bool = False) -> None:
+    """Run one side and print JSON: values, seconds, and the seconds its imports took.
+
+    Warm (the default): one evaluation of the first `WARM_UP_ITEMS` items first, as a training
+    run's evaluations after the first; ``cold``: the process's first evaluation (thread pools
+    started, index and k-means code first run inside the clock), its imports still outside.
+    """
     arrays = np.load(data)
     emb, labels = arrays["emb"], arrays["labels"]
     if side.startswith("inertia-"):  # its own process: the timed ones' peak RSS stays theirs
@@ -164,6 +176,7 @@ def child(side: str, data: str, seed: int) -> None:
     }
     run = runs[side]
     # Import everything the side needs before the clock starts.
+    imported = time.perf_counter()
     if side == "pml":
         import pytorch_metric_learning.utils.accuracy_calculator  # noqa: F401
     else:
@@ -172,10 +185,14 @@ def child(side: str, data: str, seed: int) -> None:
 
         if clusterable.evaluate.faiss_available():
             import faiss  # noqa: F401  (imported by pml's module too)
+    import_seconds = time.perf_counter() - imported
+    if not cold and side != "stages":
+        few = np.arange(min(WARM_UP_ITEMS, len(labels)))
+        run(emb[few], np.unique(labels[few], return_inverse=True)[1], seed)
     start = time.perf_counter()
     values = run(emb, labels, seed)
     seconds = time.perf_counter() - start
-    print(json.dumps({"values": values, "seconds": seconds}))
+    print(json.dumps({"values": values, "seconds": seconds, "import_seconds": import_seconds}))
 
 
 def partition_of(side: str, emb: np.ndarray, labels: np.ndarray, seed: int) -> np.ndarray:
@@ -200,9 +217,10 @@ def inertia(emb: np.ndarray, clusters: np.ndarray) -> float:
     return float(((emb - means[codes]) ** 2).sum())
 
 
-def measure(side: str, data: Path, seed: int) -> dict:
+def measure(side: str, data: Path, seed: int, cold: bool = False) -> dict:
+    command = [sys.executable, __file__, "--child", side, "--data", str(data), "--seed", str(seed)]
     proc = subprocess.Popen(
-        [sys.executable, __file__, "--child", side, "--data", str(data), "--seed", str(seed)],
+        command + (["--cold"] if cold else []),
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -216,7 +234,13 @@ def measure(side: str, data: Path, seed: int) -> dict:
 
 
 def bench_size(
-    name: str, shape: tuple, seed: int, repeats: int, pml: bool, three: bool = False
+    name: str,
+    shape: tuple,
+    seed: int,
+    repeats: int,
+    pml: bool,
+    three: bool = False,
+    cold: bool = False,
 ) -> dict:
     n, dim, classes, noise = shape
     emb, labels = make_data(n, dim, classes, noise, seed)
@@ -229,9 +253,13 @@ def bench_size(
         del emb
         for _ in range(repeats):
             for side in sides:
-                runs[side].append(measure(side, data, seed))
+                runs[side].append(measure(side, data, seed, cold))
                 r = runs[side][-1]
-                print(f"  {side}: {r['seconds']:.2f} s, peak RSS {r['peak_mb']:.0f} MB", flush=True)
+                print(
+                    f"  {side}: {r['seconds']:.2f} s (imports {r['import_seconds']:.2f} s), "
+                    f"peak RSS {r['peak_mb']:.0f} MB",
+                    flush=True,
+                )
         stages = measure("stages", data, seed)["values"] if pml else {}
         inertias = (
             {side: measure(f"inertia-{side}", data, seed)["values"] for side in ("ours", "pml")}
@@ -316,14 +344,22 @@ def main() -> None:
         choices=["ours", "ours-three", "pml", "stages", "inertia-ours", "inertia-pml"],
         help=argparse.SUPPRESS,
     )
+    parser.add_argument(
+        "--cold",
+        action="store_true",
+        help="time each process's first evaluation (no warm-up evaluation before the clock)",
+    )
     parser.add_argument("--data", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.data, args.seed)
+        child(args.child, args.data, args.seed, args.cold)
         return
-    print(f"# bench_evaluate: seed {args.seed}, {os.cpu_count()} cpus, {args.repeats} repeats")
+    mode = "cold (first evaluation of each process)" if args.cold else "warm"
+    print(
+        f"# bench_evaluate: seed {args.seed}, {os.cpu_count()} cpus, {args.repeats} repeats, {mode}"
+    )
     rows = [
-        bench_size(s, SIZES[s], args.seed, args.repeats, True, args.like_for_like)
+        bench_size(s, SIZES[s], args.seed, args.repeats, True, args.like_for_like, args.cold)
         for s in args.sizes
     ]
     if args.million:
