@@ -9,7 +9,7 @@ PYTEST_ARGS ?= -m "not slow"
 
 FASHION_MNIST := /usr/share/datasets/fashion-mnist
 
-.PHONY: setup demo test test-all lint format bench fashion-mnist chromium clean
+.PHONY: setup demo test test-all lint format bench fashion-mnist chromium clean gpu-wheels gpu-check
 
 setup: $(STAMP)
 
@@ -63,3 +63,33 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache
+
+# ---- GPU check (issue 27): `make gpu-wheels` here, then `make gpu-check` on a machine with a CUDA
+# GPU whose python3 already holds torch (benchmarks/README.md, "GPU check").
+# The packages that machine's image lacks, pinned to the versions .venv has; SQLAlchemy 2.1 no
+# longer requires greenlet, and every other dependency (numpy, scipy, scikit-learn, packaging,
+# PyYAML, tqdm, typing-extensions, MarkupSafe, torch) is in the image.
+GPU_WHEELS := faiss-cpu==1.15.1 openTSNE==1.0.4 pymanopt==2.2.1 optuna==5.0.0 alembic==1.20.1 \
+	SQLAlchemy==2.1.9 Mako==1.4.3 colorlog==6.12.0 pytorch-metric-learning==2.9.0
+GPU_PLATFORMS := $(foreach p,manylinux_2_28 manylinux_2_27 manylinux_2_17 manylinux2014 \
+	manylinux1,--platform $(p)_x86_64)
+GPU_SITE := /tmp/site
+
+# Wheels for Python 3.12 on x86-64 Linux, into .whl/ (ignored by git); run where pip reaches PyPI.
+gpu-wheels:
+	rm -rf .whl
+	$(PYTHON) -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
+		--implementation cp $(GPU_PLATFORMS) -d .whl $(GPU_WHEELS)
+	@du -ch .whl/*.whl | tail -1
+
+# On the GPU machine, with its own python3 (never .venv: that holds the CPU torch wheel).
+gpu-check:
+	@python3 -c "import importlib.util as u, sys; u.find_spec('torch') or sys.exit('gpu-check: \
+	python3 has no torch here; run it on the GPU machine'); import torch; torch.cuda.is_available() \
+	or sys.exit('gpu-check: torch ' + torch.__version__ + ' sees no CUDA GPU here; run it on a \
+	machine with one')"
+	@if [ -d .whl ]; then \
+		python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+			--target $(GPU_SITE) .whl/*.whl || exit 1; \
+	fi
+	PYTHONPATH=src:$(GPU_SITE) python3 benchmarks/gpu_check.py $(GPU_CHECK_ARGS)

@@ -1,0 +1,159 @@
+"""The GPU check's orchestration (benchmarks/gpu_check.py) on fake steps: no subprocess, no GPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
+
+
+@pytest.fixture(scope="module")
+def gpu_check():
+    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_check"] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop("gpu_check", None)
+
+
+def test_steps_run_in_their_order_and_unknown_letters_are_refused(gpu_check):
+    assert gpu_check.parse_steps("d, a,c") == ["a", "c", "d"]
+    assert gpu_check.parse_steps("E") == ["e"]
+    assert gpu_check.parse_steps(gpu_check.DEFAULT_STEPS) == ["a", "b", "c", "d", "e"]
+    for wrong in ("a,z", "", " , "):
+        with pytest.raises(ValueError, match="--steps takes letters"):
+            gpu_check.parse_steps(wrong)
+    assert gpu_check.parse_budgets("b=300, e=12.5") == {"b": 300.0, "e": 12.5}
+    with pytest.raises(ValueError, match="step=seconds"):
+        gpu_check.parse_budgets("q=3")
+
+
+def test_only_the_selected_steps_run_and_a_broken_one_does_not_stop_the_rest(gpu_check):
+    ran: list[str] = []
+
+    def fake(key: str, status: str = "ok"):
+        def run():
+            ran.append(key)
+            if status == "raise":
+                raise RuntimeError("the card fell off")
+            return gpu_check.StepResult(key, gpu_check.STEPS[key].title, status, 1.5, f"{key} done")
+
+        return run
+
+    runners = {key: fake(key) for key in gpu_check.STEPS}
+    runners["a"] = fake("a", "raise")
+    runners["d"] = fake("d", "FAILED")
+    seen: list[str] = []
+    results = gpu_check.run_steps(
+        ["a", "c", "d", "e"], runners, serial=True, report=lambda r: seen.append(r.key)
+    )
+
+    assert ran == ["a", "c", "d", "e"] == [r.key for r in results] == seen
+    assert [r.status for r in results] == ["FAILED", "ok", "FAILED", "ok"]
+    assert "RuntimeError: the card fell off" in results[0].figures
+    assert [r.failed for r in results] == [True, False, True, False]
+
+    # Side by side, the correctness steps still each run once and come back in step order.
+    ran.clear()
+    results = gpu_check.run_steps(["e", "c", "b", "a"][::-1], runners)
+    assert sorted(ran) == ["a", "b", "c", "e"] and ran[-1] == "e"
+    assert [r.key for r in results] == ["a", "b", "c", "e"]
+
+
+def test_the_summary_table_and_markdown_report(gpu_check, tmp_path):
+    results = [
+        gpu_check.StepResult("a", "CUDA tests", "ok", 12.34, "11 passed"),
+        gpu_check.StepResult(
+            "b", "suite", "FAILED", 200.0, "2 failed | 9 passed", ["- `tests/x.py::t`"]
+        ),
+        gpu_check.StepResult("e", "evaluation", "flagged", 61.0, "sop 2.50 s [MISSED]", ["| t |"]),
+    ]
+    budgets = {"a": 150.0, "b": 230.0, "e": 140.0}
+    header = "# gpu_check: NVIDIA H100 80GB HBM3, torch 2.11.0+cu130, CUDA 13.0"
+
+    table = gpu_check.summary_table(results, budgets).splitlines()
+    assert table[0] == "| step | what | status | seconds | budget | key figures |"
+    assert table[2] == "| a | CUDA tests | ok | 12.3 | 150 | 11 passed |"
+    # A "|" inside the figures would split the row into more cells.
+    assert table[3] == "| b | suite | FAILED | 200.0 | 230 | 2 failed / 9 passed |"
+    assert len(table) == 2 + len(results)
+
+    report = gpu_check.write_report(tmp_path, header, results, budgets)
+    text = report.read_text()
+    assert report.name == "gpu_check.md" and text.startswith(header + "\n\n| step |")
+    assert "## b. suite\n\n- `tests/x.py::t`" in text and "## e. evaluation\n\n| t |" in text
+    assert "## a." not in text  # no details, no heading
+    data = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert [s["status"] for s in data["steps"]] == ["ok", "FAILED", "flagged"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpu_check.json", "gpu_check.md"]
+
+
+def test_pytest_counts_and_failing_tests_are_read_off_its_output(gpu_check):
+    output = "\n".join(
+        [
+            "........F.s",
+            "=========================== short test summary info ============================",
+            "SKIPPED [1] tests/test_a.py:3: no CUDA GPU on this machine",
+            "FAILED tests/evaluate/test_x.py::test_knn[cuda] - AssertionError: 0.5 != 0.6",
+            "ERROR tests/reproduce/test_experiment.py",
+            "FAILED tests/evaluate/test_x.py::test_knn[cuda] - AssertionError: again",
+            "1 failed, 2200 passed, 20 skipped, 4 deselected, 1 error in 100.23s (0:01:40)",
+        ]
+    )
+    counts = gpu_check.pytest_counts(output)
+    assert counts == {"failed": 1, "passed": 2200, "skipped": 20, "deselected": 4, "error": 1}
+    assert gpu_check.failing_tests(output) == [
+        "tests/evaluate/test_x.py::test_knn[cuda]",
+        "tests/reproduce/test_experiment.py",
+    ]
+    assert gpu_check.describe_counts(counts) == "2200 passed, 1 failed, 1 error, 20 skipped"
+    # An interrupted run still ends on its counts so far; no summary at all gives none.
+    assert gpu_check.pytest_counts("!!! KeyboardInterrupt !!!\n7 passed in 3.2s") == {"passed": 7}
+    assert gpu_check.pytest_counts("collected 12 items / 2 deselected\nKilled") == {}
+    assert gpu_check.describe_counts({}).startswith("no counts")
+    assert gpu_check.describe_counts({"deselected": 19}) == "no test ran (19 deselected)"
+
+
+def test_benchmark_figures_say_what_was_missed(gpu_check):
+    evaluation = {
+        "verdicts": {"sop": "met", "million": "MISSED (> 75 s)"},
+        "results": {
+            "sop": {"ours": {"seconds": 1.5, "gpu_mb": 2048.0}, "pml": {"seconds": 30.0}},
+            "million": {"ours": {"timeout": 75.0}, "pml": {"skipped": "not run at this size"}},
+        },
+    }
+    figures, flagged = gpu_check.evaluate_figures(evaluation)
+    assert (
+        figures
+        == "sop 1.50 s, 2,048 MB GPU (pml/ours 20.0x) [met]; million > 75 s [MISSED (> 75 s)]"
+    )
+    assert flagged
+    evaluation["verdicts"]["million"] = "met"
+    assert not gpu_check.evaluate_figures(evaluation)[1]
+
+    losses = {
+        "losses": 12,
+        "timed_at_largest": 12,
+        "largest_n": 4096,
+        "slowest_at_largest": [3.25, "opml"],
+        "min_ratio": 0.8,
+        "pml": True,
+        "flags": ["snn n=256: pml faster"],
+        "rows": [{"variant": "graph", "ms": 0.1}, {"variant": "graph", "error": "capture"}],
+    }
+    figures, flagged = gpu_check.loss_figures(losses)
+    assert figures == (
+        "12/12 losses timed at n=4,096; slowest opml 3.25 ms; lowest pml/ours 0.80x; 1 flags; "
+        "1/2 graph variants ran"
+    )
+    assert flagged
+    losses["flags"] = []
+    assert not gpu_check.loss_figures(losses)[1]
+    losses["timed_at_largest"] = 11  # a loss without a time at n=4096 is flagged too
+    assert gpu_check.loss_figures(losses)[1]
