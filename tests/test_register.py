@@ -70,3 +70,45 @@ def test_keyword_inspection_of_functions_and_classes():
     check_keywords("anything", lambda **kw: kw, {"z": 1})  # takes every keyword
     with pytest.raises(ValueError, match="C takes no argument z; its arguments are: x, y"):
         check_keywords("C", C, {"z": 1})
+
+
+def test_names_in_registration_order_when_asked():
+    steps = Registry("step", sort=False)
+    for name in ("wash", "dry", "fold"):
+        steps.add(name, len)
+    assert steps.names() == list(steps) == ["wash", "dry", "fold"]
+    with pytest.raises(ValueError, match="choose one of: wash, dry, fold"):
+        steps["iron"]
+
+
+def test_a_scratch_block_undoes_its_registrations(shapes):
+    with shapes.scratch():
+        shapes.add("triangle", lambda side: side, label="Triangle")
+        assert shapes.names() == ["circle", "square", "triangle"]
+    assert "triangle" not in shapes and shapes.names() == ["circle", "square"]
+    with pytest.raises(KeyError), shapes.scratch():
+        shapes.add("hexagon", lambda side: side)
+        raise KeyError("a failing test")
+    assert "hexagon" not in shapes
+
+
+def test_an_inherited_pass_through_constructor_takes_no_keywords():
+    class Plain:
+        pass
+
+    class Module:
+        def __init__(self, *args, **kwargs):
+            pass
+
+    class Layer(Module):
+        pass
+
+    class Options(Module):
+        def __init__(self, **options):
+            super().__init__()
+
+    assert accepted_keywords(Plain) == [] and accepted_keywords(Layer) == []
+    assert required_keywords(Layer) == []
+    assert accepted_keywords(Module) is None and accepted_keywords(Options) is None
+    with pytest.raises(ValueError, match="Layer takes no argument margin; its arguments are: none"):
+        check_keywords("Layer", Layer, {"margin": 1.0})

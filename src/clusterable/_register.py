@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -45,35 +46,38 @@ class Entry(Generic[T]):
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
-def accepted_keywords(target: Callable[..., Any], skip: tuple[str, ...] = ()) -> list[str] | None:
-    """The keyword names ``target`` takes (a class: its ``__init__``), ``skip`` left out; None
-    when it takes any keyword (``**kwargs``)."""
-    function = target.__init__ if isinstance(target, type) else target
-    try:
-        parameters = inspect.signature(function).parameters.values()
-    except (TypeError, ValueError):  # a builtin without a signature: let it check for itself
-        return None
-    names = []
-    for p in parameters:
-        if p.kind is p.VAR_KEYWORD:
-            return None
-        if p.name != "self" and p.kind is not p.VAR_POSITIONAL and p.name not in skip:
-            names.append(p.name)
-    return names
-
-
-def required_keywords(target: Callable[..., Any], skip: tuple[str, ...] = ()) -> list[str]:
-    """The keyword names ``target`` cannot do without (no default), ``skip`` left out."""
+def _parameters(target: Callable[..., Any]) -> list[inspect.Parameter] | None:
+    """The parameters of ``target`` (a class: its ``__init__``, ``self`` left out); None when it
+    has no signature (a builtin: let it check for itself)."""
     function = target.__init__ if isinstance(target, type) else target
     try:
         parameters = inspect.signature(function).parameters.values()
     except (TypeError, ValueError):
+        return None
+    found = [p for p in parameters if p.name != "self"]
+    passes_along = all(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in found)
+    if isinstance(target, type) and "__init__" not in vars(target) and passes_along:
+        # An inherited ``(*args, **kwargs)`` (object's, nn.Module's) hands arguments along a
+        # chain of bases; the class itself declares none, and passing one is an error.
         return []
+    return found
+
+
+def accepted_keywords(target: Callable[..., Any], skip: tuple[str, ...] = ()) -> list[str] | None:
+    """The keyword names ``target`` takes (a class: its ``__init__``), ``skip`` left out; None
+    when it takes any keyword (``**kwargs``) or has no signature."""
+    parameters = _parameters(target)
+    if parameters is None or any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return None
+    return [p.name for p in parameters if p.kind is not p.VAR_POSITIONAL and p.name not in skip]
+
+
+def required_keywords(target: Callable[..., Any], skip: tuple[str, ...] = ()) -> list[str]:
+    """The keyword names ``target`` cannot do without (no default), ``skip`` left out."""
     return [
         p.name
-        for p in parameters
-        if p.name != "self"
-        and p.name not in skip
+        for p in _parameters(target) or []
+        if p.name not in skip
         and p.default is p.empty
         and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
     ]
@@ -107,11 +111,17 @@ class Registry(Generic[T]):
         What an entry is, in words (``"loss"``, ``"clustering"``), for messages.
     aliases : mapping of str to str, optional
         Short names accepted besides the registered ones (``{"ap": "affinity_propagation"}``).
+    sort : bool
+        :meth:`names` sorted; False: in the order of registration (where the order means
+        something: the columns of the metric table, the samplers from plain to mining).
     """
 
-    def __init__(self, kind: str, aliases: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, kind: str, aliases: Mapping[str, str] | None = None, sort: bool = True
+    ) -> None:
         self.kind = kind
         self.aliases = dict(aliases or {})
+        self.sort = sort
         self._entries: dict[str, Entry[T]] = {}
 
     def register(self, name: str, **metadata: Any) -> Callable[[T], T]:
@@ -155,8 +165,26 @@ class Registry(Generic[T]):
         return str(self.metadata(name).get("label", self.canonical(name)))
 
     def names(self, aliases: bool = False) -> list[str]:
-        """Registered names, sorted (then the aliases, when asked)."""
-        return sorted(self._entries) + (sorted(self.aliases) if aliases else [])
+        """Registered names, sorted or in registration order (then the aliases, when asked)."""
+        names = sorted(self._entries) if self.sort else list(self._entries)
+        return names + (sorted(self.aliases) if aliases else [])
+
+    @contextmanager
+    def scratch(self) -> Iterator[Registry[T]]:
+        """A block whose registrations are undone when it ends (a test's own pieces).
+
+        >>> things = Registry("thing")
+        >>> with things.scratch():
+        ...     things.add("temporary", 1)
+        >>> "temporary" in things
+        False
+        """
+        kept = dict(self._entries)
+        try:
+            yield self
+        finally:
+            self._entries.clear()
+            self._entries.update(kept)
 
     def build(self, name: str, *args: Any, **kwargs: Any) -> Any:
         """Call the entry ``name`` with ``args`` and ``kwargs``, its keywords checked first."""

@@ -21,7 +21,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from clusterable.data import LabelledDataset, labelled_mask, load_dataset, stratified_split
+from clusterable.data import (
+    ImageFiles,
+    LabelledDataset,
+    labelled_mask,
+    load_dataset,
+    stratified_split,
+)
+from clusterable.data.transforms import backbone_preprocessing
 from clusterable.device import device_scope
 from clusterable.evaluate import evaluate_embeddings, knn_accuracy
 from clusterable.losses import (
@@ -35,6 +42,7 @@ from clusterable.losses import (
 from clusterable.metric_table import format_metric_table
 from clusterable.models import available_models, build_decoder, build_model, model_builder
 from clusterable.seeding import seed_everything
+from clusterable.train.answerable import Answerable, answerable_table, ks_within
 from clusterable.train.callbacks import TrainerCallback
 from clusterable.train.checkpoint import load_run_record, load_weights, resolve_checkpoint
 from clusterable.train.config import TrainConfig
@@ -49,22 +57,30 @@ from clusterable.unsupervised import (  # OPML: Algorithm 1 (RCGD on R, L), pseu
     with_pseudo_labels,
 )
 
+#: Training views of image files for a backbone: ``standard`` random resized crop and flip.
+AUGMENTATIONS = ("standard", "none")
+
 
 @dataclass
 class RunSpec:
     """What to train: the data, the model and the loss (training settings are a TrainConfig)."""
 
-    data: str = "digits"  # a name of clusterable.data.available_datasets(), folder:P, table:P
-    root: str | None = None  # folder holding the dataset's files, when it is not bundled
-    labels: str = "fine"  # "fine", or "coarse" (MsDNN: classes 0-4 -> 0, 5-9 -> 1)
-    image_size: int | None = None  # image files are resized to this square (None: folder
-    # images keep their own size; CUB, Cars, SOP get 64)
+    data: str = "digits"  # the dataset: a registered name, folder:PATH or table:PATH
+    root: str | None = None  # folder of the dataset's files (None: /usr/share/datasets/NAME,
+    # then ~/.cache/clusterable/NAME)
+    labels: str = "fine"  # which labels train: fine (the dataset's classes) or coarse (MsDNN's
+    # merged classes of a 10-class set: 0-4 -> 0, 5-9 -> 1; the fine classes then score
+    # sub-class clustering)
+    image_size: int | None = None  # image files are resized to this square (None: an image
+    # backbone's input size, 224 by default; otherwise 64, folder images of 64 px or less kept)
+    augment: str = "standard"  # image backbones' training view: standard (random resized crop
+    # and flip, seeded) or none
     channels: int | None = None  # 1 (grayscale) or 3 (RGB); None: as folder images are, else 3
-    loss: str = "lifted"  # a name of clusterable.losses.available_losses()
+    loss: str = "lifted"  # the loss
     loss_args: dict[str, Any] = field(default_factory=dict)  # the loss's constructor keywords
-    model: str = "mlp"  # a name of clusterable.models.available_models()
-    model_args: dict[str, Any] = field(default_factory=dict)  # its keywords (channels=...)
-    embedding_dim: int = 128
+    model: str = "mlp"  # the network: a registered model
+    model_args: dict[str, Any] = field(default_factory=dict)  # the model's keywords
+    embedding_dim: int = 128  # embedding size
     normalize: bool = False  # l2-normalise the embeddings the model outputs
     val_fraction: float = 0.1  # share of each training class held out for validation
     autoencoder: bool = False  # MsDNN-AE: a mirrored decoder (loss_args reconstruction_weight)
@@ -78,6 +94,10 @@ class RunSpec:
             setattr(self, name, value)
         if self.labels not in ("fine", "coarse"):
             raise ValueError(f"labels must be 'fine' or 'coarse', got {self.labels!r}")
+        if self.augment not in AUGMENTATIONS:
+            raise ValueError(
+                f"augment must be one of {', '.join(AUGMENTATIONS)}, got {self.augment!r}"
+            )
         # Paths are kept absolute, so that the run can be evaluated from any directory.
         kind, sep, path = self.data.partition(":")
         if sep and path:
@@ -116,8 +136,13 @@ class RunSpec:
         return cls(**values)
 
     def load(self, split: str) -> LabelledDataset:
-        """The split of the data this spec names, with its label view and image settings."""
-        return load_dataset(
+        """The split of the data this spec names, with its label view and image settings.
+
+        Image files fed to an image backbone (``timm:``, ``torchvision:``) take its
+        preprocessing (:func:`~clusterable.data.transforms.backbone_preprocessing`): its input
+        size unless ``image_size`` says otherwise, and the evaluation view (resize, centre crop);
+        :meth:`training_view` gives the training split its augmentation."""
+        ds = load_dataset(
             self.data,
             root=self.root,
             split=split,
@@ -125,6 +150,19 @@ class RunSpec:
             image_size=self.image_size,
             channels=self.channels,
         )
+        preprocessing = backbone_preprocessing(self.model)
+        if preprocessing is None or not isinstance(ds.x, ImageFiles):
+            return ds
+        size = self.image_size or preprocessing.size
+        return ds.replace(x=ds.x.replace(size=size, preprocessing=preprocessing))
+
+    def training_view(self, train: LabelledDataset, seed: int) -> LabelledDataset:
+        """``train`` with the backbone's seeded augmentation (``augment="standard"``); other
+        data as it is."""
+        x = train.x
+        if self.augment == "none" or not isinstance(x, ImageFiles) or x.preprocessing is None:
+            return train
+        return train.replace(x=x.replace(augment_seed=seed))
 
 
 def split_validation(
@@ -231,6 +269,22 @@ def build_trainer(
     )
 
 
+#: The neighbour counts of the test table: Recall@K, and k of the k-NN classifier.
+TEST_RECALL_KS, TEST_KNN_KS = (1, 2, 4, 8), (1, 3, 5, 7)
+
+
+def table_to_report(
+    train: LabelledDataset, test: LabelledDataset
+) -> tuple[Answerable, tuple[int, ...]]:
+    """What the test table reports: the evaluation it can answer and the k-NN ks, those a few
+    photos per class cannot answer left out, with the notes that say so under the table."""
+    table = answerable_table(test.labels[labelled_mask(test.labels)], TEST_RECALL_KS)
+    knn_ks, knn_note = ks_within(TEST_KNN_KS, len(train), name="k-NN accuracy")
+    if knn_note is not None:
+        table.notes.append(knn_note)
+    return table, knn_ks
+
+
 def evaluate_on_test(
     model: nn.Module, train: LabelledDataset, test: LabelledDataset, seed: int
 ) -> dict[str, float]:
@@ -239,8 +293,11 @@ def evaluate_on_test(
     test_emb, test_y = embed_dataset(model, test)
     train_emb, train_y = embed_dataset(model, train)
     keep = labelled_mask(test_y)
-    metrics = evaluate_embeddings(test_emb[keep], test_y[keep], seed=seed)
-    for k in (1, 3, 5, 7):
+    table, knn_ks = table_to_report(train, test)
+    metrics = evaluate_embeddings(
+        test_emb[keep], test_y[keep], metrics=table.metrics, ks=table.ks, seed=seed
+    )
+    for k in knn_ks:
         metrics[f"knn@{k}"] = knn_accuracy(train_emb, train_y, test_emb[keep], test_y[keep], k=k)
     fine = test.fine_labels[keep]
     if len(set(fine.tolist())) > len(set(test_y[keep].tolist())):
@@ -316,6 +373,7 @@ def _train_and_test(
         train, val = with_pseudo_labels(full_train, seed=config.seed), None
     else:
         train, val = split_validation(full_train, spec.val_fraction, config.seed)
+    train = spec.training_view(train, config.seed)
     trainer = build_trainer(spec, config, train, val, num_classes=full_train.num_classes, out=out)
     if config.verbose and trainer.env.is_main:
         sizes = {"train": len(train), "validation": len(val) if val else 0, "test": len(test)}
@@ -344,7 +402,8 @@ def _train_and_test(
             f"\ntest split of {spec.data}: {labelled} items, {checkpoint}; clustering: "
             f"k-means, k = {test.num_classes} (the test classes)"
         )
-        print(format_metric_table(metrics, heading))
+        notes = table_to_report(full_train if spec.unsupervised else train, test)[0].notes
+        print(format_metric_table(metrics, heading, notes=notes))
     return result, metrics
 
 

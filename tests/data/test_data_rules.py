@@ -70,11 +70,10 @@ def test_folder_image_size_and_channels_are_settings(tmp_path):
     assert ds.input_shape == (3, 16, 16) and ds[0][0].shape == (3, 16, 16)
 
 
-def test_folder_images_of_several_sizes_need_an_image_size(tmp_path):
+def test_folder_images_of_several_sizes_get_the_default_size(tmp_path):
     write_pngs(tmp_path / "mixed", classes=("a",))
     write_pngs(tmp_path / "mixed", size=(32, 32), classes=("b",))
-    with pytest.raises(ValueError, match="image size"):
-        load_dataset(f"folder:{tmp_path / 'mixed'}")
+    assert load_dataset(f"folder:{tmp_path / 'mixed'}").input_shape == (1, 64, 64)
     assert load_dataset(f"folder:{tmp_path / 'mixed'}", image_size=28).input_shape == (1, 28, 28)
 
 

@@ -9,9 +9,9 @@ from clusterable.data import LabelledDataset, available_datasets, load_dataset, 
 
 
 @pytest.fixture
-def isolated_registry(monkeypatch):
-    monkeypatch.setattr(registry, "_LOADERS", dict(registry._LOADERS))
-    monkeypatch.setattr(registry, "_PATH_PREFIXES", dict(registry._PATH_PREFIXES))
+def isolated_registry():
+    with registry.DATASETS.scratch():
+        yield
 
 
 def toy(root, split, image_size, channels) -> LabelledDataset:
@@ -20,11 +20,14 @@ def toy(root, split, image_size, channels) -> LabelledDataset:
     return LabelledDataset(f"toy/{split}", x, labels, source=str(root))
 
 
-def test_a_registered_loader_is_a_dataset_name(isolated_registry):
-    registry.register_dataset("toy")(toy)
-    assert "toy" in available_datasets()
-    ds = load_dataset("toy", split="test")
-    assert ds.name == "toy/test" and ds.num_classes == 3
+def test_a_registered_loader_is_a_dataset_name():
+    with registry.DATASETS.scratch():
+        registry.register_dataset("toy", licence="CC0")(toy)
+        assert "toy" in available_datasets()
+        assert registry.DATASETS.metadata("toy")["licence"] == "CC0"
+        ds = load_dataset("toy", split="test")
+        assert ds.name == "toy/test" and ds.num_classes == 3
+    assert "toy" not in available_datasets()
 
 
 def test_a_path_prefix_names_the_users_files_and_needs_them(isolated_registry, tmp_path):
@@ -32,6 +35,14 @@ def test_a_path_prefix_names_the_users_files_and_needs_them(isolated_registry, t
     assert load_dataset(f"toy:{tmp_path}").source == str(tmp_path)
     with pytest.raises(ValueError, match="give root=PATH or the name 'toy:PATH'"):
         load_dataset("toy-files")
+    with pytest.raises(ValueError, match="only folder:PATH, table:PATH, toy:PATH take a path"):
+        load_dataset(f"toys:{tmp_path}")
+    with pytest.raises(
+        ValueError, match=r"available: .*toy-files, .*folder:PATH, table:PATH, toy:PATH"
+    ):
+        load_dataset("toyz")
+    with pytest.raises(RuntimeError, match="path prefix 'toy' is taken by 'toy-files'"):
+        registry.register_dataset("other-files", path_prefix="toy")
 
 
 def test_every_built_in_set_is_registered_by_its_module():

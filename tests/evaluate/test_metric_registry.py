@@ -5,10 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from clusterable.cluster.registry import CLUSTERERS, Clusterer
-from clusterable.evaluate import available_metrics, evaluate_embeddings, register_metric
+from clusterable.cluster import register_clusterer
+from clusterable.cluster.registry import CLUSTERERS
+from clusterable.evaluate import (
+    available_metrics,
+    evaluate_embeddings,
+    metric_of_key,
+    register_metric,
+    table_keys,
+)
 from clusterable.evaluate import table as evaluation_table
 from clusterable.evaluate.registry import METRICS, select_metrics
+from clusterable.metric_table import format_metric_table, metric_label
 
 RETRIEVAL = ["recall@k", "precision@1", "map@r", "r_precision"]
 PARTITION = ["nmi", "precision", "recall", "f1", "accuracy", "ari", "v_measure", "silhouette"]
@@ -29,7 +37,9 @@ def kmeans_calls(monkeypatch):
         calls.append(n_clusters)
         return np.arange(len(x)) % n_clusters
 
-    monkeypatch.setitem(CLUSTERERS, "kmeans", Clusterer(fake_kmeans, True, True))
+    kept = {name: entry for name, entry in CLUSTERERS._entries.items() if name != "kmeans"}
+    monkeypatch.setattr(CLUSTERERS, "_entries", kept)  # this test's k-means replaces the real one
+    register_clusterer("kmeans")(fake_kmeans)
     return calls
 
 
@@ -134,12 +144,14 @@ def test_a_registered_metric_is_computed_from_the_shared_artefacts():
     x, y = blobs()
     seen = []
 
-    @register_metric("largest_cluster_share", needs={"partition"}, default=False)
     def largest_cluster_share(a):
         seen.append(a.per_query)
         return float(a.table.cluster_sizes.max() / a.table.n)
 
-    try:
+    with METRICS.scratch():
+        register_metric("largest_cluster_share", needs={"partition"}, default=False)(
+            largest_cluster_share
+        )
         assert "largest_cluster_share" in available_metrics()
         assert "largest_cluster_share" not in evaluate_embeddings(x, y, clustering=y, ks=(1,))
         table = evaluate_embeddings(x, y, clustering=y, metrics=["largest_cluster_share"])
@@ -147,8 +159,49 @@ def test_a_registered_metric_is_computed_from_the_shared_artefacts():
         assert seen == [None]  # no search was needed, so none was made
         with pytest.raises(RuntimeError, match="registered twice"):
             register_metric("largest_cluster_share", needs={"partition"})(largest_cluster_share)
-    finally:
-        METRICS.pop("largest_cluster_share")
+    assert "largest_cluster_share" not in available_metrics()
+
+
+def test_every_metric_is_shown_under_the_label_it_was_registered_with():
+    assert METRICS.label("nmi") == "NMI (clusters)" == metric_label("nmi")
+    assert metric_label("recall@4") == "recall@4 (retrieval)"
+    assert metric_label("precision") == "pairwise precision (clusters)"  # not precision@1
+    assert all(METRICS.label(name) != name for name in available_metrics())
+    assert table_keys() == ["recall@K", "precision@1", "map@r", "r_precision", *PARTITION]
+
+
+def test_a_registered_metric_has_its_label_in_the_printed_table():
+    x, y = blobs()
+    with METRICS.scratch():
+
+        @register_metric("largest_cluster_share", needs={"partition"}, label="largest cluster")
+        def largest_cluster_share(a):
+            return float(a.table.cluster_sizes.max() / a.table.n)
+
+        table = evaluate_embeddings(x, y, clustering=y, metrics=["largest_cluster_share", "nmi"])
+        printed = format_metric_table(table, "blobs").splitlines()
+        assert printed[1:] == [
+            f"  NMI (clusters)   {100 * table['nmi']:6.2f} %",
+            f"  largest cluster  {100 * table['largest_cluster_share']:6.2f} %",
+        ]
+        assert "largest_cluster_share" in table_keys()
+
+
+def test_a_per_k_metric_has_a_key_and_a_label_for_each_k():
+    with METRICS.scratch():
+
+        @register_metric("hits@k", needs={"neighbours"}, per_k=True, label="{k} hits (retrieval)")
+        def hits_at_k(a):
+            return {f"hits@{k}": float(k) / 10 for k in a.ks}
+
+        assert metric_of_key("hits@3") == "hits@k" and metric_of_key("hits@k") is None
+        assert metric_of_key("hits@0") is None and metric_of_key("hits@x") is None
+        assert "hits@K" in table_keys()
+        printed = format_metric_table({"hits@3": 0.3}, "heading")
+        assert printed == "heading\n  3 hits (retrieval)   30.00 %"
+    assert metric_of_key("hits@3") is None and metric_of_key("nmi") == "nmi"
+    with pytest.raises(ValueError, match="a per-K metric is named PREFIX@k"):
+        register_metric("hits", needs={"neighbours"}, per_k=True)
 
 
 def test_an_unknown_need_is_refused():

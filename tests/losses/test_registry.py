@@ -8,7 +8,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from clusterable.losses import available_losses, build_loss, loss_class
+from clusterable.losses import (
+    EmbeddingLoss,
+    available_losses,
+    build_loss,
+    loss_class,
+    register_loss,
+)
+from clusterable.losses._registry import LOSSES
 
 PAPER_LOSSES = {
     "spectral",
@@ -166,3 +173,33 @@ def test_task_keywords_reach_only_the_losses_that_take_them():
     )
     with pytest.raises(ValueError, match="takes no argument weights"):
         build_loss("lifted", num_classes=3, weights=1.0)
+
+
+class ScaledNormLoss(EmbeddingLoss):
+    """A loss of a user's own: the mean embedding norm, scaled."""
+
+    def __init__(self, embedding_dim: int, scale: float = 1.0) -> None:
+        super().__init__()
+        self.embedding_dim, self.scale = embedding_dim, scale
+
+    def compute(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return self.scale * embeddings.norm(dim=1).mean()
+
+
+def test_a_loss_registered_by_a_user_is_listed_built_and_checked():
+    with LOSSES.scratch():
+        register_loss("scaled-norm", family="toy")(ScaledNormLoss)
+        assert "scaled-norm" in available_losses() and loss_class("scaled-norm") is ScaledNormLoss
+        assert LOSSES.metadata("scaled-norm") == {"family": "toy"}
+        loss = build_loss("scaled-norm", num_classes=3, embedding_dim=5, scale=2.0)
+        assert (loss.embedding_dim, loss.scale) == (5, 2.0)  # the task's width reached it
+        assert loss(torch.ones(2, 4), torch.tensor([0, 1])).item() == 4.0
+        with pytest.raises(
+            ValueError,
+            match="loss 'scaled-norm' takes no argument scal; its arguments are: "
+            "embedding_dim, scale",
+        ):
+            build_loss("scaled-norm", embedding_dim=5, scal=2.0)
+        with pytest.raises(ValueError, match="needs embedding_dim"):
+            build_loss("scaled-norm", scale=2.0)
+    assert "scaled-norm" not in available_losses()

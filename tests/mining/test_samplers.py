@@ -17,6 +17,7 @@ from clusterable.mining import (
     PairsWithHardNegativesSampler,
     RandomBatchSampler,
     SamplerSettings,
+    available_samplers,
     build_sampler,
     register_sampler,
 )
@@ -254,7 +255,7 @@ def test_registry_builds_each_sampler_by_name() -> None:
     assert (balanced.classes_per_batch, balanced.items_per_class) == (4, 4)
     pairs = build_sampler("pairs-hard-negatives", LABELS, settings)
     assert isinstance(pairs, PairsWithHardNegativesSampler) and pairs.batch_size == 16
-    with pytest.raises(ValueError, match="choose one of random, class-balanced"):
+    with pytest.raises(ValueError, match="choose one of: random, class-balanced"):
         build_sampler("hard", LABELS, settings)
 
 
@@ -267,7 +268,7 @@ def test_class_balanced_fills_the_batch_when_classes_are_few() -> None:
 
 
 def test_only_samplers_that_mine_declare_they_need_embeddings() -> None:
-    assert [name for name, cls in SAMPLERS.items() if cls.requires_embeddings] == [
+    assert [name for name in available_samplers() if SAMPLERS[name].requires_embeddings] == [
         "pairs-hard-negatives"
     ]
 
@@ -275,3 +276,67 @@ def test_only_samplers_that_mine_declare_they_need_embeddings() -> None:
 def test_a_name_registered_twice_is_refused() -> None:
     with pytest.raises(RuntimeError, match="registered twice"):
         register_sampler("random")(RandomBatchSampler)
+
+
+SETTINGS = SamplerSettings(batch_size=16, items_per_class=4, seed=3, num_replicas=1, rank=0)
+
+
+def test_samplers_are_listed_plain_to_mining() -> None:
+    assert available_samplers() == ["random", "class-balanced", "pairs-hard-negatives"]
+
+
+def test_sampler_args_reach_the_sampler() -> None:
+    assert build_sampler("pairs-hard-negatives", LABELS, SETTINGS).pool_size == 1024
+    pairs = build_sampler("pairs-hard-negatives", LABELS, SETTINGS, pool_size=24)
+    assert pairs.pool_size == 24
+    assert build_sampler("pairs-hard-negatives", LABELS, SETTINGS, pool_size=None).pool_size is None
+    balanced = build_sampler("class-balanced", LABELS, SETTINGS, batches_per_epoch=3)
+    assert len(balanced) == 3 and len(list(balanced)) == 3
+    random = build_sampler("random", LABELS, SETTINGS, drop_last=True)
+    assert all(len(batch) == 16 for batch in random)
+
+
+@pytest.mark.parametrize(
+    ("name", "given", "message"),
+    [
+        ("random", {"pool_size": 8}, "sampler 'random' takes no argument pool_size; its "
+         "arguments are: drop_last$"),
+        ("class-balanced", {"pool": 8}, "sampler 'class-balanced' takes no argument pool; its "
+         "arguments are: batches_per_epoch$"),
+        ("pairs-hard-negatives", {"pool": 8}, "takes no argument pool; its arguments are: "
+         "pool_size, batches_per_epoch$"),
+        ("pairs-hard-negatives", {"batch_size": 8, "seed": 1}, "sampler 'pairs-hard-negatives' "
+         "gets batch_size, seed from the training run"),
+        ("class-balanced", {"items_per_class": 2}, "gets items_per_class from the training run"),
+    ],
+)  # fmt: skip
+def test_a_wrong_sampler_argument_is_refused_naming_the_accepted_ones(name, given, message):
+    with pytest.raises(ValueError, match=message):
+        build_sampler(name, LABELS, SETTINGS, **given)
+
+
+class EveryOtherItemSampler(RandomBatchSampler):
+    """A sampler of a user's own: random batches of every ``step``-th labelled item."""
+
+    from_settings = ("n", "batch_size", "seed", "num_replicas", "rank")
+
+    def __init__(self, n, batch_size, seed=0, *, step: int = 2, num_replicas=None, rank=None):
+        indices = np.arange(0, int(n), step)
+        super().__init__(indices, batch_size, seed, num_replicas=num_replicas, rank=rank)
+        self.step = step
+
+    @classmethod
+    def for_training(cls, labels, settings, **sampler_args):
+        return cls(len(labels), settings.batch_size, settings.seed, **sampler_args)
+
+
+def test_a_sampler_registered_by_a_user_is_listed_and_built_with_its_arguments() -> None:
+    with SAMPLERS.scratch():
+        register_sampler("every-other", mines=False)(EveryOtherItemSampler)
+        assert available_samplers()[-1] == "every-other"
+        assert SAMPLERS.metadata("every-other") == {"mines": False}
+        sampler = build_sampler("every-other", LABELS, SETTINGS, step=3)
+        assert sampler.step == 3 and set(np.concatenate(list(sampler)) % 3) == {0}
+        with pytest.raises(ValueError, match=r"takes no argument stride; its arguments are: step$"):
+            build_sampler("every-other", LABELS, SETTINGS, stride=3)
+    assert "every-other" not in available_samplers()

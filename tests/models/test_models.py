@@ -19,7 +19,9 @@ from clusterable.models import (
     build_decoder,
     build_model,
     model_builder,
+    register_model,
 )
+from clusterable.models._registry import MODELS as MODEL_REGISTRY
 
 # digits (scikit-learn), USPS, MNIST / Fashion-MNIST, and an odd non-square colour image.
 SHAPES = [(1, 8, 8), (1, 16, 16), (1, 28, 28), (3, 9, 13)]
@@ -133,8 +135,37 @@ def test_unknown_model_lists_the_choices() -> None:
 
 
 def test_unknown_keyword_lists_the_accepted_ones() -> None:
-    with pytest.raises(ValueError, match="hidden_dims"):
+    with pytest.raises(
+        ValueError, match="model 'mlp' takes no argument widths; its arguments are: hidden_dims"
+    ):
         build_model("mlp", (20,), DIM, widths=(3,))
+    with pytest.raises(ValueError, match=r"decoder 'mlp' takes no argument widths; .*sigmoid"):
+        build_decoder("mlp", (20,), DIM, widths=(3,))
+
+
+def linear_backbone(input_shape: tuple[int, ...], *, width: int = 6) -> tuple[nn.Module, int]:
+    return nn.Sequential(nn.Flatten(), nn.LazyLinear(width)), width
+
+
+def linear_decoder(
+    input_shape: tuple[int, ...], embedding_dim: int, *, width: int = 6, sigmoid: bool = True
+) -> nn.Module:
+    return nn.Sequential(nn.Linear(embedding_dim, int(torch.tensor(input_shape).prod())))
+
+
+def test_a_model_registered_by_a_user_is_listed_built_and_checked() -> None:
+    with MODEL_REGISTRY.scratch():
+        register_model("linear", decoder=linear_decoder, family="toy")(linear_backbone)
+        assert "linear" in available_models() and model_builder("linear") is linear_backbone
+        assert MODEL_REGISTRY.metadata("linear") == {"decoder": linear_decoder, "family": "toy"}
+        model = build_model("linear", (5,), DIM, width=9)
+        assert model.feature_dim == 9 and model(torch.randn(3, 5)).shape == (3, DIM)
+        assert build_decoder("linear", (5,), DIM, width=9)(torch.randn(3, DIM)).shape == (3, 5)
+        with pytest.raises(
+            ValueError, match=r"model 'linear' takes no argument depth; its arguments are: width$"
+        ):
+            build_model("linear", (5,), DIM, depth=2)
+    assert "linear" not in available_models()
 
 
 @pytest.mark.parametrize("name", ["corel-cnn", "lenet", "msdnn-cnn"])

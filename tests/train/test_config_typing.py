@@ -52,3 +52,25 @@ def test_train_config_types_its_fields_whoever_builds_it():
     assert (config.lr, config.epochs, config.grad_clip, config.amp) == (1e-3, 4, None, False)
     with pytest.raises(ValueError, match="batch_size"):
         TrainConfig(batch_size=True)
+
+
+def test_sampler_args_are_typed_and_checked_when_the_config_is_made(tmp_path):
+    path = tmp_path / "train.yaml"
+    path.write_text("sampler: pairs-hard-negatives\nsampler_args:\n  pool_size: none\n")
+    assert TrainConfig.from_yaml(path).sampler_args == {"pool_size": None}
+    assert TrainConfig(sampler="random", sampler_args={"drop_last": "yes"}).sampler_args == {
+        "drop_last": True
+    }
+    with pytest.raises(
+        ValueError,
+        match="sampler 'random' takes no argument pool_size; its arguments are: drop_last",
+    ):
+        TrainConfig(sampler="random", sampler_args={"pool_size": 8})
+    with pytest.raises(
+        ValueError, match="sampler 'pairs-hard-negatives' argument pool_size='many'"
+    ):
+        TrainConfig(sampler="pairs-hard-negatives", sampler_args={"pool_size": "many"})
+    with pytest.raises(ValueError, match="gets batch_size from the training run"):
+        TrainConfig(sampler_args={"batch_size": 8})
+    with pytest.raises(ValueError, match="unknown sampler 'hard'; choose one of: random"):
+        TrainConfig(sampler="hard")

@@ -14,7 +14,7 @@ import torch
 from clusterable.data import LabelledDataset, load_dataset
 from clusterable.evaluate import recall_at_k
 from clusterable.losses import AutoencoderLoss, build_loss
-from clusterable.mining import SAMPLERS, RandomBatchSampler
+from clusterable.mining import SAMPLERS, RandomBatchSampler, register_sampler
 from clusterable.models import build_decoder, build_model
 from clusterable.train import (
     TrainConfig,
@@ -24,7 +24,7 @@ from clusterable.train import (
     load_weights,
     resolve_checkpoint,
 )
-from clusterable.train.checkpoint import load_state
+from clusterable.train.checkpoint import load_meta, load_state
 
 
 @pytest.fixture(scope="module")
@@ -223,13 +223,14 @@ class EmbeddingsAtEpochStart(TrainerCallback):
 def test_a_sampler_gets_embeddings_before_each_epoch_only_if_it_declares_it(
     digits, monkeypatch, sampler
 ):
-    monkeypatch.setitem(SAMPLERS, "watcher", sampler)
     monkeypatch.setattr(EmbeddingsWatcher, "received", [])
     train = digits[0].subset(np.arange(120))
     watch = EmbeddingsAtEpochStart()
-    config = quiet(epochs=3, batch_size=40, sampler="watcher", eval_every=0)
     loss = build_loss("contrastive")
-    Trainer(make_model(train), loss, train, config=config, callbacks=[watch]).fit()
+    with SAMPLERS.scratch():
+        register_sampler("watcher")(sampler)
+        config = quiet(epochs=3, batch_size=40, sampler="watcher", eval_every=0)
+        Trainer(make_model(train), loss, train, config=config, callbacks=[watch]).fit()
     if sampler.requires_embeddings:
         assert len(EmbeddingsWatcher.received) == 3
         for given, current in zip(EmbeddingsWatcher.received, watch.seen, strict=True):
@@ -237,6 +238,35 @@ def test_a_sampler_gets_embeddings_before_each_epoch_only_if_it_declares_it(
         assert not np.array_equal(EmbeddingsWatcher.received[0], EmbeddingsWatcher.received[2])
     else:
         assert EmbeddingsWatcher.received == []
+
+
+def test_sampler_args_reach_the_sampler_and_survive_checkpoint_and_resume(digits, tmp_path):
+    train = digits[0].subset(np.arange(400))
+
+    def run(out, config, resume=False, callbacks=()):
+        loss = build_loss("contrastive")
+        trainer = Trainer(
+            make_model(train), loss, train, config=config, out=out, callbacks=callbacks
+        )
+        return trainer, trainer.fit(resume=resume)
+
+    config = quiet(
+        epochs=3,
+        batch_size=32,
+        eval_every=0,
+        sampler="pairs-hard-negatives",
+        sampler_args={"pool_size": "24"},
+    )
+    assert config.sampler_args == {"pool_size": 24}  # typed against the sampler's constructor
+    whole, whole_result = run(tmp_path / "a", config)
+    assert whole.sampler.pool_size == 24
+    with pytest.raises(Killed):
+        run(tmp_path / "b", config, callbacks=[KilledAfter(2)])
+    stored = load_meta(resolve_checkpoint(tmp_path / "b"))["config"]
+    assert stored["sampler_args"] == {"pool_size": 24}
+    resumed, resumed_result = run(tmp_path / "b", TrainConfig.from_dict(stored), resume=True)
+    assert resumed.sampler.pool_size == 24
+    assert [r["loss"] for r in resumed_result.history] == [r["loss"] for r in whole_result.history]
 
 
 def one_sgd_step_deltas(dataset, head_lr_multiplier):

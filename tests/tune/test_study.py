@@ -12,6 +12,8 @@ import pytest
 import yaml
 
 from clusterable.cli import main
+from clusterable.evaluate import register_metric
+from clusterable.evaluate.registry import METRICS
 from clusterable.recipe import RunSpec
 from clusterable.train.config import TrainConfig
 from clusterable.tune import parse_parameter, study, tune
@@ -155,7 +157,10 @@ def test_a_search_folds_the_data_it_is_given(tmp_path):
         search(tmp_path, 3)
 
 
-@pytest.mark.parametrize(("metric", "asked"), [("recall@2", ["recall@k"]), ("nmi", ["nmi"])])
+@pytest.mark.parametrize(
+    ("metric", "asked"),
+    [("recall@2", ["recall@k"]), ("nmi", ["nmi"]), ("v_measure", ["v_measure"])],
+)
 def test_a_fold_computes_only_the_metric_searched_for(monkeypatch, metric, asked):
     tables, real = [], study.evaluate_embeddings
 
@@ -170,3 +175,41 @@ def test_a_fold_computes_only_the_metric_searched_for(monkeypatch, metric, asked
     [(metrics, table)] = tables
     assert metrics == asked and set(table) == {metric}
     assert score == table[metric] and 0.0 < score <= 1.0
+
+
+def test_every_registered_metric_can_be_searched(monkeypatch):
+    searched = []
+
+    def fold_score(spec, config, train, fit_rows, held_rows, metric, seed):
+        searched.append(metric)
+        return 0.5
+
+    monkeypatch.setattr(study, "_fold_score", fold_score)
+    result = tune(SPEC, SPACE, config=CONFIG, folds=2, trials=1, metric="v_measure")
+    assert result.best_score == 0.5 and searched == ["v_measure", "v_measure"]
+    with METRICS.scratch():
+        register_metric("largest_cluster_share", needs={"partition"}, default=False)(
+            lambda a: float(a.table.cluster_sizes.max() / a.table.n)
+        )
+        assert "largest_cluster_share" in study.searchable_metrics()
+        tune(SPEC, SPACE, config=CONFIG, folds=2, trials=1, metric="largest_cluster_share")
+        assert searched[-1] == "largest_cluster_share"
+    with pytest.raises(
+        ValueError,
+        match=r"unknown metric 'largest_cluster_share'; choose one of recall@K, precision@1, "
+        r".*, v_measure, silhouette, knn@K",
+    ):
+        tune(SPEC, SPACE, config=CONFIG, folds=2, trials=1, metric="largest_cluster_share")
+    with pytest.raises(ValueError, match="unknown metric 'recall@k'"):
+        tune(SPEC, SPACE, config=CONFIG, folds=2, trials=1, metric="recall@k")
+
+
+def test_knn_accuracy_on_class_disjoint_folds_is_refused_before_any_training(tmp_path, monkeypatch):
+    # Its held-out classes have no training items: every fold would score 0 and a "best" trial
+    # would still be reported.
+    monkeypatch.setattr(study, "_fold_score", lambda *a, **k: pytest.fail("trained a fold"))
+    with pytest.raises(
+        ValueError, match=r"knn@5 classifies.*class-disjoint folds hold out whole classes"
+    ):
+        search(tmp_path, 2, protocol="class-disjoint", metric="knn@5")
+    assert not (tmp_path / study.STUDY_FILE).exists()

@@ -14,6 +14,7 @@ noise point): it is trained on where a loss allows and never scored as a class;
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -22,6 +23,8 @@ import numpy as np
 import torch
 from PIL import Image, UnidentifiedImageError
 from torch.utils.data import Dataset
+
+from clusterable.data.transforms import RESAMPLING, Preprocessing, evaluation_view, training_view
 
 #: The label of an item that has no class.
 UNLABELLED = -1
@@ -56,6 +59,13 @@ class ImageFiles:
         size is kept as it is.
     channels : int
         3 converts every image to RGB (CUB has a few grayscale images), 1 to grayscale.
+    preprocessing : Preprocessing, optional
+        An image backbone's: instead of the stretch to a square, the evaluation view (shorter
+        side resized, centre crop) of :mod:`clusterable.data.transforms`, at its interpolation.
+    augment_seed : int, optional
+        With ``preprocessing``: the training view instead (random resized crop, flip), drawn from
+        a generator seeded by ``(augment_seed, epoch, index)`` so that a resumed run draws the
+        same crops; the epoch comes with the index, ``files[index, epoch]``.
     """
 
     def __init__(
@@ -63,6 +73,8 @@ class ImageFiles:
         paths: Sequence[str | Path],
         size: int | tuple[int, int] = DEFAULT_IMAGE_SIZE,
         channels: int = 3,
+        preprocessing: Preprocessing | None = None,
+        augment_seed: int | None = None,
     ) -> None:
         height, width = (size, size) if isinstance(size, (int, np.integer)) else size
         if height < 1 or width < 1:
@@ -73,6 +85,8 @@ class ImageFiles:
         self.size: int | tuple[int, int] = size
         self.height, self.width = int(height), int(width)
         self.channels = channels
+        self.preprocessing = preprocessing
+        self.augment_seed = augment_seed if preprocessing is not None else None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -81,17 +95,41 @@ class ImageFiles:
     def __len__(self) -> int:
         return len(self.paths)
 
-    def __getitem__(self, index: int | np.ndarray) -> np.ndarray | ImageFiles:
+    def __getitem__(self, index: int | tuple[int, int] | np.ndarray) -> np.ndarray | ImageFiles:
+        if isinstance(index, tuple):  # (index, epoch): a training view of that epoch
+            return self._read(self.paths[index[0]], (int(index[0]), int(index[1])))
         if isinstance(index, (int, np.integer)):
-            return self._read(self.paths[index])
-        return ImageFiles([self.paths[i] for i in np.asarray(index)], self.size, self.channels)
+            return self._read(self.paths[index], (int(index), 0))
+        return self.replace([self.paths[i] for i in np.asarray(index)])
 
-    def _read(self, path: Path) -> np.ndarray:
+    def replace(self, paths: Sequence[Path] | None = None, **changes: object) -> ImageFiles:
+        """A copy over ``paths`` (default: the same) with constructor arguments changed."""
+        settings: dict[str, object] = {
+            "size": self.size,
+            "channels": self.channels,
+            "preprocessing": self.preprocessing,
+            "augment_seed": self.augment_seed,
+        }
+        settings.update(changes)
+        return ImageFiles(self.paths if paths is None else paths, **settings)  # type: ignore[arg-type]
+
+    def _view(self, image: Image.Image, index: int, epoch: int) -> Image.Image:
+        prep = self.preprocessing
+        if prep is None:
+            if image.size != (self.width, self.height):
+                image = image.resize((self.width, self.height), Image.Resampling.BILINEAR)
+            return image
+        resample = RESAMPLING[prep.interpolation]
+        if self.augment_seed is None:
+            resize_size = math.floor(self.height / prep.crop_fraction)
+            return evaluation_view(image, self.height, resize_size, resample)
+        rng = np.random.default_rng([self.augment_seed, epoch, index])
+        return training_view(image, self.height, rng, resample)
+
+    def _read(self, path: Path, at: tuple[int, int] = (0, 0)) -> np.ndarray:
         try:
             with Image.open(path) as image:
-                image = image.convert("RGB" if self.channels == 3 else "L")
-                if image.size != (self.width, self.height):
-                    image = image.resize((self.width, self.height), Image.Resampling.BILINEAR)
+                image = self._view(image.convert("RGB" if self.channels == 3 else "L"), *at)
                 pixels = np.asarray(image, dtype=np.float32) / 255.0
         except FileNotFoundError:
             raise FileNotFoundError(
@@ -218,8 +256,13 @@ class LabelledDataset(Dataset):
     def __len__(self) -> int:
         return len(self.labels)
 
-    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
-        return torch.from_numpy(np.asarray(self.x[index])), int(self.labels[index])
+    def __getitem__(self, index: int | tuple[int, int]) -> tuple[torch.Tensor, int]:
+        """Item ``index`` and its label; ``(index, epoch)`` gives image files' training view of
+        that epoch (augmentation seeded per item and epoch)."""
+        if isinstance(index, tuple) and not isinstance(self.x, ImageFiles):
+            index = index[0]
+        position = index[0] if isinstance(index, tuple) else index
+        return torch.from_numpy(np.asarray(self.x[index])), int(self.labels[position])
 
     def subset(self, indices: Sequence[int] | np.ndarray) -> LabelledDataset:
         """The items at ``indices`` (ints, or a boolean mask of length n), in that order."""
@@ -267,10 +310,8 @@ def concatenate(first: LabelledDataset, *others: LabelledDataset) -> LabelledDat
     if all(isinstance(part.x, np.ndarray) for part in parts):
         x: np.ndarray | ImageFiles = np.concatenate([part.x for part in parts])
     elif all(isinstance(part.x, ImageFiles) for part in parts):
-        x = ImageFiles(
-            [path for part in parts for path in part.x.paths],  # type: ignore[union-attr]
-            first.x.size,  # type: ignore[union-attr]
-            first.x.channels,  # type: ignore[union-attr]
+        x = first.x.replace(  # type: ignore[union-attr]
+            [path for part in parts for path in part.x.paths]  # type: ignore[union-attr]
         )
     else:
         raise TypeError(

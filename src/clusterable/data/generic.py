@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from clusterable.data.dataset import ImageFiles, LabelledDataset
+from clusterable.data.dataset import DEFAULT_IMAGE_SIZE, ImageFiles, LabelledDataset
 from clusterable.data.registry import register_dataset
 from clusterable.data.splits import check_split, stratified_split
 
@@ -90,8 +90,11 @@ def load_image_folder(
         Without ``train/`` and ``test/`` sub-folders, ``train`` and ``test`` are a seeded
         stratified 70 % / 30 % split of the images.
     image_size : int, optional
-        Resize every image to this square. By default images keep their own size, which must then
-        be the same for all.
+        Resize every image to this square. By default, images of one size no larger than
+        :data:`~clusterable.data.DEFAULT_IMAGE_SIZE` (64) pixels a side keep their size; photos
+        (larger, or of several sizes) are resized to 64 x 64, which keeps CPU training of the small
+        models practical. A run with an image backbone (``timm:``, ``torchvision:``) asks for the
+        backbone's input size instead (:meth:`clusterable.recipe.RunSpec.load`).
     channels : {1, 3}, optional
         1 reads grayscale, 3 RGB. By default 1 when every image is grayscale, else 3.
     """
@@ -137,14 +140,9 @@ def load_image_folder(
         )
     sizes, gray = _check_images(files)
     if image_size is None:
-        if len(sizes) > 1:
-            shown = ", ".join(f"{w}x{h}" for w, h in sorted(sizes)[:4])
-            raise ValueError(
-                f"image folder {root} holds images of {len(sizes)} sizes ({shown}, ...); give "
-                "an image size to resize them all to (image_size=N, `--image-size N`)"
-            )
         width, height = next(iter(sizes))
-        size: int | tuple[int, int] = (height, width)
+        photos = len(sizes) > 1 or max(width, height) > DEFAULT_IMAGE_SIZE
+        size: int | tuple[int, int] = DEFAULT_IMAGE_SIZE if photos else (height, width)
     else:
         size = image_size
     if channels is None:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from clusterable._register import register_once
+from clusterable._register import Registry
 from clusterable.data.dataset import DEFAULT_IMAGE_SIZE, ImageFiles, LabelledDataset
 from clusterable.data.views import MSDNN_COARSE, coarse_labels
 
@@ -19,14 +20,13 @@ from clusterable.data.views import MSDNN_COARSE, coarse_labels
 #: image size and channels means "as the files are".
 Loader = Callable[[Path | None, str, int | None, int | None], LabelledDataset]
 
-_LOADERS: dict[str, Loader] = {}
-
-#: ``PREFIX:PATH`` names and the dataset each prefix means.
-_PATH_PREFIXES: dict[str, str] = {}
+#: Every dataset by name: its :data:`Loader`, with ``path_prefix`` and ``resized`` (and any other
+#: metadata) as given at registration.
+DATASETS: Registry[Loader] = Registry("dataset")
 
 
 def register_dataset(
-    name: str, *, path_prefix: str | None = None, resized: bool = False
+    name: str, *, path_prefix: str | None = None, resized: bool = False, **metadata: Any
 ) -> Callable[[Callable[..., LabelledDataset]], Callable[..., LabelledDataset]]:
     """Function decorator: make a loader available as ``load_dataset(name)``.
 
@@ -41,18 +41,27 @@ def register_dataset(
         The loader takes ``(root, split, image_size)`` and reads RGB image files, resized to
         ``DEFAULT_IMAGE_SIZE`` unless told otherwise (CUB, Cars, SOP); otherwise it takes
         ``(root, split, image_size, channels)``.
+    **metadata
+        Anything else to keep with the entry (``DATASETS.metadata(name)``).
     """
+    if path_prefix is not None and path_prefix in _path_prefixes():
+        taken = _path_prefixes()[path_prefix]
+        raise RuntimeError(f"dataset path prefix {path_prefix!r} is taken by {taken!r}")
 
     def add(load: Callable[..., LabelledDataset]) -> Callable[..., LabelledDataset]:
         loader: Loader = _sized(load) if resized else load
         if path_prefix is not None:
             loader = _needs_root(name, path_prefix, loader)
-        register_once(_LOADERS, name, loader, "dataset")
-        if path_prefix is not None:
-            _PATH_PREFIXES[path_prefix] = name
+        DATASETS.add(name, loader, path_prefix=path_prefix, resized=resized, **metadata)
         return load
 
     return add
+
+
+def _path_prefixes() -> dict[str, str]:
+    """``PREFIX:PATH`` names: each prefix and the dataset it means."""
+    prefixes = {name: DATASETS.metadata(name).get("path_prefix") for name in DATASETS}
+    return {prefix: name for name, prefix in prefixes.items() if prefix is not None}
 
 
 def _needs_root(name: str, prefix: str, load: Loader) -> Loader:
@@ -84,7 +93,7 @@ def _sized(load: Callable[[Path | None, str, int], LabelledDataset]) -> Loader:
 
 def available_datasets() -> list[str]:
     """Names :func:`load_dataset` accepts (``folder:PATH`` and ``table:PATH`` besides)."""
-    return sorted(_LOADERS)
+    return DATASETS.names()
 
 
 def load_dataset(
@@ -145,21 +154,19 @@ def load_dataset(
     """
     key, _, path = name.partition(":")
     key = key.strip().lower()
+    prefixes = _path_prefixes()
+    with_path = ", ".join(f"{p}:PATH" for p in prefixes)
     if path:
-        if key not in _PATH_PREFIXES:
-            raise ValueError(
-                f"unknown dataset {name!r}: only {', '.join(f'{p}:PATH' for p in _PATH_PREFIXES)} "
-                "take a path in the name"
-            )
-        key, root = _PATH_PREFIXES[key], path
-    if key not in _LOADERS:
+        if key not in prefixes:
+            raise ValueError(f"unknown dataset {name!r}: only {with_path} take a path in the name")
+        key, root = prefixes[key], path
+    if key not in DATASETS:
         raise ValueError(
-            f"unknown dataset {name!r}; available: {', '.join(available_datasets())}, "
-            "folder:PATH, table:PATH"
+            f"unknown dataset {name!r}; available: {', '.join(available_datasets())}, {with_path}"
         )
     if labels not in ("fine", "coarse"):
         raise ValueError(f"labels must be 'fine' or 'coarse', got {labels!r}")
-    ds = _LOADERS[key](None if root is None else Path(root), split, image_size, channels)
+    ds = DATASETS[key](None if root is None else Path(root), split, image_size, channels)
     if (image_size is not None or channels is not None) and not isinstance(ds.x, ImageFiles):
         raise ValueError(
             f"dataset {name!r} is held in memory as items of shape {ds.input_shape}: image "

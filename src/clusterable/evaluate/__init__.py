@@ -16,7 +16,12 @@ from clusterable.evaluate.partition_metrics import (
     pairwise_f1,
     v_measure,
 )
-from clusterable.evaluate.registry import available_metrics, register_metric
+from clusterable.evaluate.registry import (
+    available_metrics,
+    metric_of_key,
+    register_metric,
+    table_keys,
+)
 from clusterable.evaluate.retrieval import (
     knn_accuracy,
     map_at_r,
@@ -39,6 +44,7 @@ __all__ = [
     "knn_accuracy",
     "knn_search",
     "map_at_r",
+    "metric_of_key",
     "nmi",
     "pairwise_f1",
     "precision_at_1",
@@ -46,5 +52,6 @@ __all__ = [
     "recall_at_k",
     "register_metric",
     "silhouette",
+    "table_keys",
     "v_measure",
 ]

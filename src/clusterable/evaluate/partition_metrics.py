@@ -322,36 +322,38 @@ def v_measure(labels: Any, clusters: Any) -> float:
     return v_measure_from_table(contingency_table(labels, clusters))
 
 
-@register_metric("nmi", needs={"partition"})
+@register_metric("nmi", needs={"partition"}, label="NMI (clusters)")
 def _table_nmi(a: Artefacts) -> float:
     return nmi_from_table(a.table)
 
 
-@register_metric("precision", needs={"partition"})
+# "pairwise" in the labels: the table's pairwise precision and recall are not precision@1 or
+# Recall@1.
+@register_metric("precision", needs={"partition"}, label="pairwise precision (clusters)")
 def _table_pairwise_precision(a: Artefacts) -> float:
     return pairwise_f1_from_table(a.table)[0]
 
 
-@register_metric("recall", needs={"partition"})
+@register_metric("recall", needs={"partition"}, label="pairwise recall (clusters)")
 def _table_pairwise_recall(a: Artefacts) -> float:
     return pairwise_f1_from_table(a.table)[1]
 
 
-@register_metric("f1", needs={"partition"})
+@register_metric("f1", needs={"partition"}, label="pairwise F1 (clusters)")
 def _table_pairwise_f1(a: Artefacts) -> float:
     return pairwise_f1_from_table(a.table)[2]
 
 
-@register_metric("accuracy", needs={"partition"})
+@register_metric("accuracy", needs={"partition"}, label="Hungarian accuracy (clusters)")
 def _table_cluster_accuracy(a: Artefacts) -> float:
     return cluster_accuracy_from_table(a.table)
 
 
-@register_metric("ari", needs={"partition"})
+@register_metric("ari", needs={"partition"}, label="ARI (clusters)")
 def _table_ari(a: Artefacts) -> float:
     return ari_from_table(a.table)
 
 
-@register_metric("v_measure", needs={"partition"}, default=False)
+@register_metric("v_measure", needs={"partition"}, default=False, label="V-measure (clusters)")
 def _table_v_measure(a: Artefacts) -> float:
     return v_measure_from_table(a.table)

@@ -10,18 +10,20 @@ embeddings and labels:
 `clusterable.evaluate.evaluate_embeddings` builds the union of what the selected metrics read,
 once, and nothing else: a selection without partition metrics never clusters, one without
 neighbour metrics never searches. A new metric is one decorated function in one module (and its
-test); the names a user can select are :func:`available_metrics`.
+test); the names a user can select are :func:`available_metrics`, the keys a table holds (and
+``clusterable tune`` can maximise) :func:`table_keys`, each shown under the label it was
+registered with (``clusterable.metric_table``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from clusterable._register import register_once
+from clusterable._register import Registry
 from clusterable.evaluate._inputs import Metric
 
 if TYPE_CHECKING:
@@ -78,34 +80,75 @@ class TableMetric:
     default: bool
 
 
-METRICS: dict[str, TableMetric] = {}
+#: Every metric by name, in registration order, with its ``label`` and ``per_k`` metadata.
+METRICS: Registry[TableMetric] = Registry("metric", sort=False)
 
 
 def register_metric(
-    name: str, *, needs: Iterable[Need], default: bool = True
+    name: str,
+    *,
+    needs: Iterable[Need],
+    default: bool = True,
+    label: str | None = None,
+    per_k: bool = False,
+    **metadata: Any,
 ) -> Callable[[Score], Score]:
     """Function decorator: make ``score(artefacts)`` the metric ``name`` of the table.
 
     Parameters
     ----------
     name : str
-        The key of the table (a metric returning several keys, such as ``recall@k``, names them
-        itself).
+        The key of the table (a ``per_k`` metric names its keys itself).
     needs : iterable of {"neighbours", "neighbours_at_r", "partition"}
         The artefacts ``score`` reads; the others are None when it runs.
     default : bool
         Whether ``evaluate_embeddings(metrics=None)`` computes it.
+    label : str, optional
+        How tables show it, saying what it measures (``"NMI (clusters)"``); a ``per_k``
+        metric's label holds ``{k}``. Default: the name.
+    per_k : bool
+        ``score`` returns one key for each K of the evaluation's ``ks``: the name, ``PREFIX@k``,
+        with K for ``k`` (``recall@k`` gives ``recall@1``, ``recall@2``, ...).
+    **metadata
+        Anything else to keep with the entry (``METRICS.metadata(name)``).
     """
     wanted = frozenset(needs)
     unknown = wanted - set(NEEDS)
     if unknown:
         raise ValueError(f"metric {name!r} needs {sorted(unknown)}; known needs: {NEEDS}")
+    if per_k and not name.endswith("@k"):
+        raise ValueError(f"a per-K metric is named PREFIX@k (its keys PREFIX@1, ...), got {name!r}")
+    if label is not None:
+        metadata["label"] = label
 
     def add(score: Score) -> Score:
-        register_once(METRICS, name, TableMetric(score, wanted, default), "metric")
+        METRICS.add(name, TableMetric(score, wanted, default), per_k=per_k, **metadata)
         return score
 
     return add
+
+
+def _per_k(name: str) -> bool:
+    return bool(METRICS.metadata(name).get("per_k"))
+
+
+def metric_of_key(key: str) -> str | None:
+    """The registered metric whose score a table holds under ``key`` (``nmi`` -> ``nmi``,
+    ``recall@4`` -> ``recall@k``); None for a key no registered metric writes (``knn@5``, or a
+    per-K name without its K)."""
+    if key in METRICS:
+        return None if _per_k(key) else key
+    prefix, at, k = key.rpartition("@")
+    name = f"{prefix}@k"
+    if at and k.isdigit() and int(k) >= 1 and name in METRICS and _per_k(name):
+        return name
+    return None
+
+
+def table_keys() -> list[str]:
+    """The keys a table can hold, in table order; a per-K metric's as ``PREFIX@K``
+    (``recall@K``, ``precision@1``, ``map@r``, ...)."""
+    return [name[:-1] + "K" if _per_k(name) else name for name in available_metrics()]
 
 
 def _reads_neighbours(name: str) -> bool:
@@ -115,7 +158,7 @@ def _reads_neighbours(name: str) -> bool:
 def available_metrics() -> list[str]:
     """Every name ``evaluate_embeddings(metrics=...)`` accepts, in table order: the neighbour
     metrics first, then the partition metrics, each in the order their modules register them."""
-    return sorted(METRICS, key=lambda name: not _reads_neighbours(name))
+    return sorted(METRICS.names(), key=lambda name: not _reads_neighbours(name))
 
 
 def select_metrics(metrics: Sequence[str] | None) -> list[str]:

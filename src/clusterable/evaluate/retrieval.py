@@ -179,23 +179,23 @@ def _mean_over_queries(values: np.ndarray) -> float:
     return float(np.nanmean(values))
 
 
-@register_metric("recall@k", needs={"neighbours"})
+@register_metric("recall@k", needs={"neighbours"}, per_k=True, label="recall@{k} (retrieval)")
 def _table_recall_at_k(a: Artefacts) -> dict[str, float]:
     """One key ``recall@K`` for each K of the evaluation's ``ks``."""
     return {f"recall@{k}": _mean_over_queries(a.per_query[f"recall@{k}"]) for k in a.ks}
 
 
-@register_metric("precision@1", needs={"neighbours"})
+@register_metric("precision@1", needs={"neighbours"}, label="precision@1 (retrieval)")
 def _table_precision_at_1(a: Artefacts) -> float:
     return _mean_over_queries(a.per_query["precision@1"])
 
 
-@register_metric("map@r", needs={"neighbours_at_r"})
+@register_metric("map@r", needs={"neighbours_at_r"}, label="MAP@R (retrieval)")
 def _table_map_at_r(a: Artefacts) -> float:
     return _mean_over_queries(a.per_query["map@r"])
 
 
-@register_metric("r_precision", needs={"neighbours_at_r"})
+@register_metric("r_precision", needs={"neighbours_at_r"}, label="R-precision (retrieval)")
 def _table_r_precision(a: Artefacts) -> float:
     return _mean_over_queries(a.per_query["r_precision"])
 

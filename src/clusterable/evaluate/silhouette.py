@@ -198,7 +198,7 @@ def silhouette_of_codes(
     return float(scores.mean())
 
 
-@register_metric("silhouette", needs={"partition"})
+@register_metric("silhouette", needs={"partition"}, label="silhouette (clusters)")
 def _table_silhouette(a: Artefacts) -> float:
     """The silhouette of the evaluation's partition; NaN with a warning where it has none."""
     try:

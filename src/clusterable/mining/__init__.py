@@ -7,7 +7,9 @@ from clusterable.mining.samplers import (
     PairsWithHardNegativesSampler,
     RandomBatchSampler,
     SamplerSettings,
+    available_samplers,
     build_sampler,
+    check_sampler_args,
     register_sampler,
 )
 from clusterable.mining.triplets import (
@@ -26,8 +28,10 @@ __all__ = [
     "RandomBatchSampler",
     "SamplerSettings",
     "all_triplets",
+    "available_samplers",
     "batch_hard_triplets",
     "build_sampler",
+    "check_sampler_args",
     "mine_triplets",
     "positive_pairs",
     "register_sampler",

@@ -11,16 +11,18 @@ the global batch size.
 
 Labels below 0 (``-1``: unlabelled distractors) are never sampled by the label-aware samplers.
 
-Training builds its sampler by name: :func:`register_sampler` adds a class to :data:`SAMPLERS`,
-and :func:`build_sampler` calls its :meth:`~DistributedBatchSampler.for_training`. A new sampler
-is one class here with that decorator, plus its test.
+Training builds its sampler by name: :func:`register_sampler` adds a class to :data:`SAMPLERS`
+(:func:`available_samplers` lists them), and :func:`build_sampler` calls its
+:meth:`~DistributedBatchSampler.for_training` with the sampler's own arguments
+(``TrainConfig.sampler_args``: ``pool_size``, ``batches_per_epoch``, ...), checked against its
+constructor. A new sampler is one class here with that decorator, plus its test.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import TypeVar
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import torch
@@ -28,24 +30,26 @@ import torch.distributed as dist
 from torch import Tensor
 from torch.utils.data import Sampler
 
-from clusterable._register import register_once
+from clusterable._register import Registry, check_keywords
 from clusterable.data import labelled_mask
 
 ArrayLike = np.ndarray | Tensor | Sequence[int]
 SamplerClass = TypeVar("SamplerClass", bound=type["DistributedBatchSampler"])
 
-#: Name -> sampler class, in registration order: ``TrainConfig.sampler`` and the CLI's choices.
-SAMPLERS: dict[str, type[DistributedBatchSampler]] = {}
+#: Name -> sampler class, in registration order (plain to mining): ``TrainConfig.sampler`` and
+#: the CLI's choices.
+SAMPLERS: Registry[type[DistributedBatchSampler]] = Registry("sampler", sort=False)
 
 
-def register_sampler(name: str) -> Callable[[SamplerClass], SamplerClass]:
-    """Class decorator: make a sampler available to training as ``TrainConfig(sampler=name)``."""
+def register_sampler(name: str, **metadata: Any) -> Callable[[SamplerClass], SamplerClass]:
+    """Class decorator: make a sampler available to training as ``TrainConfig(sampler=name)``;
+    ``metadata`` travels with it (``SAMPLERS.metadata(name)``)."""
+    return SAMPLERS.register(name, **metadata)
 
-    def add(cls: SamplerClass) -> SamplerClass:
-        register_once(SAMPLERS, name, cls, "sampler")
-        return cls
 
-    return add
+def available_samplers() -> list[str]:
+    """Names :func:`build_sampler` and ``TrainConfig.sampler`` accept, in registration order."""
+    return SAMPLERS.names()
 
 
 @dataclass(frozen=True)
@@ -60,13 +64,38 @@ class SamplerSettings:
     rank: int | None = None  # this process; None: from torch.distributed, else 0
 
 
+def check_sampler_args(name: str, sampler_args: Mapping[str, Any]) -> None:
+    """Refuse what the sampler ``name`` does not take, naming what it does: its constructor's
+    keywords but those a training run fills in itself (labels, batch size, seed, processes)."""
+    cls = SAMPLERS[name]
+    what = f"sampler {SAMPLERS.canonical(name)!r}"
+    settings = {f.name for f in fields(SamplerSettings)}
+    from_run = sorted(set(sampler_args) & (settings | set(cls.from_settings)))
+    if from_run:
+        raise ValueError(
+            f"{what} gets {', '.join(from_run)} from the training run (its data and the "
+            "settings batch_size, items_per_class, seed), not from sampler_args"
+        )
+    check_keywords(what, cls, sampler_args, skip=cls.from_settings)
+
+
 def build_sampler(
-    name: str, labels: ArrayLike, settings: SamplerSettings
+    name: str, labels: ArrayLike, settings: SamplerSettings, **sampler_args: Any
 ) -> DistributedBatchSampler:
-    """The registered sampler ``name`` for training on ``labels`` ``(n,)`` (-1: never sampled)."""
-    if name not in SAMPLERS:
-        raise ValueError(f"sampler {name!r} unknown; choose one of {', '.join(SAMPLERS)}")
-    return SAMPLERS[name].for_training(_as_labels(labels), settings)
+    """The registered sampler ``name`` for training on ``labels`` ``(n,)`` (-1: never sampled).
+
+    ``sampler_args`` are the sampler's own keywords (``pool_size=512`` for
+    ``pairs-hard-negatives``); one it does not take is refused with the list of those it does.
+
+    Examples
+    --------
+    >>> settings = SamplerSettings(batch_size=8, items_per_class=2, seed=0)
+    >>> sampler = build_sampler("pairs-hard-negatives", [0, 0, 1, 1] * 4, settings, pool_size=6)
+    >>> sampler.pool_size, len(next(iter(sampler)))
+    (6, 8)
+    """
+    check_sampler_args(name, sampler_args)
+    return SAMPLERS[name].for_training(_as_labels(labels), settings, **sampler_args)
 
 
 def _replicas(settings: SamplerSettings) -> dict[str, int | None]:
@@ -127,10 +156,23 @@ class DistributedBatchSampler(Sampler[list[int]]):
     #: set before each epoch (hard-negative mining); samplers that leave it False never get them.
     requires_embeddings: bool = False
 
+    #: Constructor arguments :meth:`for_training` fills in from the labels and the
+    #: :class:`SamplerSettings`; the constructor's other keywords are the sampler's own
+    #: arguments (``TrainConfig.sampler_args``).
+    from_settings: ClassVar[tuple[str, ...]] = (
+        "labels",
+        "batch_size",
+        "seed",
+        "num_replicas",
+        "rank",
+    )
+
     @classmethod
-    def for_training(cls, labels: np.ndarray, settings: SamplerSettings) -> DistributedBatchSampler:
+    def for_training(
+        cls, labels: np.ndarray, settings: SamplerSettings, **sampler_args: Any
+    ) -> DistributedBatchSampler:
         """The sampler a training run uses on ``labels`` ``(n,)`` (-1: unlabelled, never
-        sampled) with ``settings``."""
+        sampled) with ``settings``; ``sampler_args`` go to the constructor."""
         raise NotImplementedError
 
     def update_embeddings(self, embeddings: np.ndarray | Tensor) -> None:
@@ -213,6 +255,8 @@ class RandomBatchSampler(DistributedBatchSampler):
     [4, 4, 2]
     """
 
+    from_settings = ("n", "batch_size", "seed", "num_replicas", "rank")
+
     def __init__(
         self,
         n: int | ArrayLike,
@@ -235,10 +279,14 @@ class RandomBatchSampler(DistributedBatchSampler):
         self.drop_last = drop_last
 
     @classmethod
-    def for_training(cls, labels: np.ndarray, settings: SamplerSettings) -> RandomBatchSampler:
+    def for_training(
+        cls, labels: np.ndarray, settings: SamplerSettings, **sampler_args: Any
+    ) -> RandomBatchSampler:
         """Batches of the labelled items."""
         labelled = np.flatnonzero(labels >= 0)
-        return cls(labelled, settings.batch_size, settings.seed, **_replicas(settings))
+        return cls(
+            labelled, settings.batch_size, settings.seed, **_replicas(settings), **sampler_args
+        )
 
     def global_batches(self) -> Iterator[list[int]]:
         order = self._rng().permutation(self.indices).tolist()
@@ -283,6 +331,15 @@ class ClassBalancedBatchSampler(DistributedBatchSampler):
         See :class:`DistributedBatchSampler`; ``p * m`` must be divisible by ``num_replicas``.
     """
 
+    from_settings = (
+        "labels",
+        "classes_per_batch",
+        "items_per_class",
+        "seed",
+        "num_replicas",
+        "rank",
+    )
+
     def __init__(
         self,
         labels: ArrayLike,
@@ -313,14 +370,14 @@ class ClassBalancedBatchSampler(DistributedBatchSampler):
 
     @classmethod
     def for_training(
-        cls, labels: np.ndarray, settings: SamplerSettings
+        cls, labels: np.ndarray, settings: SamplerSettings, **sampler_args: Any
     ) -> ClassBalancedBatchSampler:
         """``p = batch_size / items_per_class`` classes of ``m = items_per_class`` items; with
         fewer classes than ``p``, ``m`` grows to fill the batch."""
         num_classes = len(np.unique(labels[labels >= 0]))
         classes = max(min(settings.batch_size // settings.items_per_class, num_classes), 1)
         items = max(settings.batch_size // classes, 1)
-        return cls(labels, classes, items, settings.seed, **_replicas(settings))
+        return cls(labels, classes, items, settings.seed, **_replicas(settings), **sampler_args)
 
     def _take(
         self, label: int, queues: dict[int, np.ndarray], rng: np.random.Generator
@@ -437,10 +494,13 @@ class PairsWithHardNegativesSampler(DistributedBatchSampler):
 
     @classmethod
     def for_training(
-        cls, labels: np.ndarray, settings: SamplerSettings
+        cls, labels: np.ndarray, settings: SamplerSettings, **sampler_args: Any
     ) -> PairsWithHardNegativesSampler:
-        """Batches of ``batch_size`` with the default candidate pool."""
-        return cls(labels, settings.batch_size, settings.seed, **_replicas(settings))
+        """Batches of ``batch_size``; the candidate pool is 1024 items unless ``pool_size`` is
+        given."""
+        return cls(
+            labels, settings.batch_size, settings.seed, **_replicas(settings), **sampler_args
+        )
 
     def update_embeddings(self, embeddings: np.ndarray | Tensor) -> None:
         """Set the ``(n, d)`` embeddings of all dataset items, row ``i`` for index ``i``."""

@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import Any
 
 from torch import nn
 
-from clusterable._register import register_once
+from clusterable._register import Entry, Registry, check_keywords
 from clusterable.models.embedding_net import EmbeddingNet
 
 #: ``builder(input_shape, **kwargs) -> (backbone, feature_dim)``.
@@ -21,17 +20,16 @@ DecoderBuilder = Callable[..., nn.Module]
 PRETRAINED_PREFIXES: tuple[str, ...] = ("timm", "torchvision")
 
 
-@dataclass(frozen=True)
-class _Architecture:
-    backbone: BackboneBuilder
-    decoder: DecoderBuilder
+#: Every built-in architecture by name: its backbone builder, with its ``decoder`` (and any other
+#: metadata) given at registration.
+MODELS: Registry[BackboneBuilder] = Registry("model")
 
-
-_MODELS: dict[str, _Architecture] = {}
+#: What :func:`build_model` and :func:`build_decoder` pass themselves: not model arguments.
+_GIVEN = ("input_shape", "embedding_dim")
 
 
 def register_model(
-    name: str, *, decoder: DecoderBuilder
+    name: str, *, decoder: DecoderBuilder, **metadata: Any
 ) -> Callable[[BackboneBuilder], BackboneBuilder]:
     """Function decorator: make a backbone builder available as ``build_model(name)``.
 
@@ -42,18 +40,15 @@ def register_model(
     decoder : callable
         Builds the mirrored decoder for an autoencoder term (MsDNN-AE); it takes the same
         architecture keywords as the backbone builder, plus ``sigmoid``.
+    **metadata
+        Anything else to keep with the entry (``MODELS.metadata(name)``).
     """
-
-    def add(builder: BackboneBuilder) -> BackboneBuilder:
-        register_once(_MODELS, name, _Architecture(builder, decoder), "model")
-        return builder
-
-    return add
+    return MODELS.register(name, decoder=decoder, **metadata)
 
 
 def available_models() -> list[str]:
     """Built-in model names, sorted. ``timm:NAME`` and ``torchvision:NAME`` are accepted too."""
-    return sorted(_MODELS)
+    return MODELS.names()
 
 
 def model_builder(name: str) -> BackboneBuilder | None:
@@ -61,9 +56,14 @@ def model_builder(name: str) -> BackboneBuilder | None:
     arguments); None for a pretrained ``timm:`` / ``torchvision:`` backbone."""
     if _split_pretrained(name) is not None:
         return None
-    if name not in _MODELS:
+    return _entry(name).value
+
+
+def _entry(name: str) -> Entry[BackboneBuilder]:
+    """The built-in architecture ``name``; unknown names get the list, pretrained forms too."""
+    if name not in MODELS:
         raise ValueError(f"unknown model {name!r}; choose one of: {_choices()}")
-    return _MODELS[name].backbone
+    return MODELS.entry(name)
 
 
 def _choices() -> str:
@@ -72,21 +72,6 @@ def _choices() -> str:
         + ", or "
         + " / ".join(f"{p}:NAME" for p in PRETRAINED_PREFIXES)
     )
-
-
-def _check_kwargs(
-    what: str, name: str, fn: Callable[..., object], kwargs: dict[str, object]
-) -> None:
-    """Reject keywords ``fn`` does not take, naming the ones it does."""
-    accepted = [
-        p for p in inspect.signature(fn).parameters if p not in ("input_shape", "embedding_dim")
-    ]
-    unknown = sorted(set(kwargs) - set(accepted))
-    if unknown:
-        raise ValueError(
-            f"{what} {name!r} takes no argument {', '.join(unknown)}; "
-            f"its arguments are: {', '.join(accepted) or 'none'}"
-        )
 
 
 def _split_pretrained(name: str) -> tuple[str, str] | None:
@@ -147,10 +132,8 @@ def build_model(
 
         backbone, feature_dim = pretrained_backbone(*pretrained, input_shape, **kwargs)
     else:
-        if name not in _MODELS:
-            raise ValueError(f"unknown model {name!r}; choose one of: {_choices()}")
-        builder = _MODELS[name].backbone
-        _check_kwargs("model", name, builder, kwargs)
+        builder = _entry(name).value
+        check_keywords(f"model {name!r}", builder, kwargs, skip=_GIVEN)
         backbone, feature_dim = builder(input_shape, **kwargs)
     return EmbeddingNet(backbone, feature_dim, embedding_dim, normalize=normalize)
 
@@ -186,8 +169,6 @@ def build_decoder(
         raise ValueError(
             f"model {name!r} has no decoder; decoders exist for: {', '.join(available_models())}"
         )
-    if name not in _MODELS:
-        raise ValueError(f"unknown model {name!r}; choose one of: {_choices()}")
-    decoder = _MODELS[name].decoder
-    _check_kwargs("decoder", name, decoder, kwargs)
+    decoder: DecoderBuilder = _entry(name).metadata["decoder"]
+    check_keywords(f"decoder {name!r}", decoder, kwargs, skip=_GIVEN)
     return decoder(input_shape, embedding_dim, **kwargs)

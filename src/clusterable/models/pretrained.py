@@ -15,6 +15,8 @@ from types import ModuleType
 import torch
 from torch import Tensor, nn
 
+from clusterable.data.transforms import Preprocessing, backbone_preprocessing
+
 
 def _import_optional(module: str, model_name: str) -> ModuleType:
     """Import an optional package, or say how to install it."""
@@ -39,6 +41,34 @@ def _load_state_dict(path: str | os.PathLike[str], model_name: str) -> dict[str,
         return load_file(path)
     state = torch.load(path, map_location="cpu", weights_only=True)
     return state.get("state_dict", state)
+
+
+class InputNormalization(nn.Module):
+    """``(x - mean) / std`` per channel: the backbone's ImageNet normalisation as its first step,
+    so that every data path hands it [0, 1] pixels. Its buffers are not saved (no checkpoint
+    changes); a grey input uses the channels' average."""
+
+    def __init__(self, mean: tuple[float, ...], std: tuple[float, ...], channels: int) -> None:
+        super().__init__()
+        mean_t = torch.tensor(mean, dtype=torch.float32)
+        std_t = torch.tensor(std, dtype=torch.float32)
+        if channels != len(mean):
+            mean_t, std_t = mean_t.mean().expand(channels), std_t.mean().expand(channels)
+        self.register_buffer("mean", mean_t.reshape(1, -1, 1, 1).clone(), persistent=False)
+        self.register_buffer("std", std_t.reshape(1, -1, 1, 1).clone(), persistent=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.dim() != 4:  # not a batch of images: nothing of ImageNet's applies
+            return x
+        return (x - self.mean) / self.std  # (n, C, H, W)
+
+
+def _normalize_inputs(model: nn.Module, source: str, arch: str, channels: int) -> nn.Module:
+    """Attach the backbone's input normalisation as a pre-hook (its state-dict keys unchanged)."""
+    preprocessing = backbone_preprocessing(f"{source}:{arch}") or Preprocessing()
+    model.input_normalization = InputNormalization(preprocessing.mean, preprocessing.std, channels)
+    model.register_forward_pre_hook(lambda module, args: (module.input_normalization(args[0]),))
+    return model
 
 
 class _TorchvisionBackbone(nn.Module):
@@ -138,13 +168,15 @@ def pretrained_backbone(
     Returns
     -------
     (nn.Module, int)
-        The backbone and its feature width.
+        The backbone and its feature width. It takes [0, 1] pixels and normalises them with its
+        preprocessing's mean and std first (:class:`InputNormalization`).
 
     Raises
     ------
     ImportError
         When the library is not installed; the message says ``pip install 'clusterable[vision]'``.
     """
-    if source == "timm":
-        return _timm_backbone(arch, input_shape, weights, **kwargs)
-    return _torchvision_backbone(arch, input_shape, weights, **kwargs)
+    build = _timm_backbone if source == "timm" else _torchvision_backbone
+    backbone, width = build(arch, input_shape, weights, **kwargs)
+    channels = input_shape[0] if input_shape else 3
+    return _normalize_inputs(backbone, source, arch, channels), width

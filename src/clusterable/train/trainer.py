@@ -50,7 +50,9 @@ from clusterable.losses import DistributedLoss, EmbeddingLoss
 from clusterable.mining import DistributedBatchSampler, SamplerSettings, build_sampler
 from clusterable.models import EmbeddingNet
 from clusterable.seeding import seed_everything
+from clusterable.train.answerable import answerable_table
 from clusterable.train.backward import Backward, ChunkedBackward, StepParts, whole_batch_backward
+from clusterable.train.batchnorm import freeze_batchnorm_parameters, hold_statistics
 from clusterable.train.callbacks import TrainerCallback
 from clusterable.train.checkpoint import (
     load_state,
@@ -68,6 +70,17 @@ from clusterable.train.distributed import (
     setup_distributed,
 )
 from clusterable.train.embed import embed_dataset
+from clusterable.train.loading import EpochTaggedBatches, augments, default_workers
+from clusterable.train.optim import build_optimizer, build_scheduler
+from clusterable.train.precision import (
+    autocast,
+    autocast_dtype,
+    is_convolutional,
+    resolve_precision,
+)
+
+#: The Recall@K a validation reports, those a small set cannot answer left out.
+RECALL_KS = (1, 2, 4, 8)
 
 
 @dataclass
@@ -135,6 +148,16 @@ class Trainer:
         self.callbacks = list(callbacks)
         self.env = env or setup_distributed(self.config.device)
         self.model = model.to(self.env.device)
+        self._frozen_batchnorms = (
+            freeze_batchnorm_parameters(self.model) if self.config.freeze_batchnorm else []
+        )
+        self.precision = resolve_precision(
+            self.config.precision, self.env.device, amp=self.config.amp
+        )
+        # channels_last: the layout cuDNN's fast convolution kernels (and tensor cores) take.
+        self._channels_last = self.env.device.type == "cuda" and is_convolutional(self.model)
+        if self._channels_last:
+            self.model.to(memory_format=torch.channels_last)
         self.loss = loss.to(self.env.device)
         self.global_loss = DistributedLoss(self.loss)  # the loss itself outside torchrun
         self.train_set, self.val_set = train_set, val_set
@@ -147,9 +170,9 @@ class Trainer:
         self.network = self._distribute(self.model)
         self.sampler = self._build_sampler()
         self.optimizer = self._build_optimizer()
-        use_amp = self.config.amp and self.env.device.type == "cuda"
-        self.autocast_dtype = torch.float16 if use_amp else None
-        self.scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
+        self.scheduler = self._build_scheduler()
+        self.autocast_dtype = autocast_dtype(self.precision)
+        self.scaler = torch.amp.GradScaler("cuda", enabled=self.precision == "fp16")
         self._backward: Backward = (
             ChunkedBackward(self.config.chunk_size)
             if self.config.chunk_size
@@ -169,6 +192,9 @@ class Trainer:
         self.best_epoch: int | None = None
         self.evals_without_improvement = 0
         self._tensorboard = None
+        self._notes: list[str] = []  # said once each in log.jsonl
+        self._loader: DataLoader | None = None  # kept between epochs: persistent workers
+        self._tagged = EpochTaggedBatches(())  # the loader's batches when it augments
 
     # ----------------------------------------------------------------------------------------
     # set-up
@@ -186,12 +212,15 @@ class Trainer:
             num_replicas=self.env.world_size,
             rank=self.env.rank,
         )
-        return build_sampler(self.config.sampler, self.train_set.labels, settings)
+        return build_sampler(
+            self.config.sampler, self.train_set.labels, settings, **self.config.sampler_args
+        )
 
     def replace_train_set(self, train_set: LabelledDataset) -> None:
         """Train on ``train_set`` from the next epoch on (new pseudo-labels), with a new sampler."""
         self.train_set = train_set
         self.sampler = self._build_sampler()
+        self._loader = None
 
     def _build_optimizer(self) -> torch.optim.Optimizer:
         config = self.config
@@ -208,18 +237,27 @@ class Trainer:
         own = list(self.loss.parameters())
         if own:
             groups.append({"params": own, "lr": config.lr})
-        if config.optimizer == "sgd":
-            return torch.optim.SGD(
-                groups, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
-            )
-        return torch.optim.Adam(groups, lr=config.lr, weight_decay=config.weight_decay)
+        return build_optimizer(
+            config.optimizer,
+            groups,
+            lr=config.lr,
+            weight_decay=config.weight_decay,
+            momentum=config.momentum,
+        )
+
+    def _build_scheduler(self) -> torch.optim.lr_scheduler.LambdaLR:
+        steps_per_epoch = len(self.sampler)
+        return build_scheduler(
+            self.optimizer,
+            self.config.schedule,
+            total_steps=self.config.epochs * steps_per_epoch,
+            warmup_steps=round(self.config.warmup_epochs * steps_per_epoch),
+        )
 
     # ----------------------------------------------------------------------------------------
     # one step
     def _autocast(self) -> Any:
-        if self.autocast_dtype is None:
-            return nullcontext()
-        return torch.autocast(device_type=self.env.device.type, dtype=self.autocast_dtype)
+        return autocast(self.env.device, self.autocast_dtype)
 
     def _loss_value(self, embeddings: Tensor, labels: Tensor, inputs: Tensor) -> Tensor:
         """The loss of this process's batch: over the global batch (a loss that takes the inputs
@@ -231,7 +269,11 @@ class Trainer:
     def train_step(self, x: Tensor, y: Tensor) -> float:
         """One optimiser step on this process's batch ``x`` ``(n_local, ...)``, ``y``
         ``(n_local,)``; returns the loss value."""
-        x, y = x.to(self.env.device), y.to(self.env.device)
+        pinned = x.is_pinned()
+        x = x.to(self.env.device, non_blocking=pinned)
+        y = y.to(self.env.device, non_blocking=pinned)
+        if self._channels_last and x.dim() == 4:
+            x = x.contiguous(memory_format=torch.channels_last)
         self.optimizer.zero_grad(set_to_none=True)
         value = self._backward(self._step_parts, x, y)
         if self.loss.takes_inputs and self.env.enabled:
@@ -244,16 +286,27 @@ class Trainer:
             torch.nn.utils.clip_grad_norm_(params, self.config.grad_clip)
         self.scaler.step(self.optimizer)
         self.scaler.update()
+        self.scheduler.step()
         return float(value.detach())
 
     # ----------------------------------------------------------------------------------------
     # epochs
     def _batches(self) -> Iterator[tuple[Tensor, Tensor]]:
         self.sampler.set_epoch(self.epoch)
-        loader = DataLoader(
-            self.train_set, batch_sampler=self.sampler, num_workers=self.config.num_workers
-        )
-        yield from loader
+        self._tagged.epoch = self.epoch
+        if self._loader is None:
+            workers = default_workers(self.train_set, self.config.workers)
+            self._tagged = EpochTaggedBatches(self.sampler)
+            self._tagged.epoch = self.epoch
+            self._loader = DataLoader(
+                self.train_set,
+                batch_sampler=self._tagged if augments(self.train_set) else self.sampler,
+                num_workers=workers,
+                pin_memory=self.env.device.type == "cuda",
+                persistent_workers=workers > 0,
+                prefetch_factor=4 if workers > 0 else None,
+            )
+        yield from self._loader
 
     def _run_epoch(self) -> float:
         for callback in self.callbacks:
@@ -262,6 +315,7 @@ class Trainer:
             embeddings, _ = embed_dataset(self.model, self.train_set, device=self.env.device)
             self.sampler.update_embeddings(embeddings)
         self.model.train()
+        hold_statistics(self._frozen_batchnorms)
         bar = tqdm(
             total=len(self.sampler),
             desc=f"epoch {self.epoch + 1}/{self.config.epochs}",
@@ -271,6 +325,7 @@ class Trainer:
         )
         losses, start = [], time.perf_counter()
         for x, y in self._batches():
+            lr = self.optimizer.param_groups[0]["lr"]  # the backbone's, this step's
             value = self.train_step(x, y)
             self.step += 1
             losses.append(value)
@@ -279,7 +334,8 @@ class Trainer:
             rate = len(x) * self.env.world_size * bar.n / max(time.perf_counter() - start, 1e-9)
             bar.update()
             bar.set_postfix(loss=f"{value:.4f}", items_per_s=f"{rate:.0f}")
-            self.log({"event": "step", "epoch": self.epoch + 1, "step": self.step, "loss": value})
+            record = {"epoch": self.epoch + 1, "step": self.step, "loss": value, "lr": lr}
+            self.log({"event": "step", **record})
         bar.close()
         return all_reduce_mean(float(np.mean(losses)) if losses else float("nan"), self.env)
 
@@ -301,8 +357,20 @@ class Trainer:
         group = True if self.env.enabled else None
         metrics = {}
         if self.config.eval_embeddings:
+            # From the whole set: under torchrun each rank holds one shard of the labelled items.
+            labelled = self.val_set.labels[self.val_set.labels >= 0]
+            table = answerable_table(labelled, RECALL_KS)
+            for note in table.notes:
+                if note not in self._notes:
+                    self._notes.append(note)
+                    self.log({"event": "note", "epoch": self.epoch, "note": f"validation: {note}"})
             metrics = evaluate_embeddings(
-                embeddings[keep], labels[keep], seed=self.config.seed, process_group=group
+                embeddings[keep],
+                labels[keep],
+                metrics=table.metrics,
+                ks=table.ks,
+                seed=self.config.seed,
+                process_group=group,
             )
         with torch.no_grad():
             predicted = self.loss.predict(torch.from_numpy(embeddings[keep]).to(self.env.device))
@@ -331,7 +399,7 @@ class Trainer:
             self.epoch += 1
             record: dict[str, Any] = {"epoch": self.epoch, "loss": mean_loss}
             if self.config.eval_every and self.epoch % self.config.eval_every == 0:
-                record.update(self.evaluate())
+                record.update(self._evaluate_keeping_the_epoch(record))
             self.history.append(record)
             self.log({"event": "epoch", **record})
             improved = self._track_best(record)
@@ -345,6 +413,18 @@ class Trainer:
             if stop:
                 break
         return self._finish()
+
+    def _evaluate_keeping_the_epoch(self, record: dict[str, Any]) -> dict[str, float]:
+        """:meth:`evaluate`; when it fails, the trained epoch is checkpointed first (``latest``,
+        without metrics), so that ``resume`` continues from it once the cause is fixed."""
+        try:
+            return self.evaluate()
+        except Exception:
+            if self.out is not None:
+                self.history.append(record)
+                self.log({"event": "epoch", **record, "evaluation": "failed"})
+                self._save(improved=False)
+            raise
 
     def _print_epoch(self, record: dict[str, Any], improved: bool, seconds: float) -> None:
         """One line per epoch (``config.verbose``): loss, the validation metric, time."""
@@ -381,6 +461,7 @@ class Trainer:
             "step": self.step,
             "optimizer": self.optimizer.state_dict(),
             "scaler": self.scaler.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
             "best_metric": self.best_metric,
             "best_epoch": self.best_epoch,
             "evals_without_improvement": self.evals_without_improvement,
@@ -417,6 +498,8 @@ class Trainer:
         state = load_state(checkpoint)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
+        if "scheduler" in state:  # checkpoints before schedules trained at a constant rate
+            self.scheduler.load_state_dict(state["scheduler"])
         self.epoch, self.step = state["epoch"], state["step"]
         self.best_metric, self.best_epoch = state["best_metric"], state["best_epoch"]
         self.evals_without_improvement = state["evals_without_improvement"]
@@ -468,4 +551,5 @@ class Trainer:
                 (self.out / "result.json").write_text(json.dumps(summary, indent=2))
         if self._tensorboard is not None:
             self._tensorboard.close()
+        self._loader = None  # its persistent workers end
         return TrainResult(self.epoch, self.best_epoch, self.best_metric, self.history, checkpoint)

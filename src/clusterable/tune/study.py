@@ -28,7 +28,7 @@ import yaml
 
 from clusterable._optional import require
 from clusterable.data import LabelledDataset, load_dataset
-from clusterable.evaluate import evaluate_embeddings, knn_accuracy
+from clusterable.evaluate import evaluate_embeddings, knn_accuracy, metric_of_key, table_keys
 from clusterable.plots._figure import new_figure, save_figure
 from clusterable.recipe import RunSpec, build, build_trainer
 from clusterable.train.config import TrainConfig
@@ -39,19 +39,13 @@ from clusterable.tune.space import Parameter
 #: File names in the output folder.
 STUDY_FILE, BEST_FILE, PLOT_FILE = "study.db", "best.yaml", "search.png"
 
-#: Keys of the evaluation table a search can maximise (besides recall@K and knn@K).
-METRICS = (
-    "map@r",
-    "precision@1",
-    "r_precision",
-    "nmi",
-    "f1",
-    "precision",
-    "recall",
-    "accuracy",
-    "ari",
-    "silhouette",
-)
+
+def searchable_metrics() -> list[str]:
+    """What a search can maximise: every key of the evaluation table, read from the metric
+    registry (so a metric registered by a user too; ``recall@K`` for each K), and ``knn@K``,
+    K-NN accuracy of the held-out fold from the fold's training items."""
+    return [*table_keys(), "knn@K"]
+
 
 #: The study's name inside its SQLite file.
 STUDY_NAME = "clusterable-tune"
@@ -111,7 +105,8 @@ def tune(
     Raises
     ------
     ValueError
-        On an empty space, an unsupervised spec, an unknown metric, a folder holding a study
+        On an empty space, an unsupervised spec, an unknown metric, k-NN accuracy
+        (``knn@K``) with class-disjoint folds (it would score 0), a folder holding a study
         of other settings, or a value a trial's loss, run or trainer would refuse (checked before
         the first trial).
     """
@@ -127,6 +122,7 @@ def tune(
     train = train.labelled()  # distractors are never scored
     splits = cross_validation_folds(train.labels, folds, protocol, seed)
     _check_metric(metric)
+    _check_protocol(metric, protocol)
     for parameter in space:  # every end of every range must build, before hours of training
         for value in _extremes(parameter):
             _apply(spec, config, {f"{parameter.target}.{parameter.name}": value}, train)
@@ -291,12 +287,24 @@ def _extremes(parameter: Parameter) -> list[Any]:
 
 
 def _check_metric(metric: str) -> None:
-    name, at, k = metric.partition("@")
-    if metric in METRICS or (at and name in ("recall", "knn") and k.isdigit() and int(k) >= 1):
+    name, _, k = metric.partition("@")
+    if metric_of_key(metric) is not None or (name == "knn" and k.isdigit() and int(k) >= 1):
         return
-    raise ValueError(
-        f"unknown metric {metric!r}; choose one of {', '.join(METRICS)}, recall@K or knn@K"
-    )
+    raise ValueError(f"unknown metric {metric!r}; choose one of {', '.join(searchable_metrics())}")
+
+
+def _check_protocol(metric: str, protocol: str) -> None:
+    """Refuse k-NN accuracy on class-disjoint folds: a held-out fold's classes have no training
+    items, so every neighbour from the training items has another class and every fold scores
+    0, whatever the trial."""
+    if protocol == "class-disjoint" and metric.startswith("knn@"):
+        raise ValueError(
+            f"metric {metric} classifies the held-out items by their neighbours among the "
+            "training items, but class-disjoint folds hold out whole classes, so those "
+            "neighbours never share a held-out item's class and every fold would score 0: use "
+            "--protocol stratified with knn@K, or a metric that scores the held-out classes "
+            "among themselves (map@r, precision@1, recall@K, nmi)"
+        )
 
 
 def _fold_score(
@@ -319,9 +327,10 @@ def _fold_score(
         fit_emb, fit_y = embed_dataset(model, fit)
         return knn_accuracy(fit_emb, fit_y, held_emb, held_y, k=int(metric[4:]))
     # Only the metric searched for: a Recall@K needs no clustering, NMI no kNN search.
-    if metric.startswith("recall@"):
-        ks = (int(metric[7:]),)
-        table = evaluate_embeddings(held_emb, held_y, metrics=["recall@k"], ks=ks, seed=seed)
+    name = metric_of_key(metric)
+    if name != metric:  # a per-K metric (recall@K): that K alone
+        ks = (int(metric.rpartition("@")[2]),)
+        table = evaluate_embeddings(held_emb, held_y, metrics=[name], ks=ks, seed=seed)
     else:
         table = evaluate_embeddings(held_emb, held_y, metrics=[metric], seed=seed)
     score = float(table[metric])

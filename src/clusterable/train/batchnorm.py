@@ -1,0 +1,48 @@
+"""Frozen BatchNorm for fine-tuning (``TrainConfig.freeze_batchnorm``).
+
+Class-balanced DML batches hold few classes and few items per class, so their BatchNorm
+statistics are poor estimates of the data's; DML fine-tuning recipes (Proxy-Anchor, Kim et al.,
+CVPR 2020; Musgrave et al., ECCV 2020) keep the pretrained backbone's BatchNorm layers in
+evaluation mode, with their running statistics and their affine parameters fixed.
+"""
+
+from __future__ import annotations
+
+from torch import nn
+
+from clusterable.models import EmbeddingNet
+
+_BATCHNORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
+
+
+def backbone_batchnorms(model: nn.Module) -> list[nn.Module]:
+    """The BatchNorm layers of ``model``'s backbone (the whole model when it declares none)."""
+    backbone = model.backbone if isinstance(model, EmbeddingNet) else model
+    return [module for module in backbone.modules() if isinstance(module, _BATCHNORMS)]
+
+
+def freeze_batchnorm_parameters(model: nn.Module) -> list[nn.Module]:
+    """Stop gradients to the backbone's BatchNorm scales and shifts; returns the layers.
+
+    Raises
+    ------
+    ValueError
+        The backbone has no BatchNorm layer, so the setting would do nothing.
+    """
+    layers = backbone_batchnorms(model)
+    if not layers:
+        raise ValueError(
+            f"freeze_batchnorm: the backbone of {type(model).__name__} has no BatchNorm layer "
+            "(the built-in small models have none); leave freeze_batchnorm off for it"
+        )
+    for layer in layers:
+        for parameter in layer.parameters():
+            parameter.requires_grad_(False)
+    return layers
+
+
+def hold_statistics(layers: list[nn.Module]) -> None:
+    """Put the layers in evaluation mode: they normalise with their running statistics and
+    update none (call after every ``model.train()``)."""
+    for layer in layers:
+        layer.eval()
