@@ -97,11 +97,13 @@ def case_approximate(kind: str, gallery: np.ndarray, queries: np.ndarray) -> dic
 
 
 def case_assign(method: str, fit_points: np.ndarray, new_points: np.ndarray) -> dict:
-    from clusterable.cluster import fit
+    from clusterable.cluster import clusterer_info, fit
 
     if method == "affinity_propagation":  # three dense n x n matrices, 40 bisection runs
         fit_points = fit_points[:AFFINITY_PROPAGATION_POINTS]
-    options = {"k_graph": 250} if method == "aas" else {"n_clusters": 20, "seed": 0}
+    options: dict = {"k_graph": 250} if method == "aas" else {"seed": 0}
+    if clusterer_info(method).takes_n_clusters:
+        options["n_clusters"] = 20
     start = time.perf_counter()
     partition = fit(fit_points, method, **options)
     fitted = time.perf_counter()
@@ -209,9 +211,9 @@ def main() -> None:
         data = save(folder, "assign", points[:10_000], points[10_000:])
         print("\n## assign: Partition.predict on 100,000 new points (fit on 10,000, 20 clusters)")
         print(f"{'method':<22}{'fit s':>8}{'assign s':>10}{'points/s':>12}{'peak MB':>9}")
-        from clusterable.cluster import METHODS
+        from clusterable.cluster import available_clusterings
 
-        for method in METHODS:
+        for method in available_clusterings():
             r = measure(f"assign-{method}", data)
             print(
                 f"{method:<22}{r['fit_s']:>8.2f}{r['assign_s']:>10.3f}"

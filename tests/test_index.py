@@ -91,9 +91,9 @@ def test_save_and_load_give_the_same_answers(tmp_path, kind):
     index = EmbeddingIndex.build(
         gallery, ids=ids, labels=labels, kind=kind, metric="cosine", model="abc"
     )
-    path = index.save(tmp_path / "gallery")
-    assert path.name == "gallery.npz"
-    loaded = EmbeddingIndex.load(path)
+    path = index.save(tmp_path / "gallery.idx")
+    assert path == tmp_path / "gallery.idx"
+    loaded = EmbeddingIndex.load(tmp_path / "gallery.idx")  # the path given to save
     queries = gallery[:20] + 0.1
     for got, want in zip(loaded.search(queries, 5), index.search(queries, 5), strict=True):
         np.testing.assert_array_equal(got, want)
@@ -101,7 +101,7 @@ def test_save_and_load_give_the_same_answers(tmp_path, kind):
     assert loaded.search_breadth == index.search_breadth
     assert loaded.recall_at_10 == index.recall_at_10
     np.testing.assert_array_equal(loaded.labels, labels)
-    assert [p.name for p in tmp_path.iterdir()] == ["gallery.npz"]  # no temporary left
+    assert [p.name for p in tmp_path.iterdir()] == ["gallery.idx"]  # no temporary left
 
 
 def _rewrite(path, **replace):
@@ -216,3 +216,56 @@ def test_a_tiny_approximate_gallery_is_searched_whole(kind):
     _, rows, _ = index.search(gallery, k=4)
     _, want = brute_force(gallery, gallery, 4, "euclidean")
     np.testing.assert_array_equal(rows, want)
+
+
+def test_every_damaged_byte_is_a_value_error_naming_the_file(tmp_path):
+    # One byte flipped at every offset: the zip's directory and headers, the members, the manifest.
+    path = EmbeddingIndex.build(np.eye(3), ids=["a", "b", "c"], labels=[0, 1, 1]).save(
+        tmp_path / "g.idx"
+    )
+    original = path.read_bytes()
+    reference = EmbeddingIndex.load(path)
+    damaged = tmp_path / "damaged.idx"
+    refused = 0
+    for offset in range(len(original)):
+        data = bytearray(original)
+        data[offset] ^= 0xFF
+        damaged.write_bytes(bytes(data))
+        try:
+            loaded = EmbeddingIndex.load(damaged)
+        except ValueError as err:
+            assert str(damaged) in str(err)
+            refused += 1
+            continue
+        # A byte no reader looks at (a timestamp, an attribute): the index is the same.
+        np.testing.assert_array_equal(loaded.vectors, reference.vectors)
+        np.testing.assert_array_equal(loaded.ids, reference.ids)
+        np.testing.assert_array_equal(loaded.labels, reference.labels)
+        assert (loaded.metric, loaded.kind, loaded.model) == ("euclidean", "exact", None)
+    assert refused > 0.8 * len(original)
+
+
+def test_an_edited_manifest_is_refused_by_its_checksum(tmp_path):
+    path = EmbeddingIndex.build(blobs(50)[0], metric="euclidean").save(tmp_path / "g.npz")
+    with np.load(path, allow_pickle=False) as data:
+        manifest = data["manifest"].tobytes().replace(b'"euclidean"', b'"cosine"')
+    _rewrite(path, manifest=np.frombuffer(manifest, dtype=np.uint8))  # valid zip CRCs
+    with pytest.raises(ValueError, match=r"g\.npz is damaged: its manifest does not match"):
+        EmbeddingIndex.load(path)
+
+
+def test_an_approximate_search_that_comes_up_short_marks_missing_neighbours():
+    # Eight IVF lists of 51 probed hold fewer than 600 items: the rest are missing, not row 0.
+    gallery, _ = blobs(2000)
+    ids = np.array([f"item-{i}" for i in range(2000)])
+    index = EmbeddingIndex.build(gallery, ids=ids, kind="ivf", target_recall=0.1, seed=0)
+    distances, rows, found_ids = index.search(gallery[:5], k=600)
+    missing = rows < 0
+    assert missing.any()
+    assert np.isinf(distances[missing]).all() and np.isfinite(distances[~missing]).all()
+    assert (found_ids[missing] == "").all()
+    for row, gone in zip(rows, missing, strict=True):
+        assert not gone[: (~gone).sum()].any()  # the missing ones come last
+        assert len(set(row[~gone].tolist())) == (~gone).sum()  # no row repeated
+    int_ids = EmbeddingIndex.build(gallery, kind="ivf", target_recall=0.1, seed=0)
+    assert (int_ids.search(gallery[:5], k=600)[2][missing] == -1).all()

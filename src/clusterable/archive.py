@@ -1,10 +1,12 @@
 """One-file archives of named arrays with a checksummed manifest, written atomically.
 
-What a user saves to use later (a search index, a fitted partition) is one ``.npz`` file: its
-arrays, and a JSON manifest naming what the file is, its format version, the object's settings,
-and the SHA-256 of every array. Reading checks all of it, so a truncated copy, an edited array or
-another kind of file is refused with a message, never half-read. Nothing is pickled. Writing goes
-to a temporary file beside the target, flushed to disk, then renamed over it: an interrupted save
+What a user saves to use later (a search index, a fitted partition) is one ``.npz`` file (a zip of
+``.npy`` members), at exactly the path given: its arrays, a JSON manifest naming what the file
+is, its format version, the object's settings and the SHA-256 of every array, and the SHA-256 of
+the manifest itself. Reading checks all of it, so a truncated copy, a damaged byte anywhere (the
+zip's directory included), an edited array or manifest, or another kind of file is refused with
+a ValueError that names the file, never half-read. Nothing is pickled. Writing goes to a
+temporary file beside the target, flushed to disk, then renamed over it: an interrupted save
 leaves the previous file (or none), never half of one.
 """
 
@@ -22,8 +24,8 @@ import numpy as np
 
 from clusterable._atomic import atomic_write
 
-#: The archive member that holds the manifest.
-MANIFEST = "manifest"
+#: The archive members that hold the manifest and its SHA-256.
+MANIFEST, MANIFEST_DIGEST = "manifest", "manifest_sha256"
 
 
 def save_archive(
@@ -34,13 +36,10 @@ def save_archive(
     /,
     **settings: Any,
 ) -> Path:
-    """Write ``arrays`` and a manifest of ``archive_kind``, ``version`` and ``settings``.
-
-    ``.npz`` is appended when ``path`` has another suffix; returns the path written.
-    """
+    """Write ``arrays`` and a manifest of ``archive_kind``, ``version`` and ``settings`` to
+    ``path`` (whatever its suffix: the path given is the path written, and the one to load);
+    returns it."""
     target = Path(path)
-    if target.suffix != ".npz":
-        target = target.with_name(target.name + ".npz")
     arrays = {name: np.asarray(array) for name, array in arrays.items()}
     manifest = {
         "format": archive_kind,
@@ -48,7 +47,9 @@ def save_archive(
         **settings,
         "sha256": {name: _digest(array) for name, array in arrays.items()},
     }
-    arrays[MANIFEST] = np.frombuffer(json.dumps(manifest).encode(), dtype=np.uint8)
+    text = json.dumps(manifest).encode()
+    arrays[MANIFEST] = np.frombuffer(text, dtype=np.uint8)
+    arrays[MANIFEST_DIGEST] = np.frombuffer(hashlib.sha256(text).hexdigest().encode(), np.uint8)
     atomic_write(target, lambda out: np.savez(out, **arrays))
     return target
 
@@ -75,18 +76,25 @@ def load_archive(
     source = Path(path)
     if not source.is_file():
         raise FileNotFoundError(f"{source} does not exist: no {kind} file there; {remedy}")
-    try:
-        with np.load(source, allow_pickle=False) as data:
-            arrays = {name: data[name] for name in data.files}
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as err:
+    arrays = _read_members(source, kind, remedy)
+    text = arrays.pop(MANIFEST, None)
+    digest = arrays.pop(MANIFEST_DIGEST, None)
+    if text is None:
+        raise ValueError(f"{source} has no {kind} manifest: it is another kind of file; {remedy}")
+    if digest is None:
         raise ValueError(
-            f"{source} is not a readable {kind} file ({type(err).__name__}: {err}); it may be "
-            f"truncated or another kind of file: {remedy}"
-        ) from err
+            f"{source} has no checksum of its manifest: it was written by an older clusterable "
+            f"(or damaged); {remedy}"
+        )
+    if hashlib.sha256(text.tobytes()).hexdigest().encode() != digest.tobytes():
+        raise ValueError(
+            f"{source} is damaged: its manifest does not match the checksum written with it (an "
+            f"edited or damaged file); {remedy}"
+        )
     try:
-        manifest = json.loads(arrays.pop(MANIFEST).tobytes().decode())
-    except (KeyError, ValueError) as err:
-        raise ValueError(f"{source} has no {kind} manifest: it is another kind of file") from err
+        manifest = json.loads(text.tobytes().decode())
+    except ValueError as err:  # checksummed, so only a writer's fault can get here
+        raise ValueError(f"{source} holds an unreadable manifest ({err}); {remedy}") from err
     if manifest.get("format") != kind:
         raise ValueError(f"{source} holds a {manifest.get('format')!r}, not a {kind}")
     if manifest.get("version") != version:
@@ -101,6 +109,28 @@ def load_archive(
                 f"with it (a truncated copy or an edited file); {remedy}"
             )
     return arrays, manifest
+
+
+def _read_members(source: Path, kind: str, remedy: str) -> dict[str, np.ndarray]:
+    """Every ``.npy`` member of the zip ``source``, each read to its end (so zipfile checks its
+    CRC-32), none unpickled."""
+    try:
+        with zipfile.ZipFile(source) as archive:
+            arrays = {}
+            for name in archive.namelist():
+                with archive.open(name) as member:
+                    array = np.lib.format.read_array(member, allow_pickle=False)
+                    member.read()  # to the member's end, where zipfile checks its CRC-32
+                arrays[name.removesuffix(".npy")] = array
+            return arrays
+    # A damaged byte makes zipfile and numpy raise a dozen kinds of error (BadZipFile,
+    # NotImplementedError for an unknown compression method, RuntimeError for the encryption
+    # flag, zlib.error, EOFError, OSError, ValueError, ...), and nothing else runs here.
+    except Exception as err:
+        raise ValueError(
+            f"{source} is not a readable {kind} file ({type(err).__name__}: {err}); it may be "
+            f"truncated, damaged or another kind of file: {remedy}"
+        ) from err
 
 
 def _digest(array: np.ndarray) -> str:

@@ -212,6 +212,11 @@ class EmbeddingIndex:
             ``(m, k)`` int64 gallery rows.
         ids : np.ndarray
             ``(m, k)`` the ids of those rows.
+
+        An approximate index (``"ivf"``, ``"hnsw"``) may find fewer than ``k`` items for a query
+        (the lists or the graph it searched hold fewer): each missing neighbour is row -1 at
+        distance ``inf``, with id -1 (integer ids) or ``""`` (string ids), after the found ones;
+        never a gallery row standing in for it.
         """
         q = self._check_queries(queries, "queries")
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= len(self):
@@ -222,10 +227,15 @@ class EmbeddingIndex:
             distances, rows = knn_search(q, int(k), self.vectors, metric=self.metric)
         else:
             distances, rows = self._search_approximate(q, int(k))
-        return distances, rows, self.ids[rows]
+        ids = self.ids[rows]
+        missing = rows < 0
+        if missing.any():
+            ids[missing] = "" if self.ids.dtype.kind == "U" else -1
+        return distances, rows, ids
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the index to one checksummed ``.npz`` file, atomically; returns its path."""
+        """Write the index to one checksummed ``.npz`` file at ``path`` (whatever its suffix:
+        :meth:`load` takes the same path), atomically; returns the path."""
         arrays = {"vectors": self.vectors, "ids": self.ids}
         if self.labels is not None:
             arrays["labels"] = self.labels
@@ -258,7 +268,8 @@ class EmbeddingIndex:
         FileNotFoundError
             If there is no such file.
         ValueError
-            If the file is not an index, is truncated, or an array does not match its checksum.
+            If the file is not an index, is truncated or damaged (any byte), or an array or the
+            manifest does not match its checksum; the message names the file.
         """
         arrays, manifest = load_archive(
             path, ARCHIVE_KIND, FORMAT_VERSION, "rebuild it with `clusterable index`"
@@ -306,9 +317,9 @@ class EmbeddingIndex:
         squared, rows = self._faiss.search(
             np.ascontiguousarray(self._searchable(q), dtype=np.float32), k
         )
-        # Graph and list searches may come up short of k; those slots hold -1.
+        # Graph and list searches may come up short of k; faiss marks those slots -1.
         missing = rows < 0
-        rows = self._faiss_rows[np.where(missing, 0, rows)]
+        rows = np.where(missing, -1, self._faiss_rows[np.where(missing, 0, rows)])
         squared = np.where(missing, np.inf, np.maximum(squared, 0.0))
         distances = np.sqrt(squared) if self.metric == "euclidean" else squared / 2.0
         return distances.astype(np.float32), rows

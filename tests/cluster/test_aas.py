@@ -179,3 +179,41 @@ def test_odd_inputs_give_labels(n, d, k_graph, kind, theta_min):
 def test_bad_parameters_are_clear_value_errors(kwargs, match):
     with pytest.raises(ValueError, match=match):
         aas(np.zeros((5, 2)), **kwargs)
+
+
+def test_exact_copies_share_a_cluster_and_predict_returns_labels():
+    # The audit's case: rows 60-79 copy rows 0-19. Before copies were one node, a twin could
+    # climb another path than its original (here 1 of the 20 copies; 4 in the audit's set).
+    from clusterable.cluster import fit
+
+    x = np.random.default_rng(4).normal(size=(60, 5))
+    data = np.concatenate([x, x[:20]])
+    labels = aas(data)
+    np.testing.assert_array_equal(labels[60:], labels[:20])
+    partition = fit(data, "aas")
+    np.testing.assert_array_equal(partition.predict(data), partition.labels_)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    d=st.integers(1, 6),
+    copies=st.integers(1, 30),
+    k_graph=st.sampled_from([5, 20, 50]),
+)
+def test_copies_always_share_their_originals_cluster(seed, d, copies, k_graph):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(50, d))
+    rows = rng.integers(0, 50, copies)
+    data = np.concatenate([x, x[rows]])
+    labels = aas(data, k_graph=k_graph)
+    np.testing.assert_array_equal(labels[50:], labels[rows])
+
+
+def test_a_point_with_copies_weighs_as_its_copies_in_the_authority():
+    # Node 0 stands for 3 copies: its degree is that of one copy, its two twins at weight 1.
+    graph = sp.csr_matrix(np.array([[0.0, 0.5], [0.5, 0.0]]))
+    mode, authority = authority_modes(graph, gamma=0.0, eps=0.1, copies=np.array([3, 1]))
+    degree = np.array([0.5 * 1 + 2.0, 0.5 * 3])
+    np.testing.assert_allclose(authority, degree / (3 * degree[0] + degree[1]))
+    assert mode.tolist() == [0, 0]

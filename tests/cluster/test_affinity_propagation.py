@@ -8,7 +8,6 @@ from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 from clusterable.cluster import ClusterCountWarning, affinity_propagation
-from clusterable.cluster.affinity_propagation import fit_affinity_propagation
 
 
 @pytest.mark.parametrize("k", [2, 4, 7, 12])
@@ -63,8 +62,8 @@ def test_fewer_distinct_points_than_k_warns_naming_them():
 def test_progress_shows_the_bisection_runs_and_their_cluster_counts(capsys):
     rng = np.random.default_rng(0)
     x = np.concatenate([rng.normal(c, 0.1, (10, 2)) for c in (0.0, 5.0, 10.0)])
-    fit_affinity_propagation(x, 3, progress=True)
+    affinity_propagation(x, 3, progress=True)
     err = capsys.readouterr().err
     assert "affinity propagation to 3 clusters" in err and "it/s, 3 clusters]" in err
-    fit_affinity_propagation(x, 3)  # not a terminal: nothing
+    affinity_propagation(x, 3)  # not a terminal: nothing
     assert capsys.readouterr().err == ""

@@ -72,15 +72,15 @@ def test_named_clustering_called_once_with_class_count(monkeypatch):
     x, y = blobs()
     calls = []
 
-    def fake_partition(points, name, k, seed, kwargs, neighbours):
-        calls.append((name, k, seed, kwargs))
+    def fake_partition(points, name, k, seed, kwargs, neighbours, n_classes):
+        calls.append((name, k, n_classes, seed, kwargs))
         lists.append(neighbours)
         return y.copy()
 
     lists = []
     monkeypatch.setattr(evaluation_table, "partition", fake_partition)
     table = evaluate_embeddings(torch.from_numpy(x), torch.from_numpy(y), seed=5, ks=(1,))
-    assert calls == [("kmeans", 8, 5, None)]
+    assert calls == [("kmeans", None, 8, 5, None)]  # no n_clusters: the 8 classes decide
     # The kNN search's first neighbours go to the clustering, for k-means to start from.
     kept = min(evaluation_table.NEIGHBOURS_KEPT, x.shape[0] - 1)
     np.testing.assert_array_equal(lists[0], knn_search(x, kept)[1])
@@ -102,7 +102,7 @@ def test_aas_noise_is_scored_as_singletons(monkeypatch):
     x, y = blobs()
     noisy = y.copy()
     noisy[::10] = -1
-    monkeypatch.setattr(evaluation_table, "partition", lambda *args: noisy)
+    monkeypatch.setattr(evaluation_table, "partition", lambda *args, **kw: noisy)
     table = evaluate_embeddings(x, y, clustering="aas", ks=(1,))
     assert table["nmi"] == nmi(y, noisy) < 1.0
     assert table["precision"] == 1.0 and table["recall"] < 1.0
@@ -126,7 +126,7 @@ def test_per_class():
 def test_cosine_metric_partition_on_normalised(monkeypatch):
     x, y = blobs()
     seen = []
-    monkeypatch.setattr(evaluation_table, "partition", lambda pts, *a: seen.append(pts) or y)
+    monkeypatch.setattr(evaluation_table, "partition", lambda pts, *a, **kw: seen.append(pts) or y)
     evaluate_embeddings(x, y, ks=(1,), metric="cosine")
     np.testing.assert_allclose(np.linalg.norm(seen[0], axis=1), 1.0, rtol=1e-5)
 
@@ -183,3 +183,9 @@ def test_inputs_are_validated_once_at_the_edge(monkeypatch):
     x, y = blobs()
     evaluate_embeddings(x, y, clustering=np.random.default_rng(1).integers(0, 8, len(y)))
     assert sorted(calls) == ["as_clusters", "as_embeddings", "as_labels", "as_points"]
+
+
+def test_a_count_for_a_method_that_finds_its_own_is_refused_not_ignored():
+    x, y = blobs()
+    with pytest.raises(ValueError, match="aas finds its own number of clusters"):
+        evaluate_embeddings(x, y, clustering="aas", n_clusters=5, metrics=["nmi"])

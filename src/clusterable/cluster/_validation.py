@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import numbers
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+#: Elements of the float64 blocks `Rescaling.of` works through.
+_BLOCK_ELEMENTS = 1 << 20
 
 
 class ClusterCountWarning(UserWarning):
@@ -21,6 +25,17 @@ def warn_cluster_count(method: str, found: int, k: int, reason: str) -> None:
     clusters = "cluster" if found == 1 else "clusters"
     message = f"{method} returned {found} {clusters}, not {k}: {reason}"
     warnings.warn(message, ClusterCountWarning, stacklevel=3)
+
+
+def warn_if_fewer_clusters(
+    method: str, labels: np.ndarray, points: np.ndarray, k: int, otherwise: Callable[[int], str]
+) -> None:
+    """Warn when ``labels`` hold fewer than ``k`` clusters: because ``points`` hold fewer than
+    ``k`` distinct points, or for the reason ``otherwise(missing)`` gives."""
+    found = int(np.unique(labels).size)
+    if found < k:
+        reason = too_few_distinct_points(points, k) or otherwise(k - found)
+        warn_cluster_count(method, found, k, reason)
 
 
 def too_few_distinct_points(points: np.ndarray, k: int) -> str | None:
@@ -66,6 +81,14 @@ def check_points(x: object, *, dtype: type = np.float64) -> np.ndarray:
     return array
 
 
+def as_points(x: object) -> np.ndarray:
+    """`check_points` that keeps float32 points float32 (no copy) and makes others float64: the
+    one validation of the points a clustering call makes."""
+    dtype = getattr(x, "dtype", None)
+    single = str(dtype) in ("float32", "torch.float32")
+    return check_points(x, dtype=np.float32 if single else np.float64)
+
+
 def check_n_clusters(k: object, n_samples: int) -> int:
     """Return ``k`` as an int after checking ``1 <= k <= n_samples``."""
     if isinstance(k, bool) or not isinstance(k, numbers.Integral):
@@ -93,12 +116,21 @@ class Rescaling:
 
     @classmethod
     def of(cls, points: np.ndarray) -> Rescaling:
-        """The rescaling that centres ``points`` (n, d) and scales them into ``[-1, 1]``."""
-        x = np.asarray(points, dtype=np.float64)
-        peak = float(np.abs(x).max(initial=0.0)) or 1.0
-        centre = (x / peak).mean(axis=0) if x.shape[0] else np.zeros(x.shape[1])
-        spread = float(np.abs(x / peak - centre).max(initial=0.0)) or 1.0
-        return cls(peak, centre, spread)
+        """The rescaling that centres ``points`` (n, d) and scales them into ``[-1, 1]``.
+
+        Computed block by block: no ``(n, d)`` float64 copy of float32 points is made.
+        """
+        x = np.asarray(points)
+        n, d = x.shape
+        if n == 0:
+            return cls(1.0, np.zeros(d), 1.0)
+        peak = max(float(x.max()), -float(x.min()), 0.0) or 1.0
+        step = max(1, _BLOCK_ELEMENTS // max(1, d))
+        blocks = [slice(start, start + step) for start in range(0, n, step)]
+        # The scale is taken out first, so that neither the mean nor the subtraction overflows.
+        centre = sum((x[b].astype(np.float64) / peak).sum(axis=0) for b in blocks) / n  # (d,)
+        spread = max(float(np.abs(x[b].astype(np.float64) / peak - centre).max()) for b in blocks)
+        return cls(peak, centre, spread or 1.0)
 
     def apply(self, points: np.ndarray) -> np.ndarray:
         """``(m, d)`` points in the rescaled frame, float64."""

@@ -21,8 +21,9 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.neighbors import NearestNeighbors
 
-from clusterable.cluster._validation import check_points, rescaled
-from clusterable.cluster.registry import register_clusterer
+from clusterable.cluster._validation import Rescaling
+from clusterable.cluster.partition import NeighbourVotePartition
+from clusterable.cluster.registry import Clusterer, register_clusterer, run_clustering
 
 #: Up to this dimension a k-d tree finds exact neighbours faster than faiss's brute force
 #: (benchmarks/README.md, "Measured defaults").
@@ -85,7 +86,6 @@ def _brute_force_knn(points: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray
     return index.search(single, k)
 
 
-@register_clusterer("aas", takes_n_clusters=False, seeded=False)
 def aas(
     x: np.ndarray,
     k_graph: int = 50,
@@ -119,10 +119,16 @@ def aas(
        between neighbours go to the smaller index. Authority strictly increases along every move,
        so there are no cycles.
     6. Following the moves to their end (pointer jumping, O(log depth) vectorised passes) gives
-       each point its authority mode; points sharing a mode form a cluster. Modes at the same
-       location (duplicate points of equal authority, e.g. constant data) are one cluster, instead
-       of one cluster per copy.
+       each point its authority mode; points sharing a mode form a cluster.
     7. Clusters whose summed authority is below ``theta_min`` percent of the total are noise.
+
+    Exact copies are one node of the graph that stands for all of them, so they always share a
+    cluster (on the copies themselves, ties between twins sent some copies up other paths than
+    their originals). The node of a point with ``c`` copies has the degree of any one copy: its
+    edges to the other nodes, each weighted by the copies there, plus weight 1 (``exp(0)``) to
+    each of its own ``c - 1`` twins; its authority counts ``c`` times in its cluster's. The graph
+    is the ``k_graph`` nearest distinct points of each distinct point. On points without copies
+    this is exactly the algorithm above.
 
     Every step depends on distances only through ``delta_ij / delta_max`` and on the authority
     only through ratios, so the clusters do not change when all points are moved or scaled by one
@@ -135,8 +141,9 @@ def aas(
     x : array-like of shape (n, d)
         Points; the paper runs AAS on a 2-D t-SNE map of the features.
     k_graph : int
-        Neighbours per point in the kNN graph (capped at ``n - 1``). The paper uses 50, and 500
-        for MNIST (1,000 points per class); it advises about half the points per class.
+        Neighbours per (distinct) point in the kNN graph (capped at the distinct points less
+        one). The paper uses 50, and 500 for MNIST (1,000 points per class); it advises about
+        half the points per class.
     gamma : float
         Scale of the authority gap in the node relevancy, Eq. (1). Paper: 100 (or 1,000).
     eps : float
@@ -171,47 +178,86 @@ def aas(
     >>> len(set(labels[:100]) & set(labels[100:]))
     0
     """
-    points = check_points(x)
-    n = points.shape[0]
-    if isinstance(k_graph, bool) or not isinstance(k_graph, numbers.Integral) or k_graph < 1:
-        raise ValueError(f"k_graph must be a positive integer, got {k_graph!r}")
-    if not gamma >= 0.0:
-        raise ValueError(f"gamma must be >= 0, got {gamma!r}")
-    if not eps >= 0.0:
-        raise ValueError(f"eps must be >= 0, got {eps!r}")
-    if not 0.0 <= theta_min <= 100.0:
-        raise ValueError(
-            f"theta_min is a percentage of the total authority in [0, 100], got {theta_min!r}"
+    options = {"k_graph": k_graph, "gamma": gamma, "eps": eps, "theta_min": theta_min}
+    return run_clustering(x, "aas", **options)
+
+
+@register_clusterer("aas", takes_n_clusters=False, seeded=False, label="AAS")
+class AASClusterer(Clusterer):
+    """:func:`aas` as a registered estimator; its partition gives a new point the majority
+    cluster of its `VOTE_NEIGHBOURS` nearest fitted points, the cluster of a fitted point at
+    distance 0, and noise beyond the longest edge of the kNN graph
+    (`clusterable.cluster.partition.NeighbourVotePartition`)."""
+
+    def __init__(
+        self,
+        n_clusters: None = None,
+        seed: int = 0,
+        *,
+        k_graph: int = 50,
+        gamma: float = 100.0,
+        eps: float = 0.65,
+        theta_min: float = 0.0,
+    ) -> None:
+        super().__init__(n_clusters, seed)
+        if isinstance(k_graph, bool) or not isinstance(k_graph, numbers.Integral) or k_graph < 1:
+            raise ValueError(f"k_graph must be a positive integer, got {k_graph!r}")
+        if not gamma >= 0.0:
+            raise ValueError(f"gamma must be >= 0, got {gamma!r}")
+        if not eps >= 0.0:
+            raise ValueError(f"eps must be >= 0, got {eps!r}")
+        if not 0.0 <= theta_min <= 100.0:
+            raise ValueError(
+                f"theta_min is a percentage of the total authority in [0, 100], got {theta_min!r}"
+            )
+        self.k_graph, self.gamma, self.eps, self.theta_min = int(k_graph), gamma, eps, theta_min
+
+    def cluster(self, points: np.ndarray) -> np.ndarray:
+        return self._fit(Rescaling.of(points).apply(points))[0]
+
+    def partition(self, points: np.ndarray, frame: Rescaling) -> NeighbourVotePartition:
+        z = frame.apply(points)  # (n, d)
+        labels, reach = self._fit(z)
+        return NeighbourVotePartition(labels_=labels, rescaling=frame, reference=z, reach=reach)
+
+    def _fit(self, z: np.ndarray) -> tuple[np.ndarray, float]:
+        """Labels of the rescaled points ``z`` and the longest edge of their kNN graph."""
+        n = z.shape[0]
+        # Distinct points in the order of their first copy: without copies, the points as given.
+        _, first, location, copies = np.unique(
+            z, axis=0, return_index=True, return_inverse=True, return_counts=True
         )
-    if n == 1:
-        return np.zeros(1, dtype=np.int64)
-    k_graph = min(int(k_graph), n - 1)
+        order = np.argsort(first)
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        location, copies, distinct = rank[location.ravel()], copies[order], z[np.sort(first)]
+        m = distinct.shape[0]
+        if m == 1:
+            return np.zeros(n, dtype=np.int64), 0.0
+        k_graph = min(self.k_graph, m - 1)
+        neighbours, squared = knn_graph(distinct, k_graph)
+        longest = float(squared.max())
+        # Distinct points at distance 0 in float32 (faiss): every edge has the largest weight.
+        weights = np.exp(-2.0 * squared / longest) if longest > 0.0 else np.ones_like(squared)
+        rows = np.repeat(np.arange(m), k_graph)
+        directed = sp.csr_matrix((weights.ravel(), (rows, neighbours.ravel())), shape=(m, m))
+        graph = directed.maximum(directed.T).tocsr()  # W, union symmetrisation
 
-    neighbours, squared = knn_graph(rescaled(points), k_graph)
-    longest = squared.max()
-    # All points equal: every edge has the largest weight, exp(0).
-    weights = np.exp(-2.0 * squared / longest) if longest > 0.0 else np.ones_like(squared)
-    rows = np.repeat(np.arange(n), k_graph)
-    directed = sp.csr_matrix((weights.ravel(), (rows, neighbours.ravel())), shape=(n, n))
-    graph = directed.maximum(directed.T).tocsr()  # W, union symmetrisation
-
-    mode, authority = authority_modes(graph, gamma=gamma, eps=eps)
-    # Modes at the same location (duplicate points of equal authority, e.g. constant data) are one.
-    modes, mode_of_point = np.unique(mode, return_inverse=True)
-    _, location_of_mode = np.unique(points[modes], axis=0, return_inverse=True)
-    cluster = location_of_mode.ravel()[mode_of_point]
-    n_modes = int(cluster.max()) + 1
-    cluster_authority = np.bincount(cluster, weights=authority, minlength=n_modes)
-    is_noise = cluster_authority < theta_min / 100.0 * cluster_authority.sum()
-    # Number kept clusters by decreasing authority (stable: ties by location order); noise is -1.
-    kept = np.argsort(-cluster_authority, kind="stable")
-    kept = kept[~is_noise[kept]]
-    new_id = np.full(n_modes, -1, dtype=np.int64)
-    new_id[kept] = np.arange(kept.size)
-    return new_id[cluster]
+        mode, authority = authority_modes(graph, gamma=self.gamma, eps=self.eps, copies=copies)
+        modes, cluster = np.unique(mode, return_inverse=True)
+        cluster_authority = np.bincount(cluster, weights=authority * copies, minlength=modes.size)
+        is_noise = cluster_authority < self.theta_min / 100.0 * cluster_authority.sum()
+        # Number kept clusters by decreasing authority (stable: ties by first point); noise -1.
+        kept = np.argsort(-cluster_authority, kind="stable")
+        kept = kept[~is_noise[kept]]
+        new_id = np.full(modes.size, -1, dtype=np.int64)
+        new_id[kept] = np.arange(kept.size)
+        return new_id[cluster][location], float(np.sqrt(longest))
 
 
-def authority_modes(graph: sp.spmatrix, gamma: float, eps: float) -> tuple[np.ndarray, np.ndarray]:
+def authority_modes(
+    graph: sp.spmatrix, gamma: float, eps: float, copies: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Authority mode of every node of a weighted undirected graph (AAS steps 2-6).
 
     Parameters
@@ -220,13 +266,17 @@ def authority_modes(graph: sp.spmatrix, gamma: float, eps: float) -> tuple[np.nd
         Symmetric non-negative edge weights ``W`` without self-loops; every node needs an edge.
     gamma, eps : float
         Node-relevancy scale and threshold, Eqs. (1) and (2); see :func:`aas`.
+    copies : np.ndarray, optional
+        ``(n,)`` how many coincident points each node stands for (1 each by default): a node's
+        degree is that of one of its copies, ``sum_j copies_j W_ij + copies_i - 1``.
 
     Returns
     -------
     mode : np.ndarray
         ``(n,)`` int64 index of the node each node ascends to (a mode is its own mode).
     authority : np.ndarray
-        ``(n,)`` float64 stationary distribution ``omega = d / sum(d)`` of ``T = D^-1 W``.
+        ``(n,)`` float64 authority of one copy of each node, ``omega = d / sum(copies * d)``
+        (the stationary distribution of ``T = D^-1 W`` over the copies).
 
     References
     ----------
@@ -236,10 +286,12 @@ def authority_modes(graph: sp.spmatrix, gamma: float, eps: float) -> tuple[np.nd
     graph = sp.csr_matrix(graph, dtype=np.float64)
     graph.sort_indices()
     n = graph.shape[0]
-    degree = np.asarray(graph.sum(axis=1)).ravel()  # d_i
+    copies = np.ones(n) if copies is None else np.asarray(copies, dtype=np.float64)
+    degree = graph @ copies + (copies - 1.0)  # d_i of one copy: its twins at weight exp(0) = 1
     if not (degree > 0.0).all():
         raise ValueError("every node needs at least one edge of positive weight")
-    authority = degree / degree.sum()  # omega, exact for symmetric W (detailed balance)
+    # omega, exact for symmetric W (detailed balance)
+    authority = degree / (copies * degree).sum()
     relative_authority = degree / degree.max()  # omega / max(omega): the scale of gamma
 
     source = np.repeat(np.arange(n), np.diff(graph.indptr))  # i of each edge (i, j)

@@ -12,14 +12,14 @@ from tqdm import tqdm
 
 from clusterable.cluster._validation import (
     ClusterCountWarning,
-    check_n_clusters,
-    check_points,
+    Rescaling,
     rescaled,
     warn_cluster_count,
 )
-from clusterable.cluster.registry import register_clusterer
+from clusterable.cluster.partition import NearestCentrePartition, member_means
+from clusterable.cluster.registry import Clusterer, register_clusterer, run_clustering
 
-__all__ = ["ClusterCountWarning", "affinity_propagation", "fit_affinity_propagation"]
+__all__ = ["ClusterCountWarning", "affinity_propagation"]
 
 #: Above this many points the three dense n x n float64 matrices of affinity propagation pass 10 GB.
 MAX_POINTS = 20_000
@@ -44,9 +44,13 @@ def _run(
     return labels.astype(np.int64), np.asarray(exemplars, dtype=np.int64)
 
 
-@register_clusterer("affinity_propagation", seeded=False)
 def affinity_propagation(
-    x: np.ndarray, k: int, *, max_steps: int = 40, damping: float = 0.9
+    x: np.ndarray,
+    k: int,
+    *,
+    max_steps: int = 40,
+    damping: float = 0.9,
+    progress: bool | None = None,
 ) -> np.ndarray:
     """Affinity propagation whose shared preference is bisected until it returns ``k`` clusters.
 
@@ -80,6 +84,9 @@ def affinity_propagation(
     damping : float
         Message damping in ``[0.5, 1)``; 0.9 (not scikit-learn's 0.5) because the bisection probes
         preferences where the messages oscillate at low damping.
+    progress : bool, optional
+        A bar over the bisection's runs with the cluster count of the last one; by default when
+        standard error is a terminal (a run on 20,000 points takes minutes).
 
     Returns
     -------
@@ -110,34 +117,62 @@ def affinity_propagation(
     >>> len(np.unique(affinity_propagation(x, 3)))
     3
     """
-    return fit_affinity_propagation(x, k, max_steps=max_steps, damping=damping)[0]
+    options = {"max_steps": max_steps, "damping": damping, "progress": progress}
+    return run_clustering(x, "affinity_propagation", k, **options)
 
 
-def fit_affinity_propagation(
-    x: np.ndarray,
-    k: int,
-    *,
-    max_steps: int = 40,
-    damping: float = 0.9,
-    progress: bool | None = None,
+@register_clusterer(
+    "affinity_propagation", seeded=False, label="affinity propagation", memory="quadratic"
+)
+class AffinityPropagationClusterer(Clusterer):
+    """:func:`affinity_propagation` as a registered estimator; its partition keeps the
+    exemplars, and a new point joins its nearest exemplar's cluster (as affinity propagation
+    assigns its own points)."""
+
+    def __init__(
+        self,
+        n_clusters: int | None = None,
+        seed: int = 0,
+        *,
+        max_steps: int = 40,
+        damping: float = 0.9,
+        progress: bool | None = None,
+    ) -> None:
+        super().__init__(n_clusters, seed)
+        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+            raise ValueError(f"max_steps must be a positive integer, got {max_steps!r}")
+        if not 0.5 <= damping < 1.0:
+            raise ValueError(f"damping must be in [0.5, 1), got {damping!r}")
+        self.max_steps, self.damping, self.progress = max_steps, damping, progress
+
+    def cluster(self, points: np.ndarray) -> np.ndarray:
+        return self._fit(points)[0]
+
+    def partition(self, points: np.ndarray, frame: Rescaling) -> NearestCentrePartition:
+        labels, exemplars = self._fit(points)
+        if exemplars.size == 0:  # one cluster needs no exemplar: its mean is the centre
+            centres = frame.apply(member_means(points, labels))
+        else:
+            centres = frame.apply(points[exemplars])
+        return NearestCentrePartition(labels_=labels, rescaling=frame, centres=centres)
+
+    def _fit(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return _affinity_propagation(
+            points,
+            int(self.n_clusters),
+            self.max_steps,
+            self.damping,
+            self.progress,  # type: ignore[arg-type]
+        )
+
+
+def _affinity_propagation(
+    points: np.ndarray, k: int, max_steps: int, damping: float, progress: bool | None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`affinity_propagation`, also returning each cluster's exemplar.
-
-    ``progress``: a bar over the bisection's runs with the cluster count of the last one; by
-    default when standard error is a terminal (a run on 20,000 points takes minutes).
-
-    Returns
-    -------
-    labels : np.ndarray
-        ``(n,)`` int64 cluster ids in ``[0, clusters)``.
-    exemplars : np.ndarray
-        ``(clusters,)`` int64 row of ``x`` that is cluster ``c``'s exemplar (empty when
-        ``k == 1``: one cluster needs none). Every point's cluster is that of its most similar
-        (nearest) exemplar.
-    """
-    points = check_points(x)
+    """Labels and each cluster's exemplar row (empty when ``k == 1``: one cluster needs none);
+    every point's cluster is that of its most similar (nearest) exemplar. Prior validation of
+    every argument is assumed."""
     n = points.shape[0]
-    k = check_n_clusters(k, n)
     if n > MAX_POINTS:
         raise ValueError(
             f"affinity propagation needs three dense {n} x {n} matrices; use at most {MAX_POINTS} "

@@ -5,20 +5,19 @@ from __future__ import annotations
 import numpy as np
 from sklearn.mixture import GaussianMixture
 
-from clusterable.cluster._validation import (
-    Rescaling,
-    check_n_clusters,
-    check_points,
-    too_few_distinct_points,
-    warn_cluster_count,
+from clusterable.cluster._validation import Rescaling, warn_if_fewer_clusters
+from clusterable.cluster.partition import (
+    GaussianMixturePartition,
+    NearestCentrePartition,
+    Partition,
+    member_means,
 )
-from clusterable.cluster.registry import register_clusterer
+from clusterable.cluster.registry import Clusterer, register_clusterer, run_clustering
 
 #: Variance added to every diagonal covariance entry, relative to the mean feature variance.
 RELATIVE_REG_COVAR = 1e-6
 
 
-@register_clusterer("gmm")
 def gmm(x: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
     """Partition points by the most probable component of a ``k``-component Gaussian mixture.
 
@@ -73,41 +72,46 @@ def gmm(x: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
     >>> bool((labels[:10] == labels[0]).all() and (labels[10:] != labels[0]).all())
     True
     """
-    return fit_gmm(x, k, seed)[0]
+    return run_clustering(x, "gmm", k, seed=seed)
 
 
-def fit_gmm(
-    x: np.ndarray, k: int, seed: int = 0
-) -> tuple[np.ndarray, GaussianMixture | None, Rescaling]:
-    """:func:`gmm`, also returning the fitted mixture and the frame it was fitted in.
+@register_clusterer("gmm", label="Gaussian mixture")
+class GaussianMixtureClusterer(Clusterer):
+    """:func:`gmm` as a registered estimator; its partition keeps the fitted mixture, and a new
+    point joins its most probable component."""
 
-    Returns
-    -------
-    labels : np.ndarray
-        ``(n,)`` int64 component ids.
-    mixture : GaussianMixture or None
-        The fitted mixture over ``rescaling.apply(x)``; None when ``k == 1`` (nothing to fit).
-    rescaling : Rescaling
-        The map from ``x``'s units to the mixture's.
-    """
-    points = check_points(x)
-    k = check_n_clusters(k, points.shape[0])
-    rescaling = Rescaling.of(points)
-    if k == 1:  # one component holds every point; scikit-learn also refuses a single sample
-        return np.zeros(points.shape[0], dtype=np.int64), None, rescaling
-    work = rescaling.apply(points)
-    mean_variance = float(work.var(axis=0).mean())
-    # Constant data has no scale to be relative to: fall back to scikit-learn's absolute default.
-    reg_covar = RELATIVE_REG_COVAR * (mean_variance if mean_variance > 0.0 else 1.0)
-    mixture = GaussianMixture(
-        n_components=k, covariance_type="diag", reg_covar=reg_covar, random_state=seed
-    )
-    labels = mixture.fit_predict(work).astype(np.int64)
-    found = int(np.unique(labels).size)
-    if found < k:
-        reason = too_few_distinct_points(points, k) or (
-            f"EM left {k - found} component(s) most probable for no point (a mixture need not "
-            "use every component; ask for fewer clusters or use kmeans)"
+    def cluster(self, points: np.ndarray) -> np.ndarray:
+        return self.partition(points, Rescaling.of(points)).labels_
+
+    def partition(self, points: np.ndarray, frame: Rescaling) -> Partition:
+        k = int(self.n_clusters)  # type: ignore[arg-type]
+        if k == 1:  # one component holds every point; scikit-learn also refuses a single sample
+            labels = np.zeros(points.shape[0], dtype=np.int64)
+            return NearestCentrePartition(
+                labels_=labels, rescaling=frame, centres=frame.apply(member_means(points, labels))
+            )
+        work = frame.apply(points)
+        mean_variance = float(work.var(axis=0).mean())
+        # Constant data has no scale to be relative to: scikit-learn's absolute default.
+        reg_covar = RELATIVE_REG_COVAR * (mean_variance if mean_variance > 0.0 else 1.0)
+        mixture = GaussianMixture(
+            n_components=k, covariance_type="diag", reg_covar=reg_covar, random_state=self.seed
         )
-        warn_cluster_count("gmm", found, k, reason)
-    return labels, mixture, rescaling
+        labels = mixture.fit_predict(work).astype(np.int64)
+        warn_if_fewer_clusters(
+            "gmm",
+            labels,
+            points,
+            k,
+            lambda missing: (
+                f"EM left {missing} component(s) most probable for no point (a "
+                "mixture need not use every component; ask for fewer clusters or use kmeans)"
+            ),
+        )
+        return GaussianMixturePartition(
+            labels_=labels,
+            rescaling=frame,
+            means=mixture.means_,
+            variances=mixture.covariances_,
+            weights=mixture.weights_,
+        )

@@ -22,7 +22,7 @@ Each iteration does only the work that can change the answer, with the labels of
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -30,13 +30,15 @@ from scipy import sparse
 
 from clusterable._distances import squared_distances
 from clusterable._optional import installed
-from clusterable.cluster._validation import (
-    check_n_clusters,
-    check_points,
-    too_few_distinct_points,
-    warn_cluster_count,
+from clusterable.cluster._validation import Rescaling, warn_if_fewer_clusters
+from clusterable.cluster.auto import (
+    AUTO_MAX_CLUSTERS,
+    AUTO_SAMPLE_SIZE,
+    by_silhouette,
+    check_auto_settings,
 )
-from clusterable.cluster.registry import register_clusterer
+from clusterable.cluster.partition import NearestCentrePartition, member_means
+from clusterable.cluster.registry import Clusterer, register_clusterer, run_clustering
 from clusterable.device import DeviceSpec, search_device
 
 #: Lloyd iterations (assignments) at most, and restarts, by default.
@@ -439,10 +441,9 @@ def _greedy_kmeans_plusplus(
     return rows
 
 
-@register_clusterer("kmeans")
 def kmeans(
     x: np.ndarray,
-    k: int,
+    k: int | Literal["auto"] | None,
     seed: int = 0,
     *,
     n_init: int = N_INIT,
@@ -450,6 +451,8 @@ def kmeans(
     init: Literal["k-means++", "random"] = "k-means++",
     device: DeviceSpec = "auto",
     neighbours: np.ndarray | None = None,
+    max_clusters: int = AUTO_MAX_CLUSTERS,
+    sample_size: int = AUTO_SAMPLE_SIZE,
 ) -> np.ndarray:
     """Partition points into ``k`` clusters with k-means (Lloyd); the restart of least inertia wins.
 
@@ -467,8 +470,9 @@ def kmeans(
     ----------
     x : array-like of shape (n, d)
         Points (numpy array or torch tensor), any finite real values; distances are float32.
-    k : int
-        Number of clusters, ``1 <= k <= n``.
+    k : int or "auto"
+        Number of clusters, ``1 <= k <= n``; ``"auto"`` (or None) chooses it by silhouette
+        (`clusterable.cluster.auto`, up to ``max_clusters``).
     seed : int
         Seed of every random step; the same seed gives the same labels.
     n_init : int
@@ -490,6 +494,9 @@ def kmeans(
         made (`evaluate_embeddings` passes its own). Each restart's first assignment then reads
         each point's nearest seed off its list instead of searching all ``k`` seeds: the same
         partition, one full search fewer.
+
+    max_clusters, sample_size : int
+        For ``k="auto"``: the largest count tried, and the points whose silhouette scores each.
 
     Returns
     -------
@@ -516,36 +523,105 @@ def kmeans(
     >>> len(set(labels[:5])), len(set(labels[5:])), labels[0] != labels[5]
     (1, 1, True)
     """
-    points = check_points(x, dtype=np.float64 if _is_float64(x) else np.float32)
+    options = {"n_init": n_init, "max_iter": max_iter, "init": init, "device": device}
+    auto = {"max_clusters": max_clusters, "sample_size": sample_size}
+    return run_clustering(x, "kmeans", k, seed=seed, neighbours=neighbours, **options, **auto)
+
+
+@register_clusterer("kmeans", auto="silhouette", label="k-means")
+class KMeansClusterer(Clusterer):
+    """k-means as a registered estimator: :func:`kmeans`'s options, the nearest-centre rule.
+
+    Its partition keeps the member means of the clusters; the stored labels are one more
+    nearest-mean assignment of the fitted points (never a higher k-means cost), so that
+    ``predict`` returns them on the fitted points.
+    """
+
+    def __init__(
+        self,
+        n_clusters: int | Literal["auto"] | None = None,
+        seed: int = 0,
+        *,
+        n_init: int = N_INIT,
+        max_iter: int = MAX_ITER,
+        init: Literal["k-means++", "random"] = "k-means++",
+        device: DeviceSpec = "auto",
+        neighbours: np.ndarray | None = None,
+        max_clusters: int = AUTO_MAX_CLUSTERS,
+        sample_size: int = AUTO_SAMPLE_SIZE,
+    ) -> None:
+        super().__init__(n_clusters, seed)
+        for name, value in (("n_init", n_init), ("max_iter", max_iter)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if init not in ("random", "k-means++"):
+            raise ValueError(f"init must be 'random' or 'k-means++', got {init!r}")
+        check_auto_settings(max_clusters, sample_size)
+        self.n_init, self.max_iter, self.init, self.device = (
+            int(n_init),
+            int(max_iter),
+            init,
+            device,
+        )
+        self.neighbours = neighbours
+        self.max_clusters, self.sample_size = int(max_clusters), int(sample_size)
+
+    def cluster(self, points: np.ndarray) -> np.ndarray:
+        device = search_device(self.device)
+        neighbours = None
+        if self.neighbours is not None:
+            neighbours = _check_neighbours(self.neighbours, points.shape[0])
+
+        def labels(k: int) -> np.ndarray:
+            return _kmeans(
+                points, k, self.seed, self.n_init, self.max_iter, self.init, device, neighbours
+            )
+
+        def choose() -> tuple[int, dict[str, Any]]:
+            return by_silhouette(points, labels, self.max_clusters, self.sample_size, self.seed)
+
+        return labels(self._count(choose))
+
+    def partition(self, points: np.ndarray, frame: Rescaling) -> NearestCentrePartition:
+        labels = self.cluster(points)
+        centres = frame.apply(member_means(points, labels))
+        partition = NearestCentrePartition(labels_=labels, rescaling=frame, centres=centres)
+        partition.labels_ = partition.assign(points)
+        return partition
+
+
+def _kmeans(
+    points: np.ndarray,
+    k: int,
+    seed: int,
+    n_init: int,
+    max_iter: int,
+    init: str,
+    device: torch.device,
+    neighbours: np.ndarray | None,
+) -> np.ndarray:
+    """The core of :func:`kmeans`: prior validation of every argument is assumed."""
     n = points.shape[0]
-    k = check_n_clusters(k, n)
-    for name, value in (("n_init", n_init), ("max_iter", max_iter)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if init not in ("random", "k-means++"):
-        raise ValueError(f"init must be 'random' or 'k-means++', got {init!r}")
-    device = search_device(device)
     if k == 1:
         return np.zeros(n, dtype=np.int64)
-
     frame = _Frame(points)
     rng = np.random.default_rng(seed)
     best_labels, best_inertia = None, np.inf
-    if neighbours is not None:
-        neighbours = _check_neighbours(neighbours, n)
     for _ in range(n_init):
         seeds, rows = _seeds(frame, k, init, rng)
         start = None if neighbours is None else (rows, neighbours)
         labels, inertia = _lloyd(frame, seeds, max_iter, device, start=start)
         if inertia < best_inertia:
             best_labels, best_inertia = labels, inertia
-    found = int(np.unique(best_labels).size)
-    if found < k:
-        reason = too_few_distinct_points(points, k) or (
-            f"{k - found} centroid(s) kept no point after {2 * max_iter} assignments; raise "
-            "max_iter"
-        )
-        warn_cluster_count("kmeans", found, k, reason)
+    warn_if_fewer_clusters(
+        "kmeans",
+        best_labels,
+        points,
+        k,
+        lambda missing: (
+            f"{missing} centroid(s) kept no point after {2 * max_iter} assignments; raise max_iter"
+        ),
+    )
     return best_labels
 
 
@@ -560,7 +636,3 @@ def _check_neighbours(neighbours: np.ndarray, n: int) -> np.ndarray:
     if lists.size and (lists.min() < 0 or lists.max() >= n):
         raise ValueError(f"neighbours must hold row numbers in [0, {n}); some lie outside.")
     return lists
-
-
-def _is_float64(x: object) -> bool:
-    return str(getattr(x, "dtype", "")) in ("float64", "torch.float64")

@@ -8,9 +8,12 @@ from typing import Literal
 
 import numpy as np
 
-from clusterable.cluster._validation import Rescaling, check_n_clusters, check_points
-from clusterable.cluster.kmeans import kmeans
-from clusterable.cluster.registry import register_clusterer
+from clusterable.cluster._validation import Rescaling, check_points
+from clusterable.cluster.auto import AUTO_MAX_CLUSTERS, by_eigengap, check_auto_settings
+from clusterable.cluster.kmeans import MAX_ITER, N_INIT, _kmeans
+from clusterable.cluster.partition import NearestCentrePartition, member_means
+from clusterable.cluster.registry import Clusterer, register_clusterer, run_clustering
+from clusterable.device import search_device
 
 
 def spectral_embedding(x: np.ndarray, rank: int | None = None) -> np.ndarray:
@@ -66,15 +69,34 @@ class SpectralProjection:
 
 def _project(points: np.ndarray, rank: int | None) -> tuple[SpectralProjection, np.ndarray]:
     """The projection of Algorithm 2 fitted on ``points`` and their rows of ``T``."""
-    rescaling = Rescaling.of(points)
-    centred = rescaling.apply(points)  # M_t (step 1), scaled into [-1, 1]
-    u, singular_values, vt = np.linalg.svd(centred, full_matrices=False)
-    # Numerical rank (step 2), numpy's matrix_rank tolerance, so that U_t U_t^T = M_t M_t^+.
-    tolerance = singular_values.max(initial=0.0) * max(centred.shape) * np.finfo(np.float64).eps
-    numerical_rank = int((singular_values > tolerance).sum())
-    r = numerical_rank if rank is None else min(int(rank), numerical_rank)
-    projection = SpectralProjection(rescaling, vt[:r].T / singular_values[:r])
-    return projection, _unit_rows(u[:, :r])  # T from U_t (step 3), step 4
+    return _Spectrum.of(points, Rescaling.of(points)).project(rank)
+
+
+@dataclass(frozen=True)
+class _Spectrum:
+    """The thin SVD ``M_t = U S V^T`` of the centred points (steps 1-2 of Algorithm 2)."""
+
+    rescaling: Rescaling
+    u: np.ndarray  # (n, m)
+    singular_values: np.ndarray  # (m,) descending
+    vt: np.ndarray  # (m, d)
+    numerical_rank: int
+
+    @classmethod
+    def of(cls, points: np.ndarray, rescaling: Rescaling) -> _Spectrum:
+        centred = rescaling.apply(points)  # M_t (step 1), scaled into [-1, 1]
+        u, singular_values, vt = np.linalg.svd(centred, full_matrices=False)
+        # Numerical rank (step 2), numpy's matrix_rank tolerance, so that U_t U_t^T = M_t M_t^+.
+        eps = np.finfo(np.float64).eps
+        tolerance = singular_values.max(initial=0.0) * max(centred.shape) * eps
+        numerical_rank = int((singular_values > tolerance).sum())
+        return cls(rescaling, u, singular_values, vt, numerical_rank)
+
+    def project(self, rank: int | None) -> tuple[SpectralProjection, np.ndarray]:
+        """Steps 3-4 with ``min(rank, rank(M_t))`` vectors (None: all ``rank(M_t)``)."""
+        r = self.numerical_rank if rank is None else min(int(rank), self.numerical_rank)
+        projection = SpectralProjection(self.rescaling, self.vt[:r].T / self.singular_values[:r])
+        return projection, _unit_rows(self.u[:, :r])  # T from U_t (step 3), step 4
 
 
 def _unit_rows(u: np.ndarray) -> np.ndarray:
@@ -83,9 +105,13 @@ def _unit_rows(u: np.ndarray) -> np.ndarray:
     return u / np.where(norms > 0.0, norms, 1.0)
 
 
-@register_clusterer("spectral")
 def spectral(
-    x: np.ndarray, k: int, seed: int = 0, *, rank: int | Literal["k"] | None = "k"
+    x: np.ndarray,
+    k: int | Literal["auto"] | None,
+    seed: int = 0,
+    *,
+    rank: int | Literal["k"] | None = "k",
+    max_clusters: int = AUTO_MAX_CLUSTERS,
 ) -> np.ndarray:
     """Partition points with DSCL's normalized spectral clustering (Algorithm 2).
 
@@ -109,12 +135,15 @@ def spectral(
     ----------
     x : array-like of shape (n, d)
         Test-set representations ``F_t``.
-    k : int
-        Number of clusters, ``1 <= k <= n``.
+    k : int or "auto"
+        Number of clusters, ``1 <= k <= n``; ``"auto"`` (or None) chooses it by the eigengap of
+        the centred points' spectrum (`clusterable.cluster.auto`, up to ``max_clusters``).
     seed : int
         Seed of the k-means step.
     rank : "k", int or None
         Number of singular vectors kept, see above.
+    max_clusters : int
+        For ``k="auto"``: the largest count considered.
 
     Returns
     -------
@@ -142,35 +171,64 @@ def spectral(
     >>> bool((labels[:20] == labels[0]).all() and (labels[20:] != labels[0]).all())
     True
     """
-    return fit_spectral(x, k, seed, rank=rank)[0]
+    return run_clustering(x, "spectral", k, seed=seed, rank=rank, max_clusters=max_clusters)
 
 
-def fit_spectral(
-    x: np.ndarray, k: int, seed: int = 0, *, rank: int | Literal["k"] | None = "k"
-) -> tuple[np.ndarray, SpectralProjection, np.ndarray]:
-    """:func:`spectral`, also returning the fitted projection and ``T`` (to assign new points).
+@register_clusterer("spectral", auto="eigengap", label="DSCL spectral clustering")
+class SpectralClusterer(Clusterer):
+    """DSCL Algorithm 2 as a registered estimator (see :func:`spectral`).
 
-    Returns
-    -------
-    labels : np.ndarray
-        ``(n,)`` int64 cluster ids in ``[0, k)``.
-    projection : SpectralProjection
-        Steps 1-4 of Algorithm 2 fitted on ``x``.
-    embedding : np.ndarray
-        ``(n, r)`` the rows of ``T`` that k-means partitioned.
+    Its partition projects a new point like the fitted ones, ``T(x) = normalise(rescale(x) V_r
+    S_r^-1)``, and gives it the nearest member mean of the clusters in ``T``.
     """
-    points = check_points(x)
-    k = check_n_clusters(k, points.shape[0])
-    rank = _checked_rank(rank, allow_k=True)
-    projection, embedding = _project(points, k if rank == "k" else rank)
-    if k == 1:
-        return np.zeros(points.shape[0], dtype=np.int64), projection, embedding
-    if embedding.shape[1] == 0:
-        raise ValueError(
-            "all points are equal, so the mean-centred matrix has rank 0 and spectral clustering "
-            f"has nothing to partition into {k} clusters; use k=1 or check the embeddings"
+
+    def __init__(
+        self,
+        n_clusters: int | Literal["auto"] | None = None,
+        seed: int = 0,
+        *,
+        rank: int | Literal["k"] | None = "k",
+        max_clusters: int = AUTO_MAX_CLUSTERS,
+    ) -> None:
+        super().__init__(n_clusters, seed)
+        self.rank = _checked_rank(rank, allow_k=True)
+        check_auto_settings(max_clusters, 2)
+        self.max_clusters = int(max_clusters)
+
+    def cluster(self, points: np.ndarray) -> np.ndarray:
+        return self._fit(points, Rescaling.of(points))[0]
+
+    def partition(self, points: np.ndarray, frame: Rescaling) -> NearestCentrePartition:
+        labels, projection, embedding = self._fit(points, frame)
+        partition = NearestCentrePartition(
+            labels_=labels,
+            rescaling=frame,
+            centres=member_means(embedding, labels),
+            projection=projection.components,
+            unit_rows=True,
         )
-    return kmeans(embedding, k, seed=seed), projection, embedding
+        partition.labels_ = partition.assign(points)
+        return partition
+
+    def _fit(
+        self, points: np.ndarray, frame: Rescaling
+    ) -> tuple[np.ndarray, SpectralProjection, np.ndarray]:
+        """Labels, the fitted projection and the ``(n, r)`` rows of ``T`` k-means partitioned."""
+        spectrum = _Spectrum.of(points, frame)
+        top = spectrum.singular_values[: spectrum.numerical_rank]
+        k = self._count(lambda: by_eigengap(top, self.max_clusters))
+        projection, embedding = spectrum.project(k if self.rank == "k" else self.rank)
+        if k == 1:
+            return np.zeros(points.shape[0], dtype=np.int64), projection, embedding
+        if embedding.shape[1] == 0:
+            raise ValueError(
+                "all points are equal, so the mean-centred matrix has rank 0 and spectral "
+                f"clustering has nothing to partition into {k} clusters; use k=1 or check the "
+                "embeddings"
+            )
+        device = search_device("auto")
+        labels = _kmeans(embedding, k, self.seed, N_INIT, MAX_ITER, "k-means++", device, None)
+        return labels, projection, embedding
 
 
 def _checked_rank(rank: object, *, allow_k: bool) -> int | Literal["k"] | None:

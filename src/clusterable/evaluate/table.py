@@ -47,27 +47,35 @@ KMEANS_PP_MAX_CLUSTERS = 64
 def partition(
     x: np.ndarray,
     clustering: str,
-    n_clusters: int,
+    n_clusters: int | Literal["auto"] | None,
     seed: int,
     cluster_kwargs: Mapping[str, Any] | None = None,
     neighbours: np.ndarray | None = None,
+    *,
+    n_classes: int | None = None,
 ) -> np.ndarray:
-    """Cluster ``x`` with the named `clusterable.cluster` function; AAS picks its own count.
+    """Cluster ``x`` with the registered clusterer ``clustering`` (`clusterable.cluster`), its
+    count decided by `clusterable.cluster.resolve_n_clusters`.
 
-    ``neighbours``: each point's nearest other points, from the table's kNN search, which
-    k-means starts from (`clusterable.cluster.kmeans`).
+    ``n_clusters``: with ``n_classes`` given, the user's request (an int, ``"auto"`` or None:
+    the class count); without it, the count to ask a method that takes one (the class count, as
+    `evaluate_embeddings` passes it, or ``"auto"``), which a method that finds its own count
+    (AAS, HDBSCAN) does not take. ``neighbours``: each point's nearest other points, from the
+    table's kNN search, which k-means starts from (`clusterable.cluster.kmeans`).
     """
     # Imported here: clustering is optional for the retrieval metrics and pulls in faiss/sklearn.
-    from clusterable.cluster import canonical_clustering, run_clustering
+    from clusterable.cluster import canonical_clustering, resolve_n_clusters, run_clustering
 
     name = canonical_clustering(clustering)
+    if n_classes is None and isinstance(n_clusters, int):
+        n_clusters, n_classes = None, n_clusters
+    count = resolve_n_clusters(name, n_clusters, n_classes=n_classes)
     options = dict(cluster_kwargs or {})
     if name == "kmeans":
-        init = "k-means++" if n_clusters <= KMEANS_PP_MAX_CLUSTERS else "random"
-        options = {**EVALUATION_KMEANS, "init": init, **options}
+        few = not isinstance(count, int) or count <= KMEANS_PP_MAX_CLUSTERS  # "auto": <= 20
+        options = {**EVALUATION_KMEANS, "init": "k-means++" if few else "random", **options}
         if neighbours is not None:
             options.setdefault("neighbours", neighbours)
-    count = None if name == "aas" else n_clusters  # AAS picks its own count
     return run_clustering(x, name, count, seed=seed, **options)
 
 
@@ -129,12 +137,16 @@ def evaluate_embeddings(
         ``silhouette``. None: all but ``v_measure``, which equals ``nmi``. The table lists them in
         that order whatever the order asked.
     clustering : str or array-like
-        ``"kmeans"``, ``"spectral"``, ``"gmm"``, ``"affinity_propagation"`` (or ``"ap"``) or
-        ``"aas"`` from `clusterable.cluster`, or precomputed ``(n,)`` cluster ids. AAS chooses its
-        own number of clusters and marks noise -1; every noise item counts as its own singleton
-        cluster in every partition metric (so noise never raises pairwise precision for free).
-    n_clusters : int, optional
-        Clusters to ask for; the number of classes in ``labels`` by default (the papers' protocol).
+        A registered clusterer (`clusterable.cluster.available_clusterings`: ``"kmeans"``,
+        ``"spectral"``, ``"gmm"``, ``"affinity_propagation"`` (or ``"ap"``), ``"aas"``,
+        ``"hdbscan"``, or one a user registered), or precomputed ``(n,)`` cluster ids. AAS and
+        HDBSCAN choose their own number of clusters and mark noise -1; every noise item counts as
+        its own singleton cluster in every partition metric (so noise never raises pairwise
+        precision for free).
+    n_clusters : int or "auto", optional
+        Clusters to ask for; the number of classes in ``labels`` by default (the papers'
+        protocol); ``"auto"`` for a method that can choose (`clusterable.cluster.
+        resolve_n_clusters`, the one rule); refused for a method that finds its own.
     ks : sequence of int
         K values of Recall@K, each at most ``n - 1``; read only when Recall@K is among the
         ``metrics`` (so that they neither deepen the search nor add ``per_class`` columns).
@@ -209,7 +221,7 @@ def evaluate_embeddings(
     a = Artefacts(
         points=as_points(x, metric),
         codes=codes,
-        ks=check_ks(ks, n - 1) if "recall@k" in selected else (),
+        ks=check_ks(ks, n - 1) if any(METRICS.metadata(m).get("per_k") for m in selected) else (),
         metric=metric,
         seed=seed,
         silhouette_sample=check_sample_size(silhouette_sample),
@@ -228,8 +240,15 @@ def evaluate_embeddings(
         if "partition" in needs:
             a.clusters = given_clusters
             if a.clusters is None:
-                k = classes.size if n_clusters is None else n_clusters
-                found = partition(a.points, clustering, k, seed, cluster_kwargs, neighbours)
+                found = partition(
+                    a.points,
+                    clustering,
+                    n_clusters,
+                    seed,
+                    cluster_kwargs,
+                    neighbours,
+                    n_classes=classes.size,
+                )
                 a.clusters = as_clusters(found, n, "clustering")
             a.table = contingency_from_codes(codes, a.clusters)
     out: dict[str, Any] = {}
