@@ -155,10 +155,19 @@ def test_evaluate_embed_cluster_plot_a_trained_run(trained_run, tmp_path, capsys
 
 
 def test_cluster_without_k_is_a_one_line_error(saved_embeddings, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(["cluster", str(saved_embeddings / "emb.npy"), "--clustering", "kmeans"])
+    with pytest.raises(SystemExit) as exit_info:  # gmm cannot choose its own count
+        main(["cluster", str(saved_embeddings / "emb.npy"), "--clustering", "gmm"])
     assert exit_info.value.code == 2
     assert "--n-clusters N" in capsys.readouterr().err
+
+
+def test_cluster_chooses_k_where_the_method_can(saved_embeddings, tmp_path, capsys):
+    out = tmp_path / "clusters.npy"
+    args = ["cluster", str(saved_embeddings / "emb.npy"), "--n-clusters", "auto", "--out", str(out)]
+    assert main(args) == 0
+    chosen = capsys.readouterr().out.splitlines()[0]
+    assert chosen.startswith("n_clusters = ") and chosen.endswith("chosen by silhouette")
+    assert len(np.unique(np.load(out))) == int(chosen.split()[2].rstrip(":"))
 
 
 def test_train_unknown_loss_argument_is_a_one_line_error(tmp_path, capsys):

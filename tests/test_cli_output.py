@@ -3,6 +3,7 @@ warnings, help with defaults; and the figures' legends and axes."""
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 from clusterable.cli import main
 from clusterable.device import resolve_device
+from clusterable.evaluate import available_metrics
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +67,39 @@ def test_evaluate_accepts_text_labels_and_labels_its_table(blobs, capsys):
     out = capsys.readouterr().out
     assert "60 items" in out and "k-means, k = 3" in out and "NMI (clusters)" in out
     assert "pairwise recall (clusters)" in out
+
+
+def test_evaluate_metrics_computes_only_those(blobs, capsys):
+    out = blobs / "t.json"
+    argv = ["evaluate", str(blobs / "e.npy"), str(blobs / "l.npy"), "--json", str(out)]
+    assert main([*argv, "--metrics", "map@r", "nmi"]) == 0
+    assert set(json.loads(out.read_text())) == {"map@r", "nmi"}
+    assert "k-means, k = 3" in capsys.readouterr().out
+
+    assert main([*argv, "--metrics", "recall@k", "--clustering", "aas"]) == 0
+    assert set(json.loads(out.read_text())) == {"recall@1", "recall@2", "recall@4", "recall@8"}
+    printed = capsys.readouterr().out
+    assert "evaluated: 60 items" in printed and "clustering" not in printed
+
+
+def test_evaluate_metrics_are_the_registered_ones(capsys):
+    from clusterable.cli import build_parser
+
+    verbs = build_parser()._subparsers._group_actions[0].choices
+    choices = next(a for a in verbs["evaluate"]._actions if "--metrics" in a.option_strings).choices
+    assert list(choices) == available_metrics()
+    with pytest.raises(SystemExit):
+        main(["evaluate", "e.npy", "l.npy", "--metrics", "nmx"])
+    assert "invalid choice: 'nmx'" in capsys.readouterr().err
+
+
+def test_cluster_scores_its_partition_with_the_evaluation_table(blobs, capsys):
+    argv = ["cluster", str(blobs / "e.npy"), "--labels", str(blobs / "l.npy")]
+    assert main([*argv, "--out", str(blobs / "c.npy")]) == 0
+    out = capsys.readouterr().out
+    for label in ("NMI (clusters)", "pairwise F1 (clusters)", "ARI (clusters)"):
+        assert label in out
+    assert "100.00 %" in out and "retrieval" not in out
 
 
 def test_evaluate_aas_prints_the_clusters_found(blobs, capsys):

@@ -13,16 +13,22 @@ gradient, on the device of the package's rule (:mod:`clusterable.device`):
 Images are preprocessed as the run's image data was: converted to the run's channels (grayscale or
 RGB), resized (bilinear) to its square size, scaled to [0, 1], channels first. Arrays and tables
 are taken as they are and must have the run's item shape; a mismatch is an error that names both.
+
+An embedder knows its model's identity (the checksum of its weights, and its run), which a search
+index keeps and :class:`ModelIdentity` writes beside saved embeddings (``model.json``), so that
+embeddings of different models are never compared. :meth:`Embedder.load_split` gives a split of
+the run's own data (or of other data of its item shape), read as the run read it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -34,11 +40,59 @@ from clusterable.data import ImageFiles, LabelledDataset, load_dataset
 from clusterable.data.generic import load_table
 from clusterable.device import DeviceSpec, resolve_device
 
+if TYPE_CHECKING:
+    from clusterable.recipe import RunSpec
+
 #: File suffixes read as images.
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".pgm")
 
 #: File suffixes read as tables of feature rows.
 TABLE_SUFFIXES = (".csv", ".npz", ".npy")
+
+#: The file written beside saved embeddings: which model made them, from which items.
+MODEL_IDENTITY = "model.json"
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    """Which model embedded some saved embeddings, and which items (``model.json`` beside them).
+
+    Attributes
+    ----------
+    model : str
+        Checksum of the model's weights (:func:`clusterable.index.model_checksum`).
+    run : str
+        The run folder the model came from.
+    data, root, split : str, optional
+        The items embedded: a data-set name (None: the run's own data), its folder, its split.
+    """
+
+    model: str
+    run: str
+    data: str | None = None
+    root: str | None = None
+    split: str | None = None
+
+    def save(self, folder: str | os.PathLike[str]) -> Path:
+        """Write ``folder/model.json``; returns its path."""
+        path = Path(folder) / MODEL_IDENTITY
+        path.write_text(json.dumps(asdict(self), indent=2))
+        return path
+
+    @classmethod
+    def beside(cls, embeddings: str | os.PathLike[str]) -> ModelIdentity | None:
+        """The identity saved in the folder of the file ``embeddings``; None when there is none."""
+        path = Path(embeddings).with_name(MODEL_IDENTITY)
+        if not path.is_file():
+            return None
+        values = json.loads(path.read_text())
+        try:
+            return cls(**{f.name: values[f.name] for f in fields(cls) if f.name in values})
+        except TypeError:
+            raise ValueError(
+                f"{path} does not name the model and run that made the embeddings beside it; "
+                "write them again with `clusterable embed`"
+            ) from None
 
 
 @dataclass
@@ -76,6 +130,10 @@ class Embedder:
         Identity of the model (:func:`clusterable.index.model_checksum` of its weights).
     run : str, optional
         The run folder the model came from.
+    spec : RunSpec, optional
+        The run's settings: its data, label view and image settings (:meth:`load_split`).
+    checkpoint : Path, optional
+        The checkpoint the weights were read from.
     device : str or torch.device, optional
         Where to run (:mod:`clusterable.device`): ``"auto"`` takes CUDA, then Apple's MPS, then
         the CPU.
@@ -95,6 +153,8 @@ class Embedder:
         *,
         model_id: str | None = None,
         run: str | None = None,
+        spec: RunSpec | None = None,
+        checkpoint: Path | None = None,
         device: DeviceSpec = "auto",
     ) -> None:
         self.device = resolve_device(device)
@@ -102,6 +162,8 @@ class Embedder:
         self.input_shape = tuple(int(s) for s in input_shape)
         self.model_id = model_id
         self.run = run
+        self.spec = spec
+        self.checkpoint = checkpoint
 
     @classmethod
     def from_run(cls, run: str | os.PathLike[str], device: DeviceSpec = "auto") -> Embedder:
@@ -116,15 +178,55 @@ class Embedder:
         from clusterable.recipe import load_trained
         from clusterable.train.checkpoint import load_run_record
 
-        model, _, _, checkpoint = load_trained(run)
+        model, _, spec, checkpoint = load_trained(run)
         input_shape = load_run_record(checkpoint)["input_shape"]
         return cls(
             model,
             input_shape,
             model_id=model_checksum(model.state_dict()),
             run=str(Path(run).resolve()),
+            spec=spec,
+            checkpoint=checkpoint,
             device=device,
         )
+
+    def identity(
+        self, data: str | None = None, root: str | None = None, split: str | None = None
+    ) -> ModelIdentity:
+        """This model's identity, for embeddings it made of ``data`` (None: the run's own)."""
+        if self.model_id is None or self.run is None:
+            raise ValueError("this embedder was not loaded from a run: it has no identity")
+        return ModelIdentity(self.model_id, self.run, data=data, root=root, split=split)
+
+    def load_split(
+        self, data: str | None = None, root: str | None = None, split: str = "test"
+    ) -> LabelledDataset:
+        """A split of the run's data, or of ``data``, read with the run's label view and image
+        settings; ``root`` defaults to the run's for the run's own data.
+
+        Raises
+        ------
+        ValueError
+            If the items of ``data`` do not have the shape the run's model embeds.
+        """
+        if self.spec is None:
+            raise ValueError("this embedder was not loaded from a run: name the data to embed")
+        spec = self.spec
+        dataset = load_dataset(
+            data or spec.data,
+            root=root or (spec.root if data is None else None),
+            split=split,
+            labels=spec.labels,
+            image_size=spec.image_size,
+            channels=spec.channels,
+        )
+        if dataset.input_shape != self.input_shape:
+            raise ValueError(
+                f"the run {self.run} was trained on {spec.data}, items of shape "
+                f"{self.input_shape}; {data} has items of shape {dataset.input_shape}, which its "
+                "model cannot embed: give data of the run's shape, or train a run on this data"
+            )
+        return dataset
 
     @property
     def expects(self) -> str:

@@ -1,0 +1,90 @@
+"""The ``clusterable`` command line: one module per group of verbs, each parser beside its handler.
+
+Examples
+--------
+    clusterable demo
+    clusterable train --data fashion-mnist --loss msdnn --loss-arg sigma=0.5 --label-view coarse \\
+        --model lenet --epochs 10 --out runs/msdnn
+    clusterable evaluate runs/msdnn --json table.json
+    clusterable evaluate emb.npy labels.npy --clustering spectral --metrics nmi f1
+    torchrun --nproc_per_node 2 -m clusterable train --data digits --loss lifted --out runs/ddp
+
+Where things are:
+
+- ``run.py`` train, tune; ``embeddings.py`` evaluate, embed, cluster, plot; ``use.py`` index,
+  search, assign, export; ``report.py`` report; ``papers.py`` demo, reproduce.
+- ``_settings.py``: the run flags, generated from the RunSpec and TrainConfig fields, and the
+  settings a command names (``--config`` file, then flags).
+- ``_files.py``: what verbs read and write (``.npy`` arrays, labels, JSON, a run's embeddings).
+- ``_clusters.py``: how many clusters ``evaluate`` and ``cluster`` ask for.
+- ``_parser.py``: the verb factory (description, example, ``--seed``, ``--device``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from typing import Any
+
+from clusterable import __version__
+from clusterable.cli import embeddings, papers, report, run, use
+from clusterable.cli._parser import AddVerb, Verbs
+from clusterable.device import device_scope
+from clusterable.train.checkpoint import CheckpointWriteError
+from clusterable.train.run_folder import RunFolderError, describe_os_error
+
+#: Every verb, in the order ``clusterable --help`` lists them.
+VERBS: tuple[AddVerb, ...] = (
+    papers.add_demo,
+    run.add_train,
+    run.add_tune,
+    embeddings.add_evaluate,
+    embeddings.add_embed,
+    embeddings.add_cluster,
+    embeddings.add_plot,
+    use.add_index,
+    use.add_search,
+    use.add_assign,
+    report.add_report,
+    use.add_export,
+    papers.add_reproduce,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="clusterable",
+        description="Clustering-oriented deep metric learning.",
+        epilog="Run `clusterable VERB --help` for a verb's options and examples.",
+    )
+    parser.add_argument("--version", action="version", version=f"clusterable {__version__}")
+    verbs = Verbs(parser.add_subparsers(dest="command", required=True, metavar="VERB"))
+    for add_verb in VERBS:
+        add_verb(verbs)
+    return parser
+
+
+def _one_line_warning(message: Any, category: type, *_: Any, **__: Any) -> None:
+    """Warnings as one line, without the library's source path."""
+    print(f"clusterable: warning: {message}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    with warnings.catch_warnings():
+        warnings.showwarning = _one_line_warning
+        try:
+            with device_scope(getattr(args, "device", None)):
+                return args.handler(args)
+        except (RunFolderError, CheckpointWriteError, FileNotFoundError) as error:
+            parser.exit(2, f"clusterable {args.command}: error: {error}\n")
+        except OSError as error:
+            parser.exit(2, f"clusterable {args.command}: error: {describe_os_error(error)}\n")
+        except (ValueError, ImportError) as error:
+            parser.exit(2, f"clusterable {args.command}: error: {error}\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+"""``clusterable report``: one self-contained HTML page of a run, a clustering or a reproduction."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from clusterable.cli._files import load_array
+from clusterable.cli._parser import Verbs
+from clusterable.train.run_folder import check_parent_writable
+
+
+def command_report(args: argparse.Namespace) -> int:
+    from clusterable import reports
+
+    source = Path(args.source)
+    if not source.exists():
+        raise FileNotFoundError(
+            f"{source} does not exist; give a run folder, an experiment folder of `reproduce`, "
+            "or a partition (.npz) / cluster ids (.npy) with --embeddings"
+        )
+    out = Path(args.out) if args.out else None
+    if out is not None:
+        check_parent_writable(out)
+    if source.is_dir() and (source / "results.json").is_file():
+        report = reports.ExperimentReport.from_json(source / "results.json")
+        written = reports.write_reproduction_report(report, source, out)
+    elif source.is_dir():
+        written = reports.write_run_report(source, out, seed=args.seed)
+    else:
+        written = _clustering_report(source, out, args)
+    print(f"wrote {written}")
+    return 0
+
+
+def _clustering_report(source: Path, out: Path | None, args: argparse.Namespace) -> Path:
+    """The report of a saved partition or cluster-id array, on the embeddings it clustered."""
+    from clusterable import reports
+    from clusterable.cluster import Partition
+
+    if args.embeddings is None:
+        raise ValueError(
+            f"{source} holds cluster ids only: add --embeddings EMB.npy, the points it clustered"
+        )
+    embeddings_path = Path(args.embeddings)
+    embeddings = load_array(embeddings_path, "embeddings")
+    if source.suffix == ".npz":
+        partition = Partition.load(source)
+        clusters, method = partition.labels_, partition.method
+    else:
+        clusters, method = load_array(source, "cluster ids"), "given"
+    beside = embeddings_path.with_name("labels.npy")
+    labels_path = Path(args.labels) if args.labels else beside if beside.is_file() else None
+    labels = None if labels_path is None else load_array(labels_path, "labels")
+    class_names, items = _items_of(embeddings_path, len(embeddings))
+    settings = {"method": method, "clusters file": source.resolve(), "embeddings": embeddings_path}
+    if labels_path is not None:
+        settings["labels"] = labels_path
+    return reports.write_clustering_report(
+        embeddings,
+        clusters,
+        out or source.with_name(f"{source.stem}-report.html"),
+        labels=labels,
+        class_names=class_names,
+        items=items,
+        settings=settings,
+        title=f"{method} clusters of {embeddings_path}",
+        seed=args.seed,
+    )
+
+
+def _items_of(embeddings_path: Path, count: int) -> tuple[list[str] | None, np.ndarray | None]:
+    """Class names and item images of embeddings written by ``clusterable embed``, when the
+    identity beside them names the run and split they came from; ``(None, None)`` otherwise."""
+    from clusterable.embedder import ModelIdentity
+
+    identity = ModelIdentity.beside(embeddings_path)
+    if identity is None or identity.split is None:
+        return None, None
+    record = Path(identity.run) / "run.json"
+    if not record.is_file():
+        return None, None
+    from clusterable.data import load_dataset
+    from clusterable.reports.run_report import item_images
+
+    spec = json.loads(record.read_text())["spec"]
+    data = load_dataset(
+        identity.data or spec["data"],
+        root=identity.root or spec["root"],
+        split=identity.split,
+        labels=spec["labels"],
+    )
+    if len(data) != count:
+        return None, None
+    return data.class_names, item_images(data)
+
+
+def add_report(verbs: Verbs) -> argparse.ArgumentParser:
+    report = verbs(
+        "report",
+        "write one self-contained HTML page of a run, a clustering or a reproduction",
+        "clusterable report runs/fm; clusterable report fm.npz --embeddings emb/embeddings.npy",
+        command_report,
+    )
+    report.add_argument(
+        "source",
+        help="a run folder, an experiment folder of `reproduce`, or a partition .npz / cluster "
+        "ids .npy (with --embeddings)",
+    )
+    report.add_argument(
+        "--out", help="HTML file (default: report.html in the run or experiment folder)"
+    )
+    report.add_argument("--embeddings", help="clusterings: the (n, d) .npy that was clustered")
+    report.add_argument(
+        "--labels", help="clusterings: class labels .npy (default: labels.npy beside --embeddings)"
+    )
+    return report

@@ -1,0 +1,170 @@
+"""``clusterable train`` and ``clusterable tune``: a run, or a search over runs, from the settings
+a command names (`clusterable.cli._settings`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from clusterable.cli._parser import Verbs
+from clusterable.cli._settings import (
+    add_run_flags,
+    config_file,
+    defaults_of,
+    given_settings,
+    resumed_settings,
+)
+
+
+def command_train(args: argparse.Namespace) -> int:
+    from clusterable.recipe import RunSpec, train_run
+    from clusterable.train import TrainConfig
+    from clusterable.train.distributed import end_distributed
+    from clusterable.train.run_folder import default_run_folder, interrupted_message
+
+    spec_given, train_given = given_settings(args)
+    spec = RunSpec.from_dict(spec_given)
+    out = Path(args.out) if args.out else default_run_folder(spec.data, spec.loss)
+    if args.resume:
+        spec, config = resumed_settings(out, spec_given, train_given)
+    else:
+        config = TrainConfig.from_dict({**train_given, "verbose": True})
+    main_process = os.environ.get("RANK", "0") == "0"  # under torchrun, one process reports
+    try:
+        train_run(spec, config, out=out, resume=args.resume, overwrite=args.overwrite)
+    except KeyboardInterrupt:
+        if main_process:
+            print(f"\nclusterable train: {interrupted_message(out)}", file=sys.stderr)
+        return 130
+    end_distributed()  # under torchrun: every process has trained and scored the test split
+    if main_process:
+        print(f"run folder: {out}")
+        if args.report:
+            from clusterable.reports import write_run_report
+
+            print(f"report (open it in a browser): {write_run_report(out, seed=config.seed)}")
+    return 0
+
+
+def add_train(verbs: Verbs) -> argparse.ArgumentParser:
+    from clusterable.recipe import RunSpec
+    from clusterable.train.config import TrainConfig
+
+    spec, config = defaults_of(RunSpec), defaults_of(TrainConfig)
+    train = verbs(
+        "train",
+        "train an embedding on a dataset with a loss; checkpoints, logs and test metrics. "
+        "Every setting has a default (below): `clusterable train` alone trains "
+        f"{spec['data']}/{spec['loss']} for {config['epochs']} epochs",
+        "clusterable train --data digits --loss lifted --loss-arg margin=1.0 --epochs 20",
+        command_train,
+    )
+    add_run_flags(train)
+    train.add_argument(
+        "--out",
+        help="run folder, absent or empty unless --resume or --overwrite (default: "
+        "runs/DATA-LOSS, DATA the folder or file name for folder:/table: data)",
+    )
+    train.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out from its latest checkpoint, with its own settings "
+        "(only --epochs and output flags may change)",
+    )
+    train.add_argument(
+        "--overwrite", action="store_true", help="delete what --out holds, then start a new run"
+    )
+    train.add_argument(
+        "--report",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="write RUN/report.html at the end (clusterable report RUN)",
+    )
+    return train
+
+
+def command_tune(args: argparse.Namespace) -> int:
+    from clusterable.recipe import RunSpec
+    from clusterable.train import TrainConfig
+    from clusterable.train.run_folder import check_writable, default_run_folder
+    from clusterable.tune import parse_parameter, parse_space, tune
+
+    file_values = config_file(args)
+    search = file_values.pop("search", None) or {}
+    spec_given, train_given = given_settings(args, file_values)
+    space = [parse_parameter(text) for text in args.param] + parse_space(search)
+    spec = RunSpec.from_dict(spec_given)
+    config = TrainConfig.from_dict(train_given)
+    default = default_run_folder(spec.data, spec.loss)
+    out = check_writable(args.out or default.with_name(f"tune-{default.name}"))
+    print(
+        f"searching {', '.join(p.describe() for p in space)} for {spec.loss} on {spec.data}: "
+        f"{args.trials} trials, {args.folds} {args.protocol} folds of the training split, "
+        f"maximising {args.metric}; study in {out}"
+    )
+    result = tune(
+        spec,
+        space,
+        config=config,
+        folds=args.folds,
+        protocol=args.protocol,
+        trials=args.trials,
+        metric=args.metric,
+        out=out,
+        seed=config.seed,
+    )
+    values = ", ".join(
+        f"{key.split('.', 1)[1]}={value:.4g}"
+        if isinstance(value, float)
+        else f"{key.split('.', 1)[1]}={value}"
+        for key, value in result.best_values.items()
+    )
+    print(
+        f"best: {values} ({args.metric} {result.best_score:.4f}, mean over {args.folds} folds; "
+        f"{result.completed} trials completed, {result.pruned} pruned)\n"
+        f"wrote {out / 'best.yaml'} and the search plot {out / 'search.png'}; train it with "
+        f"`clusterable train --config {out / 'best.yaml'}`"
+    )
+    return 0
+
+
+def add_tune(verbs: Verbs) -> argparse.ArgumentParser:
+    tune = verbs(
+        "tune",
+        "search hyper-parameters by cross-validation on the training split (Optuna); resumes a "
+        "killed search; writes the best settings as a YAML file `train --config` takes",
+        "clusterable tune --data digits --loss msdnn --param sigma=log:0.001:1000 --trials 20",
+        command_tune,
+    )
+    add_run_flags(tune, skip=frozenset({"progress"}))  # a search trains quietly
+    tune.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=KIND:...",
+        help="a searched setting: NAME=log:LOW:HIGH, float:LOW:HIGH, int:LOW:HIGH or "
+        "choice:A,B,C (repeatable; or a `search:` mapping in --config); NAME a loss keyword, "
+        "a training setting or run.embedding_dim",
+    )
+    tune.add_argument("--trials", type=int, default=20, help="trials in all (default: %(default)s)")
+    tune.add_argument("--folds", type=int, default=3, help="folds (default: %(default)s)")
+    tune.add_argument(
+        "--protocol",
+        choices=("stratified", "class-disjoint"),
+        default="stratified",
+        help="stratified folds, or folds of whole classes for zero-shot protocols "
+        "(default: %(default)s)",
+    )
+    tune.add_argument(
+        "--metric",
+        default="map@r",
+        help="what to maximise: a key of the evaluation table or knn@K (default: %(default)s)",
+    )
+    tune.add_argument(
+        "--out",
+        help="folder of the study (study.db, best.yaml, search.png); a search found there "
+        "resumes (default: runs/tune-DATA-LOSS)",
+    )
+    return tune
