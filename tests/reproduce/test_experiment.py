@@ -52,3 +52,17 @@ def test_budget_seeds_start_at_the_first_seed():
     assert Budget(mode="quick").seed_list(1, 3) == [0]
     assert Budget(first_seed=5).seed_list(1, 3) == [5, 6, 7]
     assert Budget(mode="full", seeds=2, first_seed=1).seed_list(1, 3, 10) == [1, 2]
+
+
+def test_experiments_use_the_one_registry_contract():
+    from clusterable.reproduce import available_experiments
+    from clusterable.reproduce.experiment import run_experiment
+
+    assert available_experiments() == list(EXPERIMENTS) and "aas-synthetic" in EXPERIMENTS
+    with EXPERIMENTS.scratch():
+        experiment("a-test-experiment", label="a test")(lambda budget: None)
+        assert available_experiments()[-1] == "a-test-experiment"
+        assert EXPERIMENTS.label("a-test-experiment") == "a test"
+    assert "a-test-experiment" not in EXPERIMENTS
+    with pytest.raises(ValueError, match="unknown experiment 'nope'; choose one of: aas-synthetic"):
+        run_experiment("nope", Budget(mode="quick"))

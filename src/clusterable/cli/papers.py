@@ -53,10 +53,10 @@ def _experiment_choices() -> list[str] | None:
     """``all`` and the registered experiments; None (any name) when the reproductions cannot be
     imported, so that ``reproduce`` itself says which extra is missing."""
     try:
-        from clusterable.reproduce import EXPERIMENTS
+        from clusterable.reproduce import available_experiments
     except ImportError:
         return None
-    return ["all", *EXPERIMENTS]
+    return ["all", *available_experiments()]
 
 
 def add_reproduce(verbs: Verbs) -> argparse.ArgumentParser:

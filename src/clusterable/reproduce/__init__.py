@@ -21,7 +21,13 @@ from clusterable.reproduce import budget_curves  # noqa: F401
 
 # isort: on
 from clusterable.reports import Claim, ExperimentReport, Row
-from clusterable.reproduce.experiment import EXPERIMENTS, Budget, experiment, run_experiment
+from clusterable.reproduce.experiment import (
+    EXPERIMENTS,
+    Budget,
+    available_experiments,
+    experiment,
+    run_experiment,
+)
 
 __all__ = [
     "EXPERIMENTS",
@@ -29,6 +35,7 @@ __all__ = [
     "Claim",
     "ExperimentReport",
     "Row",
+    "available_experiments",
     "experiment",
     "run_all",
     "run_experiment",

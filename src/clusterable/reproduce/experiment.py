@@ -7,10 +7,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from clusterable._register import register_once
+from clusterable._register import Registry
 from clusterable.reports import ExperimentReport, write_report
 from clusterable.versions import library_versions
 
@@ -48,17 +49,20 @@ class Budget:
 
 
 Experiment = Callable[[Budget], ExperimentReport]
-EXPERIMENTS: dict[str, Experiment] = {}
+
+#: Every reproduction by name, in registration order (the order of ``reproduce all`` and of the
+#: summary page).
+EXPERIMENTS: Registry[Experiment] = Registry("experiment", sort=False)
 
 
-def experiment(name: str) -> Callable[[Experiment], Experiment]:
-    """Decorator: register a reproduction under ``name``."""
+def experiment(name: str, **metadata: Any) -> Callable[[Experiment], Experiment]:
+    """Decorator: register a reproduction under ``name`` (with ``metadata``, e.g. ``label``)."""
+    return EXPERIMENTS.register(name, **metadata)
 
-    def add(function: Experiment) -> Experiment:
-        register_once(EXPERIMENTS, name, function, "experiment")
-        return function
 
-    return add
+def available_experiments() -> list[str]:
+    """The registered experiments, in registration order."""
+    return EXPERIMENTS.names()
 
 
 def command_line() -> str:
@@ -68,12 +72,11 @@ def command_line() -> str:
 
 def run_experiment(name: str, budget: Budget) -> ExperimentReport:
     """Run one experiment, record how, and write its report into ``budget.folder``."""
-    if name not in EXPERIMENTS:
-        raise ValueError(f"unknown experiment {name!r}; choose one of: {', '.join(EXPERIMENTS)}")
+    run = EXPERIMENTS[name]  # an unknown name: a ValueError listing the experiments
     budget.folder.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     torch.manual_seed(0)
-    report = EXPERIMENTS[name](budget)
+    report = run(budget)
     report.record = {
         "command": command_line(),
         "mode": budget.mode,
