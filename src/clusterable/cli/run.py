@@ -16,6 +16,7 @@ from clusterable.cli._settings import (
     given_settings,
     resumed_settings,
 )
+from clusterable.evaluate.registry import table_keys
 
 
 def command_train(args: argparse.Namespace) -> int:
@@ -160,7 +161,8 @@ def add_tune(verbs: Verbs) -> argparse.ArgumentParser:
     tune.add_argument(
         "--metric",
         default="map@r",
-        help="what to maximise: a key of the evaluation table or knn@K (default: %(default)s)",
+        help=f"what to maximise: {', '.join(table_keys())}, or knn@K (k-NN accuracy from the "
+        "fold's training items) (default: %(default)s)",
     )
     tune.add_argument(
         "--out",
