@@ -54,7 +54,7 @@ def test_one_step_on_the_device_equals_the_cpu_step(digits, device):
         torch.manual_seed(1)
         decoder = build_decoder("mlp", train.input_shape, 8)
         loss = AutoencoderLoss(build_loss("msdnn", sigma=2.0), decoder, weight=0.5)
-        config = settings(where, optimizer="sgd", momentum=0.0, lr=0.1)
+        config = settings(where, optimizer="sgd", momentum=0.0, lr=0.1, precision="32")
         value = Trainer(model, loss, train, config=config).train_step(x, y)
         after[str(where)] = (
             value,

@@ -50,6 +50,7 @@ def one_step(
         chunk_size=chunk_size,
         progress=False,
         device=device,
+        precision="32",  # the same arithmetic as the single process's, on a GPU too
     )
     trainer = Trainer(model, loss, dataset, config=config, env=env)
     for step in range(steps):
