@@ -129,3 +129,25 @@ def test_the_embedder_follows_the_device_rule(device):
         assert Embedder(torch.nn.Linear(5, 2), (5,)).device.type == device.type
     items = embedder.embed(np.ones((3, 5), dtype=np.float32), progress=False)
     assert isinstance(items.embeddings, np.ndarray) and items.embeddings.shape == (3, 2)
+
+
+def test_an_image_backbones_run_embeds_new_images_in_its_evaluation_view(tmp_path):
+    from clusterable.data import ImageFiles
+    from clusterable.data.transforms import backbone_preprocessing
+    from clusterable.recipe import RunSpec
+
+    rng = np.random.default_rng(0)
+    Image.fromarray(rng.integers(0, 255, (40, 96, 3), dtype=np.uint8)).save(tmp_path / "wide.png")
+    flat = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, 4))
+    spec = RunSpec(model="torchvision:resnet18", image_size=32)
+    embedder = Embedder(flat, (3, 32, 32), spec=spec, device="cpu")
+    got = embedder.embed(tmp_path / "wide.png", progress=False).embeddings
+    view = ImageFiles(
+        [tmp_path / "wide.png"], 32, 3, preprocessing=backbone_preprocessing(spec.model)
+    )[0]
+    stretched = ImageFiles([tmp_path / "wide.png"], 32, 3)[0]
+    with torch.no_grad():
+        expected = flat(torch.from_numpy(view)[None]).numpy()
+        other = flat(torch.from_numpy(stretched)[None]).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(got, other, atol=1e-4)  # not the stretch of a small model's run

@@ -11,7 +11,8 @@ gradient, on the device of the package's rule (:mod:`clusterable.device`):
 - an array or tensor of items, ``(n, *input_shape)``.
 
 Images are preprocessed as the run's image data was: converted to the run's channels (grayscale or
-RGB), resized (bilinear) to its square size, scaled to [0, 1], channels first. Arrays and tables
+RGB), resized (bilinear) to its square size (an image backbone's run: its evaluation view, the
+shorter side resized and the centre cropped), scaled to [0, 1], channels first. Arrays and tables
 are taken as they are and must have the run's item shape; a mismatch is an error that names both.
 
 An embedder knows its model's identity (the checksum of its weights, and its run), which a search
@@ -38,6 +39,7 @@ from tqdm import tqdm
 
 from clusterable.data import ImageFiles, LabelledDataset, load_dataset
 from clusterable.data.generic import load_table
+from clusterable.data.transforms import backbone_preprocessing
 from clusterable.device import DeviceSpec, resolve_device
 
 if TYPE_CHECKING:
@@ -359,7 +361,10 @@ class Embedder:
         if missing:
             raise FileNotFoundError(f"image file {missing[0]} does not exist")
         channels, size = self.input_shape[0], self.input_shape[1]
-        files = ImageFiles(paths, size=size, channels=channels)
+        # An image backbone's run evaluated its images resized and centre-cropped (its
+        # preprocessing), not stretched to the square: new images get the same view.
+        preprocessing = None if self.spec is None else backbone_preprocessing(self.spec.model)
+        files = ImageFiles(paths, size=size, channels=channels, preprocessing=preprocessing)
         return files, np.array([str(p) for p in paths]), labels, source
 
     def _from_table(self, path: Path) -> tuple[Any, np.ndarray, np.ndarray | None, str]:
