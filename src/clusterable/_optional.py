@@ -9,9 +9,12 @@ needs none of them. The extras, as ``pip install 'clusterable[NAME]'`` installs 
 - ``opml``: pymanopt, OPML's Riemannian conjugate gradient (and openTSNE for its pseudo-labels);
 - ``plots``: matplotlib, figures and HTML reports;
 - ``tune``, ``export``, ``usps``, ``vision``: search, ONNX export, USPS's HDF5 file, pretrained
-  image backbones.
+  image backbones;
+- ``tensorboard``, ``mlflow``: experiment tracking beside ``log.jsonl``
+  (:mod:`clusterable.train.loggers`).
 
-``make setup`` (behind ``make demo`` and ``make test``) installs every one of them.
+``make setup`` (behind ``make demo`` and ``make test``) installs every one of them but
+``vision`` and ``tensorboard``.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ OPTIONAL = {
     "onnxscript": ("onnxscript", "export"),
     "onnxruntime": ("onnxruntime", "export"),
     "h5py": ("h5py", "usps"),
+    "tensorboard": ("tensorboard", "tensorboard"),
+    "mlflow": ("mlflow-skinny", "mlflow"),
 }
 
 

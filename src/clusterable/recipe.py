@@ -58,7 +58,7 @@ from clusterable.unsupervised import (  # OPML: Algorithm 1 (RCGD on R, L), pseu
 )
 
 #: Training views of image files for a backbone: ``standard`` random resized crop and flip.
-AUGMENTATIONS = ("standard", "none")
+AUGMENTS = ("standard", "none")
 
 
 @dataclass
@@ -94,9 +94,9 @@ class RunSpec:
             setattr(self, name, value)
         if self.labels not in ("fine", "coarse"):
             raise ValueError(f"labels must be 'fine' or 'coarse', got {self.labels!r}")
-        if self.augment not in AUGMENTATIONS:
+        if self.augment not in AUGMENTS:
             raise ValueError(
-                f"augment must be one of {', '.join(AUGMENTATIONS)}, got {self.augment!r}"
+                f"augment must be one of {', '.join(AUGMENTS)}, got {self.augment!r}"
             )
         # Paths are kept absolute, so that the run can be evaluated from any directory.
         kind, sep, path = self.data.partition(":")

@@ -129,8 +129,12 @@ class ImageFiles:
     def _read(self, path: Path, at: tuple[int, int] = (0, 0)) -> np.ndarray:
         try:
             with Image.open(path) as image:
-                image = self._view(image.convert("RGB" if self.channels == 3 else "L"), *at)
-                pixels = np.asarray(image, dtype=np.float32) / 255.0
+                mode = "RGB" if self.channels == 3 else "L"
+                # convert() to the mode an image has already is a copy of it; decoding is the
+                # cost that remains (benchmarks/README.md, "Training throughput").
+                image = self._view(image if image.mode == mode else image.convert(mode), *at)
+                pixels = np.asarray(image, dtype=np.float32)
+                pixels /= 255.0  # in place: the same values as a division into a new array
         except FileNotFoundError:
             raise FileNotFoundError(
                 f"image file {path} is missing: the dataset's list names it but it is not on disk; "

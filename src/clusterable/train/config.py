@@ -61,7 +61,10 @@ class TrainConfig:
     )
     amp: bool = True  # the old mixed-precision switch: false means precision 32
     device: str = "auto"  # auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps
-    tensorboard: bool = False  # also log to TensorBoard (needs the tensorboard package)
+    tensorboard: bool = False  # also log to TensorBoard in RUN/tensorboard (needs the
+    # tensorboard package: pip install 'clusterable[tensorboard]')
+    mlflow: bool = False  # also log to MLflow: a local store in RUN/mlruns, or
+    # $MLFLOW_TRACKING_URI (needs mlflow-skinny: pip install 'clusterable[mlflow]')
     progress: bool = True  # tqdm progress bars (shown only when standard error is a terminal)
     verbose: bool = False  # a start banner and one line per epoch on stdout (``clusterable train``)
     seed: int = 0  # seed of every random step

@@ -71,6 +71,7 @@ from clusterable.train.distributed import (
 )
 from clusterable.train.embed import embed_dataset
 from clusterable.train.loading import EpochTaggedBatches, augments, default_workers
+from clusterable.train.loggers import RunLogger, loggers_of, scalars_of
 from clusterable.train.optim import build_optimizer, build_scheduler
 from clusterable.train.precision import (
     autocast,
@@ -123,6 +124,9 @@ class Trainer:
     callbacks : sequence of TrainerCallback
         Hooks called at their points of the loop, in this order
         (:mod:`clusterable.train.callbacks`).
+    loggers : sequence of RunLogger
+        Receivers of the settings and of every logged number (:mod:`clusterable.train.loggers`),
+        beside the TensorBoard and MLflow loggers ``config`` asks for (those write in ``out``).
     """
 
     def __init__(
@@ -136,6 +140,7 @@ class Trainer:
         env: Distributed | None = None,
         record: dict[str, Any] | None = None,
         callbacks: Sequence[TrainerCallback] = (),
+        loggers: Sequence[RunLogger] = (),
     ) -> None:
         if not isinstance(loss, EmbeddingLoss):
             raise TypeError(
@@ -162,6 +167,10 @@ class Trainer:
         self.global_loss = DistributedLoss(self.loss)  # the loss itself outside torchrun
         self.train_set, self.val_set = train_set, val_set
         self.out = Path(out) if out is not None else None
+        self.loggers: list[RunLogger] = []
+        if self.env.is_main:  # one process reports; each logger's package is checked here
+            own = loggers_of(self.config, self.out) if self.out is not None else []
+            self.loggers = [*own, *loggers]
         if self.config.batch_size % self.env.world_size:
             raise ValueError(
                 f"batch_size {self.config.batch_size} is not divisible by the "
@@ -191,7 +200,6 @@ class Trainer:
         self.best_metric: float | None = None
         self.best_epoch: int | None = None
         self.evals_without_improvement = 0
-        self._tensorboard = None
         self._notes: list[str] = []  # said once each in log.jsonl
         self._loader: DataLoader | None = None  # kept between epochs: persistent workers
         self._tagged = EpochTaggedBatches(())  # the loader's batches when it augments
@@ -389,6 +397,18 @@ class Trainer:
 
     def fit(self, resume: bool = False) -> TrainResult:
         """Train for ``config.epochs`` epochs; ``resume`` continues from the latest checkpoint."""
+        settings = {"train": self.config.to_dict(), **self.record}
+        for logger in self.loggers:
+            logger.start(settings, resume)
+        try:
+            result = self._fit(resume)
+        except BaseException as error:  # Ctrl-C too: MLflow marks the run killed
+            self._close_loggers(error)
+            raise
+        self._close_loggers()
+        return result
+
+    def _fit(self, resume: bool) -> TrainResult:
         if resume:
             self._resume()
         else:
@@ -512,29 +532,22 @@ class Trainer:
         self.log({"event": "resume", "epoch": self.epoch, "checkpoint": checkpoint.name})
 
     def log(self, record: dict[str, Any]) -> None:
-        """Append ``record`` (with its ``"event"``) to ``log.jsonl`` on the main process (and to
-        TensorBoard when configured); nothing without a run folder."""
-        if self.out is None or not self.env.is_main:
+        """On the main process: append ``record`` (with its ``"event"``) to ``log.jsonl`` (with
+        a run folder), and hand its numbers to every logger."""
+        if not self.env.is_main:
             return
-        self.out.mkdir(parents=True, exist_ok=True)
-        with (self.out / "log.jsonl").open("a") as handle:
-            handle.write(json.dumps({"time": time.time(), **record}) + "\n")
-        if self.config.tensorboard:
-            self._write_tensorboard(record)
+        if self.out is not None:
+            self.out.mkdir(parents=True, exist_ok=True)
+            with (self.out / "log.jsonl").open("a") as handle:
+                handle.write(json.dumps({"time": time.time(), **record}) + "\n")
+        scalars = scalars_of(record)
+        if scalars:
+            for logger in self.loggers:
+                logger.log_scalars(scalars, record.get("step", self.step))
 
-    def _write_tensorboard(self, record: dict[str, Any]) -> None:
-        if self._tensorboard is None:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError as error:
-                raise ImportError(
-                    "tensorboard=True needs the tensorboard package: pip install tensorboard"
-                ) from error
-            self._tensorboard = SummaryWriter(str(self.out / "tensorboard"))
-        step = record.get("step", self.step)
-        for key, value in record.items():
-            if key not in ("event", "epoch", "step") and isinstance(value, (int, float)):
-                self._tensorboard.add_scalar(f"{record['event']}/{key}", value, step)
+    def _close_loggers(self, error: BaseException | None = None) -> None:
+        for logger in self.loggers:
+            logger.close(error)
 
     def _finish(self) -> TrainResult:
         checkpoint = None
@@ -549,7 +562,5 @@ class Trainer:
                     "history": self.history,
                 }
                 (self.out / "result.json").write_text(json.dumps(summary, indent=2))
-        if self._tensorboard is not None:
-            self._tensorboard.close()
         self._loader = None  # its persistent workers end
         return TrainResult(self.epoch, self.best_epoch, self.best_metric, self.history, checkpoint)
