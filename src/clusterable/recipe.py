@@ -95,9 +95,7 @@ class RunSpec:
         if self.labels not in ("fine", "coarse"):
             raise ValueError(f"labels must be 'fine' or 'coarse', got {self.labels!r}")
         if self.augment not in AUGMENTS:
-            raise ValueError(
-                f"augment must be one of {', '.join(AUGMENTS)}, got {self.augment!r}"
-            )
+            raise ValueError(f"augment must be one of {', '.join(AUGMENTS)}, got {self.augment!r}")
         # Paths are kept absolute, so that the run can be evaluated from any directory.
         kind, sep, path = self.data.partition(":")
         if sep and path:
