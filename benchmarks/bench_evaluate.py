@@ -23,6 +23,9 @@ process's first evaluation.
   k="max_bin_count")``: faiss ``IndexFlatL2`` kNN and ``faiss.Kmeans(niter=20)``.
 
 Memory: peak resident set size of the whole child process (``ru_maxrss`` from ``os.wait4``).
+Load: each run also reports the share of the machine's cores other processes used while it ran
+(from ``/proc/stat`` less the child's own CPU time), so that pairs timed beside other work are
+marked; both sides slow down beside it, pml's several thread pools far more than ours.
 Stages: a third child runs each of our stages alone (kNN + retrieval, k-means seeding and
 iterations, contingency, Hungarian, silhouette) and prints their seconds.
 
@@ -217,8 +220,21 @@ def inertia(emb: np.ndarray, clusters: np.ndarray) -> float:
     return float(((emb - means[codes]) ** 2).sum())
 
 
+def busy_seconds() -> float | None:
+    """CPU seconds every process of the machine has used so far (Linux), None elsewhere."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(v) for v in f.readline().split()[1:]]
+    except OSError:
+        return None
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # less idle and iowait
+
+
 def measure(side: str, data: Path, seed: int, cold: bool = False) -> dict:
+    """One side in its own process: its JSON, its peak RSS, and ``others``, the share of the
+    machine's cores other processes used meanwhile (a benchmark beside other work is marked)."""
     command = [sys.executable, __file__, "--child", side, "--data", str(data), "--seed", str(seed)]
+    busy, wall = busy_seconds(), time.perf_counter()
     proc = subprocess.Popen(
         command + (["--cold"] if cold else []),
         stdout=subprocess.PIPE,
@@ -230,6 +246,10 @@ def measure(side: str, data: Path, seed: int, cold: bool = False) -> dict:
         raise RuntimeError(f"{side} failed with exit status {status}")
     result = json.loads(out.strip().splitlines()[-1])
     result["peak_mb"] = usage.ru_maxrss / 1024  # Linux: kilobytes
+    wall = time.perf_counter() - wall
+    if busy is not None:
+        theirs = busy_seconds() - busy - usage.ru_utime - usage.ru_stime  # type: ignore[operator]
+        result["others"] = max(0.0, theirs) / (wall * (os.cpu_count() or 1))
     return result
 
 
@@ -255,9 +275,10 @@ def bench_size(
             for side in sides:
                 runs[side].append(measure(side, data, seed, cold))
                 r = runs[side][-1]
+                others = f", others {r['others']:.0%} of the cores" if "others" in r else ""
                 print(
-                    f"  {side}: {r['seconds']:.2f} s (imports {r['import_seconds']:.2f} s), "
-                    f"peak RSS {r['peak_mb']:.0f} MB",
+                    f"  {side}: {r['seconds']:.3f} s (imports {r['import_seconds']:.2f} s), "
+                    f"peak RSS {r['peak_mb']:.0f} MB{others}",
                     flush=True,
                 )
         stages = measure("stages", data, seed)["values"] if pml else {}
@@ -285,6 +306,17 @@ def bench_size(
             map_diff=abs(ours["map@r"] - theirs["mean_average_precision_at_r"]),
         )
         row.update(ours_inertia=inertias["ours"], pml_inertia=inertias["pml"])
+        pairs = [
+            p["seconds"] / o["seconds"] for o, p in zip(runs["ours"], runs["pml"], strict=True)
+        ]
+        loads = [r["others"] for side in sides for r in runs[side] if "others" in r]
+        row["others"] = statistics.median(loads) if loads else None
+        print(
+            "  pairs pml / ours: "
+            + ", ".join(f"{v:.2f}x" for v in pairs)
+            + (f"; others' median share of the cores {row['others']:.0%}" if loads else ""),
+            flush=True,
+        )
         print(
             f"  ratio pml / ours {row['pml_s'] / row['ours_s']:.2f}x; NMI ours "
             f"{ours['nmi']:.4f} pml {theirs['NMI']:.4f}; k-means inertia ours "
@@ -366,23 +398,25 @@ def main() -> None:
         rows.append(bench_size("million", MILLION, args.seed, 1, False))
     print(
         "\n| set | n x d, classes | ours | pml | pml / ours | ours peak RSS | pml peak RSS "
-        "| NMI ours | NMI pml | inertia ours / pml | precision@1, MAP@R equal |"
+        "| NMI ours | NMI pml | inertia ours / pml | precision@1, MAP@R equal | others |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         n, dim, classes, _ = r["shape"]
         if "pml_s" in r:
             equal = "yes" if max(r["p1_diff"], r["map_diff"]) <= 1e-6 else "NO"
             print(
-                f"| {r['name']} | {n:,} x {dim}, {classes:,} | {r['ours_s']:.2f} s | "
-                f"{r['pml_s']:.2f} s | **{r['pml_s'] / r['ours_s']:.2f}x** | {r['ours_mb']:.0f} MB"
+                f"| {r['name']} | {n:,} x {dim}, {classes:,} | {r['ours_s']:.3f} s | "
+                f"{r['pml_s']:.3f} s | **{r['pml_s'] / r['ours_s']:.2f}x** | {r['ours_mb']:.0f} MB"
                 f" | {r['pml_mb']:.0f} MB | {r['ours']['nmi']:.4f} | {r['pml']['NMI']:.4f} | "
-                f"{r['ours_inertia'] / r['pml_inertia']:.4f} | {equal} |"
+                f"{r['ours_inertia'] / r['pml_inertia']:.4f} | {equal} | "
+                + ("-" if r.get("others") is None else f"{r['others']:.0%}")
+                + " |"
             )
         else:
             print(
                 f"| {r['name']} | {n:,} x {dim}, {classes:,} | {r['ours_s']:.1f} s | - | - | "
-                f"{r['ours_mb']:.0f} MB | - | {r['ours']['nmi']:.4f} | - | - | - |"
+                f"{r['ours_mb']:.0f} MB | - | {r['ours']['nmi']:.4f} | - | - | - | - |"
             )
     if args.aas:
         bench_aas(args.seed)

@@ -291,7 +291,9 @@ class _Assignments:
         """``(n,)`` squared distance of every point to its current centroid's new place."""
         n = self.frame.points.shape[0]
         squared = np.empty(n)
-        for start, stop in self.frame.chunks(n):
+        # Blocks of about 1 MB, which stay in cache: 1.6-2.5 ms against 3.5-3.7 ms for blocks of
+        # 8 MB on a first call at 5,924 x 512, 0.2 against 2-3 ms at 4,000 x 128 (same values).
+        for start, stop in self.frame.chunks(n, per_row=64):
             block = self.frame.rows(slice(start, stop))
             diff = block - centroids[self.labels[start:stop]]  # (b, d); label -1: any row
             squared[start:stop] = np.einsum("bd,bd->b", diff, diff)

@@ -18,7 +18,9 @@ products to dominate (`SYMMETRIC_MIN_ITEMS`): the upper triangle of the distance
 matrix is produced in row panels, each panel feeds faiss's per-row heaps of its rows and,
 transposed, of its columns, so the search costs ``n^2 d / 2`` multiply-adds instead of ``n^2 d``.
 Each heap starts at a ceiling read off a search against a few sampled rows, so that only the
-candidates nearer than it are inserted (`_heap_ceilings`).
+candidates nearer than it are inserted (`_heap_ceilings`). Where the evaluation's silhouette
+computes the whole distance matrix anyway (sets of up to 2,236 items), the search reads it instead
+(`_search_distance_blocks`).
 
 The evaluation asks only whether each neighbour shares the query's class. Given the class codes,
 a near-tied run of candidates is then re-scored only when it mixes the query's class with others:
@@ -85,6 +87,13 @@ SYMMETRIC_MAX_CANDIDATES = 1 << 24
 #: against 53.4, 4,000 x 512 163 against 111 (benchmarks/README.md, "Measured defaults").
 SYMMETRIC_MIN_ITEMS = 2_500
 
+#: Candidates per block of `_sort_rows` (8 MB of 64-bit keys).
+_SORT_BLOCK = 1 << 20
+
+#: ``(rows, block)`` pairs: ``block`` ``(n, len(rows))`` holds the squared distances of every
+#: point to the points ``rows`` (see `_search_distance_blocks`).
+DistanceBlocks = list[tuple[np.ndarray, np.ndarray]]
+
 #: Rows per panel of the symmetric self-search, and elements per panel (64 MB of float32; its
 #: transposed copy as much again).
 _PANEL_ROWS = 512
@@ -97,6 +106,9 @@ _PANEL_ELEMENTS = 1 << 24
 #: 1.22x (benchmarks/README.md, "Measured defaults").
 PILOT_ROWS = 256
 PILOT_MIN_CANDIDATES = 40
+
+#: Elements of the ``(rows, PILOT_ROWS)`` block of `_heap_ceilings` (4 MB of float32).
+_PILOT_BLOCK = 1 << 20
 
 
 def faiss_available() -> bool:
@@ -269,12 +281,89 @@ def _symmetric_self_search(x: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarr
                 tile = tile_buffer[: t1 - t0, : i1 - i0]
                 np.copyto(tile, panel[:, t0 - j0 : t1 - j0].T)  # (t, r)
                 heaps.addn(i1 - i0, faiss.swig_ptr(tile), i0, t0, t1 - t0)
-    heaps.reorder()
+    _sort_rows(dist, ids)
     short = np.flatnonzero(ids[:, -1] < 0)  # rows with fewer than kk below their ceiling
     if short.size:
         sq, idx = faiss.knn(x[short], x, kk + 1)
         dist[short], ids[short] = drop_self(sq, idx.astype(np.int64), short)
     return dist, ids
+
+
+def _sort_rows(dist: np.ndarray, ids: np.ndarray) -> None:
+    """Order each row of ``(n, kk)`` float32 ``dist`` and int64 ``ids`` by (distance, id), in
+    place; an id -1 after every real one at its distance.
+
+    One numpy sort of 64-bit keys per block of rows, the distance's bits (`_float_keys`) above the
+    id's: 2.4 ms for 5,924 x 88 against 17-22 ms for faiss's heap sort, ``HeapArray.reorder``
+    (benchmarks/README.md, "Evaluation").
+    """
+    step = max(1, _SORT_BLOCK // max(1, dist.shape[1]))
+    for start in range(0, dist.shape[0], step):
+        d, i = dist[start : start + step], ids[start : start + step]
+        keys = _float_keys(d).astype(np.uint64) << np.uint64(32)
+        keys |= i.astype(np.uint32).astype(np.uint64)  # -1 becomes the largest id
+        keys.sort(axis=1)
+        d[:] = _float_values((keys >> np.uint64(32)).astype(np.uint32))
+        i[:] = keys.astype(np.uint32).view(np.int32)
+
+
+def _search_distance_blocks(blocks: DistanceBlocks, kk: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every row's ``kk`` nearest other rows, read off the distance matrix's column blocks.
+
+    ``blocks``: ``(rows, block)`` pairs whose ``rows`` are ``0 .. n-1`` in order; ``block``
+    ``(n, len(rows))`` holds the squared distances of every row to ``rows`` (the silhouette's,
+    `clusterable.evaluate.silhouette.silhouette_distances`), and is left as it was. Returns
+    ``(n, kk)`` float32 squared distances, ascending, and int64 ids, as `_symmetric_self_search`
+    does, for no products of its own: row ``i`` of each block, its distances to that block's
+    rows, goes to row ``i``'s heap in faiss, every heap starting full at a ceiling read off
+    `PILOT_ROWS` evenly spaced columns (``q = lam + 3 sqrt(lam) + 2``, see `_heap_ceilings`); a
+    row left with fewer than ``kk`` below it (behind many duplicates) is sorted whole. 2,000 x 64,
+    125 neighbours: 16 ms against 21 ms for ``faiss.knn`` (benchmarks/README.md, "Evaluation").
+    """
+    import faiss
+
+    n = blocks[0][1].shape[0]
+    m = min(n, PILOT_ROWS)
+    sampled = np.arange(m) * n // m
+    lam = kk * m / max(n - 1, 1)
+    q = min(m, int(np.ceil(lam + 3.0 * np.sqrt(lam) + 2.0)))
+    pilot = np.empty((n, m), dtype=np.float32)  # each row's distances to the sampled rows
+    for rows, block in blocks:
+        here = np.flatnonzero((sampled >= rows[0]) & (sampled <= rows[-1]))
+        pilot[:, here] = block[:, sampled[here] - rows[0]]
+    pilot[sampled, np.arange(m)] = np.inf  # a sampled row itself
+    dist = np.empty((n, kk), dtype=np.float32)
+    ids = np.full((n, kk), -1, dtype=np.int64)
+    dist[:] = np.partition(pilot, q - 1, axis=1)[:, q - 1 : q]
+    heaps = faiss.float_maxheap_array_t()
+    heaps.nh, heaps.k = n, kk
+    heaps.val, heaps.ids = faiss.swig_ptr(dist), faiss.swig_ptr(ids)
+    for rows, block in blocks:
+        own = block[rows, np.arange(rows.size)]  # each row's distance to itself
+        block[rows, np.arange(rows.size)] = np.inf
+        heaps.addn(rows.size, faiss.swig_ptr(block), int(rows[0]), 0, n)
+        block[rows, np.arange(rows.size)] = own
+    _sort_rows(dist, ids)
+    for row in np.flatnonzero(ids[:, -1] < 0):  # fewer than kk below the ceiling
+        whole = np.concatenate([block[row] for _, block in blocks])  # (n,)
+        whole[row] = np.inf
+        nearest = np.argsort(whole, kind="stable")[:kk]  # by (distance, id)
+        ids[row], dist[row] = nearest, whole[nearest]
+    return dist, ids
+
+
+def _float_keys(values: np.ndarray) -> np.ndarray:
+    """uint32 keys that sort as the float32 ``values`` do, negative ones included."""
+    bits = values.view(np.uint32)
+    # Negative floats' bits sort backwards: flip all of them; the others' sign bit only.
+    return bits ^ (np.negative(bits >> np.uint32(31)) | np.uint32(0x80000000))
+
+
+def _float_values(keys: np.ndarray) -> np.ndarray:
+    """The float32 values of `_float_keys`."""
+    return (keys ^ ((keys >> np.uint32(31)) - np.uint32(1) | np.uint32(0x80000000))).view(
+        np.float32
+    )
 
 
 def _heap_ceilings(x: np.ndarray, kk: int) -> np.ndarray | None:
@@ -286,18 +375,34 @@ def _heap_ceilings(x: np.ndarray, kk: int) -> np.ndarray | None:
     sqrt(lam) + 2``, lies beyond its ``kk``-th nearest unless the sample holds ``q`` of them
     (chance about 1e-5 per row), and within about ``q n / m`` rows of it. The pilot's products,
     ``2 m / n`` of the triangle's, are taken only where the insertions it saves, about
-    ``kk ln(m / q)`` per row, are worth more (`PILOT_MIN_CANDIDATES`, measured).
+    ``kk ln(m / q)`` per row, are worth more (`PILOT_MIN_CANDIDATES`, measured). The ``q``-th is
+    read off faiss's ``(rows, m)`` products by ``numpy.partition``: on one thread, 5,924 x 512
+    took 29 ms with faiss's search for the ``q`` nearest and 20 ms this way, 4,000 x 128 11 and 4.5
+    ms.
     """
     import faiss
 
-    n = x.shape[0]
+    n, d = x.shape
     lam = kk * PILOT_ROWS / max(n - 1, 1)
     q = int(np.ceil(lam + 4.0 * np.sqrt(lam) + 2.0)) + 1  # + 1: the row itself may be sampled
     if kk < PILOT_MIN_CANDIDATES or n < 8 * PILOT_ROWS or 4 * q > PILOT_ROWS:
         return None
-    sample = x[np.arange(PILOT_ROWS) * n // PILOT_ROWS]  # (m, d)
-    sq, _ = faiss.knn(x, sample, q)  # (n, q) ascending
-    return sq[:, -1].copy()
+    sample = np.ascontiguousarray(x[np.arange(PILOT_ROWS) * n // PILOT_ROWS])  # (m, d)
+    ceilings = np.empty(n, dtype=np.float32)
+    step = max(1, _PILOT_BLOCK // PILOT_ROWS)
+    block = np.empty((min(step, n), PILOT_ROWS), dtype=np.float32)
+    for start in range(0, n, step):
+        rows = min(step, n - start)
+        faiss.pairwise_L2sqr(
+            d,
+            rows,
+            faiss.swig_ptr(x[start : start + rows]),
+            PILOT_ROWS,
+            faiss.swig_ptr(sample),
+            faiss.swig_ptr(block),
+        )  # (rows, m) squared distances to the sampled rows
+        ceilings[start : start + rows] = np.partition(block[:rows], q - 1, axis=1)[:, q - 1]
+    return ceilings
 
 
 def power_of_two_scale(q: np.ndarray, ref: np.ndarray) -> float:
@@ -396,6 +501,7 @@ def knn_chunks(
     chunk_size: int | None = None,
     shard: tuple[int, int] = (0, 1),
     codes: np.ndarray | None = None,
+    blocks: DistanceBlocks | None = None,
 ) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
     """The search of `iter_knn` on validated points (`as_points` of `as_embeddings`), ``ref``
     None for the leave-one-out search of ``q`` against itself; ``k`` already checked.
@@ -403,6 +509,9 @@ def knn_chunks(
     ``codes``: ``(n,)`` class codes of a leave-one-out search whose caller reads only whether each
     neighbour shares the query's class: near-tied runs of one kind are then left in float32 order
     (see the module docstring), and the distances returned for them are the float32 ones.
+    ``blocks``: the whole squared distance matrix of ``q`` (scaled by `power_of_two_scale`), in
+    column blocks (`_search_distance_blocks`), for a leave-one-out search on the CPU to read
+    instead of computing products; other searches ignore it.
     """
     exclude_self = ref is None
     if ref is None:
@@ -426,28 +535,28 @@ def knn_chunks(
     chunk = query_chunk(n_ref, backend, chunk_size)
 
     kk = min(k + int(exclude_self) + TIE_PAD, n_ref)  # the self-match may take one slot
-    symmetric = (
-        exclude_self
-        and backend == "faiss"
-        and shard[1] == 1
+    every_row = exclude_self and backend == "faiss" and shard[1] == 1  # all rows at once
+    found = search = None
+    if every_row and blocks is not None and exact is None:
+        # From distances already computed; the row itself is never among the candidates.
+        found = _search_distance_blocks(blocks, kk - 1)
+    elif (
+        every_row
         and n_ref * kk <= SYMMETRIC_MAX_CANDIDATES
         and (n_ref >= SYMMETRIC_MIN_ITEMS or kk < _faiss_reservoir_k())
-    )
-    if symmetric:
+    ):
         # Every row's candidates at once; the row itself is never among them.
-        found_sq, found_idx = _symmetric_self_search(q, kk - 1)
-        search = None
+        found = _symmetric_self_search(q, kk - 1)
+    elif backend == "faiss":
+        search = _faiss_searcher(ref)
     else:
-        if backend == "faiss":
-            search = _faiss_searcher(ref)
-        else:
-            search = _TorchSearch(ref, _torch_device(backend), None if exact is None else exact[1])
+        search = _TorchSearch(ref, _torch_device(backend), None if exact is None else exact[1])
     ref_sq_max = float(np.einsum("nd,nd->n", ref, ref).max())
     rank, world = shard
     for start in range(rank * chunk, q.shape[0], world * chunk):
         qc = q[start : start + chunk]
-        if symmetric:
-            sq, idx = found_sq[start : start + chunk], found_idx[start : start + chunk]
+        if found is not None:
+            sq, idx = found[0][start : start + chunk], found[1][start : start + chunk]
         else:
             sq, idx = search(qc, kk)
             if exclude_self:
@@ -526,6 +635,8 @@ def drop_self(
     A row whose query is not among its candidates (possible only behind more than ``kk``
     duplicates, or when the search never returns it) loses its last candidate instead.
     """
+    if (idx[:, 0] == own_rows).all():  # the usual case: each query first among its candidates
+        return sq[:, 1:], idx[:, 1:]
     own = idx == own_rows[:, None]  # (c, kk)
     own[~own.any(axis=1), -1] = True
     keep = ~own
@@ -546,30 +657,42 @@ def _near_ties(keys: np.ndarray, tol: np.ndarray, same: np.ndarray | None) -> np
     c, kk = keys.shape
     # The gap before each candidate, from 0 (the query itself) for the first.   (c, kk)
     near_gap = np.diff(keys, axis=1, prepend=0.0) <= tol[:, None]
-    rescore = near_gap.copy()
-    rescore[:, :-1] |= near_gap[:, 1:]
-    if same is None or not rescore.any():
+    if same is None:
+        rescore = near_gap.copy()
+        rescore[:, :-1] |= near_gap[:, 1:]
         return rescore
-    # Runs of near-tied candidates, numbered across rows; the query itself opens run 0 of its row.
-    run = np.cumsum(~near_gap, axis=1) + ((kk + 1) * np.arange(c))[:, None]  # (c, kk)
-    members = np.bincount(run.ravel(), minlength=c * (kk + 1))
-    alike = np.bincount(run.ravel(), weights=same.ravel(), minlength=c * (kk + 1))
-    members[:: kk + 1] += 1  # the query, of its own class, in run 0
-    alike[:: kk + 1] += 1
+    # Runs of near-tied candidates, from the few near gaps alone: a run is a row's stretch of
+    # consecutive near gaps and the member before its first (a candidate, or the query itself,
+    # of its own class), and only runs mixing both kinds are re-scored.
+    at = np.flatnonzero(near_gap)  # (g,) row-major: the gap before candidate at % kk
+    rescore = np.zeros(c * kk, dtype=bool)
+    if not at.size:
+        return rescore.reshape(c, kk)
+    place = at % kk
+    first = np.ones(at.size, dtype=bool)  # the run's first gap
+    first[1:] = (at[1:] != at[:-1] + 1) | (place[1:] == 0)
+    run = np.cumsum(first) - 1  # (g,)
+    starts, lead = at[first], place[first] > 0  # lead: the member before is a candidate
+    lead_alike = np.ones(starts.size)
+    lead_alike[lead] = same.reshape(-1)[starts[lead] - 1]
+    members = np.bincount(run, minlength=starts.size) + 1
+    alike = np.bincount(run, weights=same.reshape(-1)[at], minlength=starts.size) + lead_alike
     mixed = (alike > 0) & (alike < members)  # per run
-    return rescore & mixed[run]
+    rescore[at[mixed[run]]] = True
+    rescore[starts[mixed & lead] - 1] = True
+    return rescore.reshape(c, kk)
 
 
 def _order(
     keys: np.ndarray, idx: np.ndarray, k: int, rows: np.ndarray | None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The first ``k`` candidates of each row by (distance, index), ``(c, k)`` each.
+    """The first ``k`` candidates of each row by (distance, index), ``(c, k)`` each: views of
+    ``keys`` and ``idx``, whose rows are ordered in place.
 
     ``rows``: only these rows are sorted, the others being in order already; None: every row.
     """
     if rows is None:
         rows = np.arange(keys.shape[0])
-    first_keys, first_idx = keys[:, :k].copy(), idx[:, :k].copy()
     if rows.size:
         # The candidates arrive nearly sorted, which a stable sort by distance alone exploits
         # (measured 18x faster than sorting by two keys); only rows holding an exact tie are
@@ -579,10 +702,9 @@ def _order(
         tied = (np.diff(sorted_keys, axis=1) == 0).any(axis=1)
         if tied.any():
             order[tied] = np.lexsort((idx[rows[tied]], keys[rows[tied]]), axis=-1)
-        order = order[:, :k]
-        first_keys[rows] = np.take_along_axis(keys[rows], order, axis=1)
-        first_idx[rows] = np.take_along_axis(idx[rows], order, axis=1)
-    return first_keys, first_idx
+        keys[rows] = np.take_along_axis(keys[rows], order, axis=1)
+        idx[rows] = np.take_along_axis(idx[rows], order, axis=1)
+    return keys[:, :k], idx[:, :k]
 
 
 def knn_search(

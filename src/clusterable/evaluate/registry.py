@@ -28,6 +28,7 @@ from clusterable.evaluate._inputs import Metric
 
 if TYPE_CHECKING:
     from clusterable.evaluate.partition_metrics import Contingency
+    from clusterable.evaluate.silhouette import SilhouetteDistances
 
 Need = Literal["neighbours", "neighbours_at_r", "partition"]
 NEEDS: tuple[Need, ...] = ("neighbours", "neighbours_at_r", "partition")
@@ -54,6 +55,9 @@ class Artefacts:
         ``(n,)`` int64 cluster codes, noise as singletons (``"partition"``).
     table : Contingency, optional
         Classes against ``clusters`` (``"partition"``).
+    silhouette_distances : SilhouetteDistances, optional
+        The silhouette's distances, where they were computed ahead for the kNN search to read
+        too (`clusterable.evaluate.silhouette.silhouette_distances`).
     """
 
     points: np.ndarray
@@ -65,6 +69,7 @@ class Artefacts:
     per_query: dict[str, np.ndarray] | None = None
     clusters: np.ndarray | None = None
     table: Contingency | None = None
+    silhouette_distances: SilhouetteDistances | None = None
 
 
 #: ``score(artefacts)``: one float (the key is the metric's name) or several keyed floats.

@@ -29,7 +29,7 @@ from clusterable.evaluate._inputs import (
     check_same_dimension,
     to_numpy,
 )
-from clusterable.evaluate.neighbors import drop_self, knn_chunks
+from clusterable.evaluate.neighbors import DistanceBlocks, drop_self, knn_chunks
 from clusterable.evaluate.registry import Artefacts, register_metric
 
 #: Recall@K for a K deeper than the search must go for MAP@R (``R_max``) and for k-means' kNN
@@ -104,6 +104,7 @@ def retrieval_per_query(
     chunk_size: int | None = None,
     shard: tuple[int, int] = (0, 1),
     neighbours: np.ndarray | None = None,
+    blocks: DistanceBlocks | None = None,
 ) -> dict[str, np.ndarray]:
     """Per-query retrieval scores from a single leave-one-out kNN search.
 
@@ -129,6 +130,9 @@ def retrieval_per_query(
         ``(n, m)`` integer array filled with each query's first ``m`` neighbours, nearest first
         (ties within float32 rounding between items of one kind in any order), for a k-means to
         start from (`clusterable.cluster.kmeans`); ``m < n``. The search reaches ``m`` at least.
+    blocks : list of (numpy.ndarray, numpy.ndarray), optional
+        The squared distance matrix of ``points`` in column blocks, already computed (the
+        silhouette's), for the search to read (see `knn_chunks`).
 
     Returns
     -------
@@ -152,7 +156,14 @@ def retrieval_per_query(
     out: dict[str, np.ndarray] = {}
     first_hit = np.full(n, -1, dtype=np.int64)  # -1: a row of another shard
     searched = knn_chunks(
-        points, k, metric=metric, backend=backend, chunk_size=chunk_size, shard=shard, codes=codes
+        points,
+        k,
+        metric=metric,
+        backend=backend,
+        chunk_size=chunk_size,
+        shard=shard,
+        codes=codes,
+        blocks=blocks,
     )
     for start, _, idx in searched:
         stop = start + idx.shape[0]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -101,8 +103,9 @@ def silhouette(
 SAFE_OFFSET = 10.0
 
 
-def _well_placed(x: np.ndarray) -> np.ndarray:
-    """``x`` itself when its squared distances keep their precision, else centred and scaled.
+def _well_placed(x: np.ndarray) -> tuple[np.ndarray, bool]:
+    """``x`` itself when its squared distances keep their precision, else centred and scaled; and
+    whether it was centred (a copy that is not ``x`` scaled by a power of two).
 
     Scaled by a power of two (exact; the silhouette is a ratio) where squares would overflow or
     underflow; centred where the points lie far from the origin relative to their spread.
@@ -113,8 +116,22 @@ def _well_placed(x: np.ndarray) -> np.ndarray:
     centre = x.mean(axis=0, dtype=np.float64)  # (d,)
     spread_sq = float(np.einsum("nd,nd->n", x, x).mean(dtype=np.float64) - centre @ centre)
     if centre @ centre > SAFE_OFFSET**2 * spread_sq:
-        x = (x - centre).astype(x.dtype)
-    return x
+        return (x - centre).astype(x.dtype), True
+    return x, False
+
+
+def _placed(x: np.ndarray, metric: Metric) -> tuple[np.ndarray, bool]:
+    """The C-contiguous points whose distances the silhouette takes (`_well_placed` under
+    ``"euclidean"``), and whether they were centred."""
+    placed, centred = _well_placed(x) if metric == "euclidean" else (x, False)
+    return np.ascontiguousarray(placed), centred
+
+
+def scores_every_item(n: int, sample_size: int | Literal["auto"] | None) -> bool:
+    """Whether the silhouette of ``n`` items averages every one of them (no sample)."""
+    if sample_size == "auto":
+        sample_size = max(AUTO_MIN_SAMPLE, AUTO_DISTANCE_BUDGET // n)
+    return sample_size is None or n <= sample_size
 
 
 def check_sample_size(
@@ -135,14 +152,80 @@ def check_sample_size(
     return sample_size
 
 
+@dataclass(frozen=True)
+class SilhouetteDistances:
+    """The squared distances a silhouette reads, computed ahead of it and kept.
+
+    Attributes
+    ----------
+    points : numpy.ndarray
+        ``(n, d)`` the points they are distances of (`_well_placed` under ``"euclidean"``).
+    centred : bool
+        Whether ``points`` were centred (not only scaled by a power of two, as the kNN search
+        scales them): then they are not the search's distances.
+    blocks : list of (numpy.ndarray, numpy.ndarray)
+        ``(rows, block)``: ``(n, len(rows))`` squared distances of every item to the scored
+        items ``rows``, the blocks in order, every scored item once: exactly the blocks
+        `silhouette_of_codes` computes one by one (`_squared_blocks`). The evaluation's kNN search
+        reads them too where every item is scored (`clusterable.evaluate.table`).
+    """
+
+    points: np.ndarray
+    blocks: list[tuple[np.ndarray, np.ndarray]]
+    centred: bool
+
+
+def _scored_items(n: int, sample_size: int | Literal["auto"] | None, seed: int) -> np.ndarray:
+    """The sorted ``(s,)`` items whose silhouette is averaged (see `silhouette`)."""
+    if scores_every_item(n, sample_size):
+        return np.arange(n)
+    if sample_size == "auto":
+        sample_size = max(AUTO_MIN_SAMPLE, AUTO_DISTANCE_BUDGET // n)
+    return np.sort(np.random.default_rng(seed).choice(n, sample_size, replace=False))
+
+
+def _squared_blocks(
+    pts: np.ndarray, scored: np.ndarray, keep: bool = False
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``(rows, (n, len(rows)) squared distances of every item to rows)`` for consecutive blocks
+    of the scored items; ``keep``: each block in its own array, else every block in one buffer
+    made once (so a block is valid until the next is asked for)."""
+    n = pts.shape[0]
+    point_sq = np.einsum("nd,nd->n", pts, pts)  # (n,), for every block
+    step = _rows_per_block(n, scored.size)
+    buffer = None if keep else np.empty(n * step, dtype=pts.dtype)
+    for s in range(0, scored.size, step):
+        rows = scored[s : s + step]
+        if buffer is None:
+            dist = np.empty((n, rows.size), dtype=pts.dtype)
+        else:
+            dist = buffer[: n * rows.size].reshape(n, rows.size)
+        squared_distances(pts, pts[rows], point_sq, point_sq[rows], out=dist)  # (n, c)
+        yield rows, dist
+
+
+def silhouette_distances(
+    x: np.ndarray, metric: Metric, sample_size: int | Literal["auto"] | None, seed: int
+) -> SilhouetteDistances:
+    """The distances `silhouette_of_codes` would compute for these arguments, computed now and
+    kept (``(n, s)`` elements for ``s`` scored items), for it and others to read."""
+    pts, centred = _placed(x, metric)
+    scored = _scored_items(x.shape[0], sample_size, seed)
+    return SilhouetteDistances(pts, list(_squared_blocks(pts, scored, keep=True)), centred)
+
+
 def silhouette_of_codes(
     x: np.ndarray,
     codes: np.ndarray,
     metric: Metric,
     sample_size: int | Literal["auto"] | None,
     seed: int,
+    distances: SilhouetteDistances | None = None,
 ) -> float:
     """`silhouette` of validated points (`as_points`) and compact cluster codes (`as_clusters`).
+
+    ``distances``: `silhouette_distances` of the same ``x``, ``metric``, ``sample_size`` and
+    ``seed``, already computed (their blocks are overwritten).
 
     Raises
     ------
@@ -156,29 +239,24 @@ def silhouette_of_codes(
             f"silhouette needs between 2 and n - 1 = {n - 1} clusters, got {n_clusters}; a "
             "partition into one group or into singletons has no silhouette."
         )
-    if metric == "euclidean":
-        x = _well_placed(x)
-    if sample_size == "auto":
-        sample_size = max(AUTO_MIN_SAMPLE, AUTO_DISTANCE_BUDGET // n)
-    scored = np.arange(n)
-    if sample_size is not None and n > sample_size:
-        scored = np.sort(np.random.default_rng(seed).choice(n, sample_size, replace=False))
+    if distances is None:
+        pts, _ = _placed(x, metric)
+        scored = _scored_items(n, sample_size, seed)
+        blocks = _squared_blocks(pts, scored)
+    else:
+        pts = distances.points
+        scored = np.concatenate([rows for rows, _ in distances.blocks])
+        blocks = iter(distances.blocks)
     sizes = np.bincount(codes, minlength=n_clusters).astype(np.float64)  # (K,)
-    pts = np.ascontiguousarray(x)  # float64 stays float64
     # (K, n) 0/1 membership: one sparse product sums a block's distances per cluster, over the
     # block laid out (items, rows) so that it reads each item's distances in one run (measured
     # faster than a dense product or the (rows, items) layout: benchmarks/README.md).
     members = sparse.csr_matrix(
         (np.ones(n, dtype=pts.dtype), (codes, np.arange(n))), shape=(n_clusters, n)
     )
-    point_sq = np.einsum("nd,nd->n", pts, pts)  # (n,), for every block
     scores = np.empty(scored.size, dtype=np.float64)
-    step = _rows_per_block(n, scored.size)
-    block = np.empty(n * step, dtype=pts.dtype)  # every block's distances, given memory once
-    for s in range(0, scored.size, step):
-        rows = scored[s : s + step]
-        dist = block[: n * rows.size].reshape(n, rows.size)
-        squared_distances(pts, pts[rows], point_sq, point_sq[rows], out=dist)  # (n, c)
+    s = 0
+    for rows, dist in blocks:
         if metric == "cosine":
             dist *= 0.5  # |a - b|^2 = 2 - 2 cos of unit rows
         else:
@@ -194,7 +272,8 @@ def silhouette_of_codes(
         denom = np.maximum(a, b)
         with np.errstate(invalid="ignore", divide="ignore"):
             s_rows = np.where(denom > 0, (b - a) / denom, 0.0)
-        scores[s : s + step] = np.where(own_size > 1, s_rows, 0.0)
+        scores[s : s + rows.size] = np.where(own_size > 1, s_rows, 0.0)
+        s += rows.size
     return float(scores.mean())
 
 
@@ -202,7 +281,9 @@ def silhouette_of_codes(
 def _table_silhouette(a: Artefacts) -> float:
     """The silhouette of the evaluation's partition; NaN with a warning where it has none."""
     try:
-        return silhouette_of_codes(a.points, a.clusters, a.metric, a.silhouette_sample, a.seed)
+        return silhouette_of_codes(
+            a.points, a.clusters, a.metric, a.silhouette_sample, a.seed, a.silhouette_distances
+        )
     except ValueError as err:
         # stacklevel 4: the caller of evaluate_embeddings, which calls this through its loop.
         warnings.warn(f"silhouette left as NaN: {err}", RuntimeWarning, stacklevel=4)

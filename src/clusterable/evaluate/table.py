@@ -18,12 +18,17 @@ from clusterable.evaluate._inputs import (
     require_classes,
     to_numpy,
 )
+from clusterable.evaluate._pools import blas_on_one_thread
 from clusterable.evaluate.neighbors import shard_rows
 from clusterable.evaluate.partition_metrics import contingency_from_codes
 from clusterable.evaluate.registry import METRICS, Artefacts, needs_of, select_metrics
 from clusterable.evaluate.retrieval import retrieval_per_query
 from clusterable.evaluate.sharded import combine_rows, gather_shards, group_shape
-from clusterable.evaluate.silhouette import check_sample_size
+from clusterable.evaluate.silhouette import (
+    check_sample_size,
+    scores_every_item,
+    silhouette_distances,
+)
 
 #: k-means settings of the evaluation, chosen by measurement (``benchmarks/README.md``): one
 #: restart of at most 20 Lloyd iterations (the work pytorch-metric-learning's evaluation does),
@@ -35,6 +40,23 @@ EVALUATION_KMEANS = {"init": "random", "n_init": 1, "max_iter": 20, "device": "a
 #: first assignment reads each item's nearest seed off this list (a list of 32 holds one of
 #: 11,316 seeds among 60,502 items for all but 0.1 % of them), ``n * 32`` int32 in memory.
 NEIGHBOURS_KEPT = 32
+
+#: Largest ``n * n`` (32 MB of float32) for which a silhouette that scores every item (up to
+#: 2,236 items under ``silhouette_sample="auto"``) computes its distance matrix before the kNN
+#: search, which reads it instead of computing its own products: 2,000 x 64, 126 candidates
+#: per row, took 16 ms this way against 21 ms for ``faiss.knn`` (29 against 41 ms on one
+#: thread), and the silhouette then computes no products (benchmarks/README.md, "Evaluation").
+SHARED_DISTANCES_MAX = 1 << 23
+
+#: Below this many multiply-adds in k-means' product of the points with its centroids
+#: (``n x classes x d``), numpy's BLAS computes the evaluation's products (k-means, silhouette)
+#: on one thread: a second gains little on such products, and its worker then spins for 0.1 s
+#: after each, beside the next faiss search (a training run's next step, or the next
+#: evaluation) on a 2-core machine. Whole table after a warm-up evaluation, median of 4 pairs:
+#: 4,000 x 128, 100 classes (51 M): 125 ms against 184 ms with two threads; 2,000 x 64, 20
+#: classes: 68 against 83 ms; 5,924 x 512, 100 classes (303 M): 528 against 496 ms, so two
+#: (benchmarks/README.md, "Evaluation").
+ONE_THREAD_PRODUCT = 1 << 27
 
 #: Up to this many clusters the evaluation seeds k-means with greedy k-means++ instead: random
 #: seeds often put two centroids in one of a few well-separated groups and none in another,
@@ -226,6 +248,24 @@ def evaluate_embeddings(
         seed=seed,
         silhouette_sample=check_sample_size(silhouette_sample),
     )
+    # numpy's BLAS on one thread for small products (see ONE_THREAD_PRODUCT).
+    one_thread = n * classes.size * x.shape[1] < ONE_THREAD_PRODUCT
+    blocks = None
+    if (
+        searched
+        and "silhouette" in selected
+        and shard[1] == 1
+        and a.points.dtype == np.float32
+        and n * n <= SHARED_DISTANCES_MAX
+        and scores_every_item(n, a.silhouette_sample)
+    ):
+        # The silhouette reads every distance: computed once, first, for the search to read too.
+        with blas_on_one_thread(one_thread):
+            a.silhouette_distances = silhouette_distances(
+                a.points, metric, a.silhouette_sample, seed
+            )
+        if not a.silhouette_distances.centred:
+            blocks = a.silhouette_distances.blocks
     neighbours = None
     if searched and shard[1] == 1 and "partition" in needs and given_clusters is None:
         neighbours = np.empty((n, min(NEIGHBOURS_KEPT, n - 1)), dtype=np.int32)
@@ -233,28 +273,37 @@ def evaluate_embeddings(
         if searched:
             at_r = "neighbours_at_r" in needs
             a.per_query = retrieval_per_query(
-                a.points, codes, a.ks, at_r=at_r, metric=metric, shard=shard, neighbours=neighbours
+                a.points,
+                codes,
+                a.ks,
+                at_r=at_r,
+                metric=metric,
+                shard=shard,
+                neighbours=neighbours,
+                blocks=blocks,
             )
             if process_group is not None:
                 combine_rows(a.per_query, shard_rows(n, n, shard), process_group)
-        if "partition" in needs:
-            a.clusters = given_clusters
-            if a.clusters is None:
-                found = partition(
-                    a.points,
-                    clustering,
-                    n_clusters,
-                    seed,
-                    cluster_kwargs,
-                    neighbours,
-                    n_classes=classes.size,
-                )
-                a.clusters = as_clusters(found, n, "clustering")
-            a.table = contingency_from_codes(codes, a.clusters)
+        with blas_on_one_thread(one_thread):
+            if "partition" in needs:
+                a.clusters = given_clusters
+                if a.clusters is None:
+                    found = partition(
+                        a.points,
+                        clustering,
+                        n_clusters,
+                        seed,
+                        cluster_kwargs,
+                        neighbours,
+                        n_classes=classes.size,
+                    )
+                    a.clusters = as_clusters(found, n, "clustering")
+                a.table = contingency_from_codes(codes, a.clusters)
     out: dict[str, Any] = {}
-    for name in selected:
-        score = METRICS[name].score(a)
-        out.update(score if isinstance(score, dict) else {name: float(score)})
+    with blas_on_one_thread(one_thread):
+        for name in selected:
+            score = METRICS[name].score(a)
+            out.update(score if isinstance(score, dict) else {name: float(score)})
     if per_class:
         out["per_class"] = _per_class(codes, classes, a)
     return out
