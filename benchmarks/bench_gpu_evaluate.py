@@ -21,16 +21,21 @@ k-means run on the CPU whatever the device. pml is not run at a million items.
 Each size and side runs in its own subprocess under a time limit (``--timeout``, 150 s): a size
 that passes it is reported as "> 150 s", not waited for. Reported: the call's wall time, the peak
 GPU memory (``torch.cuda.max_memory_allocated``, reset just before the call), and the child's peak
-resident memory (``ru_maxrss``: data, imports and warm-up included). Targets (issue 27): SOP size
+resident memory (``ru_maxrss``: data, imports and warm-up included). At a million items ours
+runs under cProfile and its 25 costliest functions are printed, also when it passes its time
+limit (the child is interrupted first, then killed). Targets (issue 27): SOP size
 <= 2 s, a million items <= 20 s within 16 GB of GPU memory.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import importlib.util
+import io
 import json
 import os
+import pstats
 import resource
 import signal
 import subprocess
@@ -47,6 +52,11 @@ TARGETS = {"sop": (2.0, None), "million": (20.0, 16 * 1024.0)}
 #: pml is not run at these sizes (its faiss-cpu kNN of a million items: many minutes).
 PML_SKIPPED = {"million"}
 SEED = 0
+#: Ours runs under cProfile at these sizes (its overhead in the figure), and prints where the time
+#: went, also when the time limit stops it (SIGINT, then the kill).
+PROFILED = {"million"}
+#: The line before a child's profile on its stderr.
+PROFILE_MARK = "--- profile ---\n"
 
 
 # ---------------------------------------------------------------- child side: one size, one side
@@ -90,9 +100,17 @@ def run_child(side: str, size: str, device: str) -> dict:
     _sync(device)
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
+    profiler = cProfile.Profile() if side == "ours" and size in PROFILED else None
     start = time.perf_counter()
-    table = call(emb, labels)
-    _sync(device)
+    try:
+        if profiler is not None:
+            profiler.enable()
+        table = call(emb, labels)
+        _sync(device)
+    finally:  # also on the parent's SIGINT at the time limit: where the time went so far
+        if profiler is not None:
+            profiler.disable()
+            _print_profile(profiler)
     seconds = time.perf_counter() - start
     gpu_mb = torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else None
     values = {k: float(v) for k, v in table.items() if isinstance(v, (int, float, np.floating))}
@@ -102,6 +120,13 @@ def run_child(side: str, size: str, device: str) -> dict:
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "values": values,
     }
+
+
+def _print_profile(profiler: cProfile.Profile) -> None:
+    """The call's 25 costliest functions by cumulative time, to stderr (the parent prints them)."""
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(25)
+    print(PROFILE_MARK + text.getvalue(), file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------- parent side
@@ -116,13 +141,23 @@ def measure(side: str, size: str, device: str, timeout: float) -> dict:
     try:
         out, err = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        return {"timeout": timeout}
+        # SIGINT first: the child prints its profile so far, then the kill.
+        os.killpg(process.pid, signal.SIGINT)
+        try:
+            out, err = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            out, err = process.communicate()
+        return {"timeout": timeout, "profile": _profile_of(err)}
     if process.returncode != 0:
         last = (err.strip().splitlines() or ["no output"])[-1][:200]
-        return {"error": f"exit status {process.returncode}: {last}"}
-    return json.loads(out.strip().splitlines()[-1])
+        return {"error": f"exit status {process.returncode}: {last}", "profile": _profile_of(err)}
+    return json.loads(out.strip().splitlines()[-1]) | {"profile": _profile_of(err)}
+
+
+def _profile_of(err: str | None) -> str:
+    """The profile a child printed to stderr ("" when it printed none)."""
+    return (err or "").partition(PROFILE_MARK)[2].partition("\nTraceback")[0]
 
 
 def _seconds(row: dict | None) -> str:
@@ -222,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
         start = time.monotonic()
         results[size][side] = measure(side, size, args.device, timeout)
         row = results[size][side]
+        if row.get("profile"):
+            print(f"  profile of {side} {size}:\n{row['profile']}", flush=True)
         print(
             f"  {side} {size}: {_seconds(row)}, GPU peak {_mb(row, 'gpu_mb')}, peak RSS "
             f"{_mb(row, 'rss_mb')} ({time.monotonic() - start:.0f} s with data and warm-up)",

@@ -4,7 +4,7 @@ benchmarks, each timed under its own time budget, then one summary table.
 Run from the repository root with the machine's own python3 (the one that holds the CUDA build of
 torch; ``make gpu-check`` installs the carried wheels of ``make gpu-wheels`` first)::
 
-    PYTHONPATH=src:/tmp/site python3 benchmarks/gpu_check.py               # steps a to e
+    PYTHONPATH=src:/tmp/site python3 benchmarks/gpu_check.py               # a to e, and g
     PYTHONPATH=src:/tmp/site python3 benchmarks/gpu_check.py --steps b,d   # a rerun of some steps
     PYTHONPATH=src:/tmp/site python3 benchmarks/gpu_check.py --steps f     # torch.compile
     .venv/bin/python benchmarks/gpu_check.py --smoke --steps c,d,e         # CPU, tiny sizes
@@ -19,7 +19,10 @@ d. ``bench_gpu_losses.py``: every loss's forward + backward at n = 256, 1024, 40
    and a CUDA graph of each at n = 256;
 e. ``bench_gpu_evaluate.py``: the whole evaluation table at SOP size and a million items;
 f. (only when named) ``bench_gpu_losses.py --compile`` at n = 256: compiling each loss takes
-   tens of seconds, more than the default run's 8 minutes leave.
+   tens of seconds, more than the default run's 9 minutes leave;
+g. ``bench_train.py`` on the device: ResNet-50 (torchvision, random weights) at 224 px, batch
+   128, lifted loss: our training step against the best plain loop (bf16, channels_last), and
+   ``fit`` from generated JPEGs against our step (issue 28's targets: 0.95x and 0.8x).
 
 a, b and c check correctness and run side by side (``--serial``: one after the other); d, e and
 f time things and run afterwards, one at a time, on an idle card. A step that fails or passes its
@@ -75,9 +78,11 @@ STEPS = {
         Step("d", "loss benchmark (bench_gpu_losses)", 120, timing=True),
         Step("e", "evaluation benchmark (bench_gpu_evaluate)", 130, timing=True),
         Step("f", "losses under torch.compile, n=256", 400, timing=True, default=False),
+        Step("g", "training throughput (bench_train)", 110, timing=True),
     )
 }
-#: With the default steps, a, b and c side by side, then d and e: at most 220 + 120 + 130 s.
+#: With the default steps, a, b and c side by side, then d, e and g: at most 220 + 120 + 130 +
+#: 110 s.
 DEFAULT_STEPS = ",".join(key for key, step in STEPS.items() if step.default)
 
 
@@ -403,6 +408,38 @@ def evaluate_figures(data: Mapping) -> tuple[str, bool]:
     return "; ".join(parts), flagged
 
 
+#: bench_train's ratio lines: "step / plain loop: 1.012x, the median of the repeats' ratios".
+_RATIO = re.compile(r"^(step / plain loop|fit from files / step): ([\d.]+)x", re.MULTILINE)
+
+
+def train_step(ctx: Context) -> StepResult:
+    """bench_train.py's comparison on the device; its figures are its two ratio lines."""
+    step, budget = STEPS["g"], ctx.budgets["g"]
+    command = [sys.executable, str(BENCHMARKS / "bench_train.py"), "--device", ctx.device]
+    if ctx.smoke:  # the CPU's default model, tiny
+        command += ["--batch-size", "16", "--classes", "4", "--per-class", "8"]
+        command += ["--photo-size", "80x60", "--image-size", "32"]
+    else:
+        command += ["--model", "torchvision:resnet50", "--image-size", "224"]
+        command += ["--batch-size", "128", "--classes", "32", "--per-class", "40"]
+    command += ["--repeats", "2", "--steps", "10", "--warmup", "3", "--epochs", "3"]
+    status, seconds, output = run_command(command, budget, ctx.log("g"))
+    if status is None:
+        return StepResult("g", step.title, "TIMEOUT", seconds, f"killed after {budget:.0f} s")
+    if status != 0:
+        last = (output.strip().splitlines() or ["no output"])[-1][:200]
+        return StepResult("g", step.title, "FAILED", seconds, f"exit status {status}: {last}")
+    ratios = dict(_RATIO.findall(output))
+    figures = "; ".join(f"{name} {value}x" for name, value in ratios.items()) or "no ratios"
+    missed = float(ratios.get("step / plain loop", 0)) < 0.95 or (
+        float(ratios.get("fit from files / step", 0)) < 0.8
+    )
+    table = output[output.find("\n| side |") :].strip() if "| side |" in output else ""
+    return StepResult(
+        "g", step.title, "flagged" if missed else "ok", seconds, figures, [table] if table else []
+    )
+
+
 def runners(ctx: Context) -> dict[str, Callable[[], StepResult]]:
     small = ["--sizes", "small"] if ctx.smoke else []
     return {
@@ -426,6 +463,7 @@ def runners(ctx: Context) -> dict[str, Callable[[], StepResult]]:
             (small + ["--losses", "spectral,triplet"] if ctx.smoke else ["--sizes", "launch"])
             + ["--compile", "--no-graph", "--no-pml", "--case-timeout", "90"],
         ),
+        "g": lambda: train_step(ctx),
     }
 
 

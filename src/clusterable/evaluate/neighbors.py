@@ -68,8 +68,13 @@ _RESCORE_BLOCK = 1 << 18
 #: Elements of the float64 ``(pairs, d)`` block the torch back end re-scores at once (128 MB).
 _TORCH_RESCORE_BLOCK = 1 << 24
 
-#: Elements of the ``(queries, references)`` distance block of the torch back end (256 MB).
+#: Elements of the ``(queries, references)`` distance block of the torch back end on the CPU
+#: (256 MB).
 _TORCH_BLOCK = 1 << 26
+
+#: The same on a GPU (1 GB; about 3 GB at the peak with the expression's temporaries): 268
+#: queries per block against a million references instead of 67.
+_CUDA_BLOCK = 1 << 28
 
 #: Queries per faiss call: faiss blocks internally; this bounds only the returned arrays.
 _FAISS_CHUNK = 4096
@@ -149,7 +154,10 @@ def _torch_device(backend: str) -> torch.device:
 def query_chunk(n_ref: int, backend: Backend = "auto", chunk_size: int | None = None) -> int:
     """Queries per chunk of `iter_knn` for ``n_ref`` references."""
     if chunk_size is None:
-        return _FAISS_CHUNK if _resolve(backend) == "faiss" else max(1, _TORCH_BLOCK // n_ref)
+        resolved = _resolve(backend)
+        if resolved == "faiss":
+            return _FAISS_CHUNK
+        return max(1, (_CUDA_BLOCK if resolved == "cuda" else _TORCH_BLOCK) // n_ref)
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)):
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}.")
     if chunk_size < 1:

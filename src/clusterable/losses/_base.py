@@ -26,6 +26,13 @@ from torch import Tensor, nn
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
+def _readable(tensor: Tensor) -> bool:
+    """Whether a check may read ``tensor``'s values back to the host: not while its CUDA stream
+    is captured into a CUDA graph, where any read-back aborts the capture (the captured step's
+    inputs are then checked by the eager step run before capture, not in the replays)."""
+    return not (tensor.is_cuda and torch.cuda.is_current_stream_capturing())
+
+
 def check_embeddings_and_labels(embeddings: Tensor, labels: Tensor) -> None:
     """Raise a ``ValueError`` that says what is wrong with a ``(embeddings, labels)`` batch.
 
@@ -74,7 +81,7 @@ def check_embeddings_and_labels(embeddings: Tensor, labels: Tensor) -> None:
             "coordinates has no distance, direction or class score; give the model's output "
             "layer at least one unit"
         )
-    if not bool(torch.isfinite(embeddings.detach()).all()):
+    if _readable(embeddings) and not bool(torch.isfinite(embeddings.detach()).all()):
         bad = int((~torch.isfinite(embeddings.detach())).any(dim=1).sum())
         raise ValueError(
             f"embeddings has {bad} rows with NaN or inf; check the model output "
@@ -114,7 +121,7 @@ def check_references(
         )
     if ref_labels.is_floating_point() or ref_labels.is_complex() or ref_labels.dtype == torch.bool:
         raise ValueError(f"ref_labels must be integer class ids, got {ref_labels.dtype}")
-    if not bool(torch.isfinite(ref_embeddings.detach()).all()):
+    if _readable(ref_embeddings) and not bool(torch.isfinite(ref_embeddings.detach()).all()):
         raise ValueError(
             "ref_embeddings has NaN or inf rows; a memory filled from a diverging model holds "
             "them: lower the learning rate, or empty the memory"
@@ -198,7 +205,7 @@ class EmbeddingLoss(nn.Module):
             references = (ref_embeddings, ref_labels)
         with torch.autocast(device_type=embeddings.device.type, enabled=False):
             value = self.compute(embeddings, labels, *references)
-        if not bool(torch.isfinite(value.detach())):
+        if _readable(value) and not bool(torch.isfinite(value.detach())):
             peak = float(embeddings.detach().abs().max())
             raise ValueError(
                 f"{type(self).__name__} is {float(value.detach())} on {embeddings.dtype} "

@@ -304,9 +304,9 @@ def partner_masks(labels: Tensor, ref_labels: Tensor | None = None) -> tuple[Ten
     """
     partners = labels if ref_labels is None else torch.cat([labels, ref_labels])  # (n + m,)
     same = labels[:, None] == partners[None, :]  # (n, n + m)
-    positive = same.clone()
-    positive[:, : labels.shape[0]].fill_diagonal_(False)
-    return positive, ~same
+    # Built, not written in place: torch.compile cannot trace fill_diagonal_ on a column slice.
+    itself = torch.eye(*same.shape, dtype=torch.bool, device=same.device)  # (n, n + m)
+    return same & ~itself, ~same
 
 
 def masked_logsumexp(x: Tensor, mask: Tensor, dim: int = -1, empty: float = 0.0) -> Tensor:
