@@ -3,6 +3,7 @@ training views that a resumed run draws again."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
 
 import numpy as np
@@ -33,7 +34,10 @@ def photo(tmp_path):
 def test_image_backbones_get_imagenet_224_and_other_models_none():
     prep = backbone_preprocessing("torchvision:resnet50")
     assert prep is not None
-    assert (prep.size, prep.resize_size, prep.mean) == (224, 256, IMAGENET_MEAN)
+    # torchvision's ResNet-50 default weights (IMAGENET1K_V2) resize to 232; without torchvision
+    # the ImageNet convention, 256.
+    resize = 232 if importlib.util.find_spec("torchvision") else 256
+    assert (prep.size, prep.resize_size, prep.mean) == (224, resize, IMAGENET_MEAN)
     assert backbone_preprocessing("mlp") is None and backbone_preprocessing("corel-cnn") is None
 
 

@@ -8,7 +8,7 @@ from clusterable.reproduce import aas_fashion  # registers the experiment
 from clusterable.reproduce.experiment import Budget, run_experiment
 
 
-def test_quick_run_writes_a_complete_report(tmp_path):
+def test_quick_run_writes_a_complete_report(tmp_path, fashion_mnist):
     report = run_experiment("aas-fashion", Budget(mode="quick", folder=tmp_path))
     # k-means, two headline AAS settings, 4 k_graph values, 7 eps values with and without noise
     # removal.

@@ -10,6 +10,7 @@ import torch
 
 from clusterable.cli import main
 from clusterable.data import load_dataset
+from clusterable.device import module_device
 from clusterable.losses import OPMLLoss
 from clusterable.losses._pairs import squared_distances
 from clusterable.mining import all_triplets
@@ -115,7 +116,9 @@ def test_deep_sopml_on_digits_lowers_the_loss_and_the_margin_term(tmp_path):
     def probe_margin() -> float:
         model.eval()
         with torch.no_grad():
-            value = mean_margin_term_on_probe(loss, model(probe_x), probe.labels)
+            # The model trains on the device the rule picks, the loss's metric beside it.
+            embeddings = model(probe_x.to(module_device(model))).to(module_device(loss))
+            value = mean_margin_term_on_probe(loss, embeddings, probe.labels)
         model.train()
         return value
 
