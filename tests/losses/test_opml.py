@@ -139,6 +139,44 @@ def test_gradcheck_embeddings_R_and_L(orthogonal, weighted):
     assert torch.autograd.gradcheck(value, (x, L, R))
 
 
+def test_angular_constraint_in_blocks_of_triplets(monkeypatch):
+    """z (Eq. 3) is computed and differentiated in blocks of triplets: blocks of 2 triplets give
+    the value and gradients of a single block, and pass gradcheck."""
+    from clusterable.losses import opml
+
+    x, y = make_batch(LABEL_SETS[1], 4)
+    loss = build(4, margin=WIDE)
+
+    def value_and_gradients():
+        embeddings = x.detach().clone().requires_grad_()
+        loss.zero_grad()
+        value = loss(embeddings, y)
+        value.backward()
+        return value.detach(), embeddings.grad, loss.L.grad.clone(), loss.R.grad.clone()
+
+    whole = value_and_gradients()
+    monkeypatch.setattr(opml, "TRIPLET_BLOCK", 2 * METRIC)
+    assert loss.last_num_triplets > 4  # several blocks
+    for blocked, single in zip(value_and_gradients(), whole, strict=True):
+        torch.testing.assert_close(blocked, single, rtol=1e-12, atol=1e-14)
+    assert torch.autograd.gradcheck(lambda e: loss(e, y), (x.detach().clone().requires_grad_(),))
+
+
+def test_mining_memory_is_quadratic_not_cubic():
+    """Two classes of 96: the miner's (|P|, n) mask would be n^3 / 2 distances (14 MB); no
+    operation here allocates more than an (n, n) sort's values and indices."""
+    from torch.profiler import ProfilerActivity, profile
+
+    n = 192
+    generator = torch.Generator().manual_seed(0)
+    embeddings = torch.randn(n, DIM, generator=generator, requires_grad=True)
+    loss = OPMLLoss(DIM, metric_dim=METRIC, margin=0.1)  # 15 thousand triplets
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        loss(embeddings, torch.arange(n) % 2).backward()
+    assert loss.last_num_triplets > 0
+    assert max(event.cpu_memory_usage for event in prof.events()) <= 12 * n * n
+
+
 def test_gradient_reaches_R_and_L():
     x, y = make_batch(LABEL_SETS[0], 5)
     loss = build(5, margin=WIDE)

@@ -74,6 +74,26 @@ def test_masked_logsumexp_matches_a_loop_and_handles_empty_rows():
     assert x.grad[1].abs().sum() == 0 and x.grad[0, 1] == 0
 
 
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_masked_logsumexp_gradient_is_the_masked_softmax(dim):
+    """The closed-form backward (the slice's softmax weights, saved in the forward pass) against
+    autograd through torch.logsumexp of the kept entries, empty slices and 0-d grads included."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(5, 6, generator=generator, dtype=torch.float64, requires_grad=True)
+    mask = torch.rand(5, 6, generator=generator) < 0.5
+    mask[2] = False
+    mask[:, 3] = False  # an empty row and an empty column
+    out = masked_logsumexp(x, mask, dim=dim)
+    weights = torch.rand(out.shape, generator=generator, dtype=torch.float64)
+    (grad,) = torch.autograd.grad((out * weights).sum(), x)
+    kept = x.masked_fill(~mask, float("-inf"))
+    reference = torch.logsumexp(kept, dim=dim)
+    reference = torch.where(mask.any(dim=dim), reference, 0.0)
+    (expected,) = torch.autograd.grad((reference * weights).sum(), x)
+    torch.testing.assert_close(grad, torch.nan_to_num(expected), rtol=1e-12, atol=1e-14)
+    assert torch.autograd.gradcheck(lambda t: masked_logsumexp(t, mask, dim=dim), (x,))
+
+
 # ---------------------------------------------------------------- float32 accuracy (issue 9)
 
 

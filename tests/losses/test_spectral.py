@@ -12,6 +12,7 @@ import torch
 
 from clusterable.data import two_class_subclusters
 from clusterable.losses import SpectralClusteringLoss, build_loss
+from clusterable.losses.spectral import _SpectralLossFunction
 
 from _learning import PlainDescent, descend, loo_1nn_accuracy
 
@@ -193,6 +194,33 @@ def test_float32_matches_float64():
     value32, grad32 = loss_and_grad(features.float(), labels)
     assert value32 == pytest.approx(value64, rel=1e-4)
     torch.testing.assert_close(grad32.double(), grad64, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("wide", [False, True])
+@pytest.mark.parametrize("seed", SEEDS)
+def test_float32_through_the_gram_matrix_matches_float64_svd(seed, wide):
+    """Below float64 the triplets come from the float64 Gram matrix of the thin side (n >= d:
+    F^T F; n < d: F F^T). On a spread spectrum (singular values 1 to 1e-4, then two zeros), the
+    float32 loss must cut the rank where a float64 SVD of the same values cuts it at float32's
+    tolerance, and match that SVD's value and gradient."""
+    generator = torch.Generator().manual_seed(seed)
+    n, d = (12, 30) if wide else (40, 8)
+    rank = min(n, d) - 2
+    left, _ = torch.linalg.qr(torch.randn(n, rank, generator=generator, dtype=torch.float64))
+    right, _ = torch.linalg.qr(torch.randn(d, rank, generator=generator, dtype=torch.float64))
+    spectrum = torch.logspace(0, -4, rank, dtype=torch.float64)
+    features = ((left * spectrum) @ right.T).float()  # (n, d), rank n - 2 or d - 2
+    labels = torch.randint(0, 4, (n,), generator=generator)
+    value32, grad32 = loss_and_grad(features, labels)
+    _, classes, counts = torch.unique(labels, return_inverse=True, return_counts=True)
+    reference = features.double().requires_grad_(True)
+    value64 = _SpectralLossFunction.apply(
+        reference, classes, counts.double(), torch.finfo(torch.float32).eps
+    )
+    value64.backward()
+    assert value32 == pytest.approx(value64.detach().item(), rel=1e-5, abs=1e-6)
+    error = (grad32.double() - reference.grad).abs().max() / reference.grad.abs().max()
+    assert error < 1e-4, error
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -17,6 +17,7 @@ batch itself passed as its references (the same tensor, as pytorch-metric-learni
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 import torch
@@ -31,6 +32,12 @@ def _readable(tensor: Tensor) -> bool:
     is captured into a CUDA graph, where any read-back aborts the capture (the captured step's
     inputs are then checked by the eager step run before capture, not in the replays)."""
     return not (tensor.is_cuda and torch.cuda.is_current_stream_capturing())
+
+
+def wide_dtype(tensor: Tensor) -> torch.dtype:
+    """float64 for sums and decompositions that must not round like the working precision, on
+    the tensor's device; float32 on Apple's MPS, which has no float64."""
+    return torch.float32 if tensor.device.type == "mps" else torch.float64
 
 
 def check_embeddings_and_labels(embeddings: Tensor, labels: Tensor) -> None:
@@ -81,7 +88,10 @@ def check_embeddings_and_labels(embeddings: Tensor, labels: Tensor) -> None:
             "coordinates has no distance, direction or class score; give the model's output "
             "layer at least one unit"
         )
-    if _readable(embeddings) and not bool(torch.isfinite(embeddings.detach()).all()):
+    # max |x| is NaN or inf exactly when an entry is: one reduction and one read back.
+    if _readable(embeddings) and not math.isfinite(
+        float(torch.linalg.vector_norm(embeddings.detach(), float("inf")))
+    ):
         bad = int((~torch.isfinite(embeddings.detach())).any(dim=1).sum())
         raise ValueError(
             f"embeddings has {bad} rows with NaN or inf; check the model output "
@@ -205,7 +215,7 @@ class EmbeddingLoss(nn.Module):
             references = (ref_embeddings, ref_labels)
         with torch.autocast(device_type=embeddings.device.type, enabled=False):
             value = self.compute(embeddings, labels, *references)
-        if _readable(value) and not bool(torch.isfinite(value.detach())):
+        if _readable(value) and not math.isfinite(float(value.detach())):
             peak = float(embeddings.detach().abs().max())
             raise ValueError(
                 f"{type(self).__name__} is {float(value.detach())} on {embeddings.dtype} "

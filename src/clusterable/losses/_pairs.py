@@ -46,9 +46,8 @@ def _exponent_of_peak(x: Tensor) -> int:
     """``e`` with ``max |x| < 2^e <= 2 max |x|`` (0 for an empty or all-zero tensor)."""
     if not x.numel():
         return 0
-    # One pass without an |x| copy: this runs on every batch + memory matrix.
-    low, high = torch.aminmax(x.detach())
-    return math.frexp(max(-float(low), float(high)))[1]
+    # One pass without an |x| copy, one read back: this runs on every batch + memory matrix.
+    return math.frexp(float(torch.linalg.vector_norm(x.detach(), float("inf"))))[1]
 
 
 def _times_power_of_two(x: Tensor, exponent: int) -> Tensor:
@@ -121,7 +120,8 @@ class _PairDistances(torch.autograd.Function):
         norms_x = centred_x.square().sum(1)  # (n,)
         norms_y = norms_x if same else centred_y.square().sum(1)  # (m,)
         norm_sums = norms_x[:, None] + norms_y  # (n, m)
-        squares = (norm_sums - 2 * centred_x @ centred_y.T).clamp_min(0)  # (n, m)
+        # |c_i|^2 + |c_j|^2 - 2 c_i.c_j in one GEMM (the factor 2 is exact).
+        squares = torch.addmm(norm_sums, centred_x, centred_y.T, alpha=-2).clamp_min_(0)  # (n, m)
         near = squares < NEAR_PAIR_RTOL * norm_sums  # (n, m)
         if same:
             near = near.triu(1)  # (n, n), each unordered pair once
@@ -166,12 +166,16 @@ class _PairDistances(torch.autograd.Function):
         if ctx.same:
             weights = weights + weights.T  # (n, n): x_i is both ends of a pair
             weights.fill_diagonal_(0.0)
-        near_weights = weights[rows, cols]  # (p,)
-        resolved = weights.index_put((rows, cols), weights.new_zeros(()))  # (n, m)
-        if ctx.same:
-            resolved = resolved.index_put((cols, rows), weights.new_zeros(()))
+        resolved = weights  # (n, m)
+        if rows.numel():  # near pairs are rare: no (n, m) copies without them
+            near_weights = weights[rows, cols]  # (p,)
+            resolved = weights.index_put((rows, cols), weights.new_zeros(()))
+            if ctx.same:
+                resolved = resolved.index_put((cols, rows), weights.new_zeros(()))
         # sum_j w_ij (c_i - c_j) for the pairs the Gram form resolves.
-        grad_x = resolved.sum(1, keepdim=True) * centred_x - resolved @ centred_y  # (n, d)
+        grad_x = torch.addmm(
+            resolved.sum(1, keepdim=True) * centred_x, resolved, centred_y, alpha=-1
+        )  # (n, d)
         # The far ends' gradient is needed to finish x's (y = x) or when y is trainable.
         needs_grad_y = not ctx.same and ctx.needs_input_grad[1]
         grad_y = (
@@ -309,6 +313,34 @@ def partner_masks(labels: Tensor, ref_labels: Tensor | None = None) -> tuple[Ten
     return same & ~itself, ~same
 
 
+class _MaskedLogSumExp(torch.autograd.Function):
+    """``log sum_{j: mask_j} exp(x_j)`` along ``dim`` (0 on an empty slice), gradient the softmax.
+
+    The gradient is the slice's softmax weights, kept from the forward pass: one product in the
+    backward pass, where autograd through the stable composition replays about ten kernels
+    (the launches dominate at small batches).
+    """
+
+    @staticmethod
+    def forward(ctx: FunctionCtx, x: Tensor, mask: Tensor, dim: int) -> Tensor:
+        masked = x.masked_fill(~mask, float("-inf"))
+        # An empty slice's peak is -inf: taken as 0 there, its exponentials are all 0.
+        peak = masked.amax(dim=dim, keepdim=True).nan_to_num_(neginf=0.0)
+        weights = masked.sub_(peak).exp_()  # 0 outside the mask
+        # A non-empty slice sums to >= 1 (its peak gives exp(0)): the floor of 1 only turns an
+        # empty slice's 0 into log 1 = 0 (and its weights stay 0).
+        total = weights.sum(dim=dim, keepdim=True).clamp_min_(1.0)
+        ctx.dim = dim
+        ctx.save_for_backward(weights.div_(total))
+        return (total.log_() + peak).squeeze(dim)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
+        (weights,) = ctx.saved_tensors
+        return grad.unsqueeze(ctx.dim) * weights, None, None
+
+
 def masked_logsumexp(x: Tensor, mask: Tensor, dim: int = -1, empty: float = 0.0) -> Tensor:
     """``log sum_{j: mask_j} exp(x_j)`` along ``dim``, stable and NaN-free.
 
@@ -326,11 +358,7 @@ def masked_logsumexp(x: Tensor, mask: Tensor, dim: int = -1, empty: float = 0.0)
     empty : float
         Value for slices with no masked-in entry.
     """
-    masked = x.masked_fill(~mask, float("-inf"))
-    has_any = mask.any(dim=dim, keepdim=True)
-    peak = masked.amax(dim=dim, keepdim=True).detach()
-    peak = torch.where(has_any, peak, torch.zeros_like(peak))
-    total = (masked - peak).exp().sum(dim=dim, keepdim=True)
-    total = torch.where(has_any, total, torch.ones_like(total))
-    out = torch.where(has_any, total.log() + peak, torch.full_like(total, empty))
-    return out.squeeze(dim)
+    out = _MaskedLogSumExp.apply(x, mask, dim)
+    if empty != 0.0:
+        out = torch.where(mask.any(dim=dim), out, empty)
+    return out

@@ -18,15 +18,75 @@ and :attr:`OPMLLoss.last_mean_weight` tell the two apart.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.autograd.function import FunctionCtx, once_differentiable
 
 from clusterable.losses._base import EmbeddingLoss
-from clusterable.losses._pairs import centred, squared_distances
+from clusterable.losses._pairs import centred, partner_masks, squared_distances
 from clusterable.losses._registry import register_loss
-from clusterable.mining import semi_hard_triplets
+from clusterable.losses._triplets import semi_hard_triplet_list
+
+#: Elements of each ``(b, l)`` block of triplet rows built at once (32 MiB in float32).
+TRIPLET_BLOCK = 1 << 23
+
+
+def _triplet_blocks(count: int, width: int) -> range:
+    """Starts of the blocks of at most ``TRIPLET_BLOCK // width`` triplets."""
+    return range(0, count, max(1, TRIPLET_BLOCK // max(width, 1)))
+
+
+class _AngularConstraint(torch.autograd.Function):
+    """``z = ||a - p||^2 - k ||n - (a + p) / 2||^2`` per triplet (Eq. 3), in blocks of triplets.
+
+    Autograd through the gathered rows keeps ``(t, l)`` tensors for the backward pass (t is
+    hundreds of thousands at n = 4096); this recomputes each block's differences instead, from
+    the ``(n, l)`` points, with the closed-form gradient ``dz/da = 2 (a - p) + k (n - m)``,
+    ``dz/dp = -2 (a - p) + k (n - m)``, ``dz/dn = -2 k (n - m)``, ``m = (a + p) / 2``.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: FunctionCtx,
+        projected: Tensor,
+        anchor: Tensor,
+        positive: Tensor,
+        negative: Tensor,
+        angle_factor: float,
+    ) -> Tensor:
+        z = projected.new_empty(anchor.shape[0])  # (t,)
+        step = _triplet_blocks(anchor.shape[0], projected.shape[1]).step
+        for start in _triplet_blocks(anchor.shape[0], projected.shape[1]):
+            block = slice(start, start + step)
+            a, p = projected[anchor[block]], projected[positive[block]]  # (b, l) each
+            middle = (a + p) / 2  # (b, l)
+            z[block] = (a - p).square().sum(1) - angle_factor * (
+                projected[negative[block]] - middle
+            ).square().sum(1)
+        ctx.angle_factor = angle_factor
+        ctx.save_for_backward(projected, anchor, positive, negative)
+        return z
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: Any, grad_z: Tensor) -> tuple[Tensor, None, None, None, None]:
+        projected, anchor, positive, negative = ctx.saved_tensors
+        k = ctx.angle_factor
+        grad = torch.zeros_like(projected)  # (n, l)
+        step = _triplet_blocks(anchor.shape[0], projected.shape[1]).step
+        for start in _triplet_blocks(anchor.shape[0], projected.shape[1]):
+            block = slice(start, start + step)
+            a, p = projected[anchor[block]], projected[positive[block]]  # (b, l) each
+            weight = grad_z[block, None]  # (b, 1)
+            to_positive = 2 * weight * (a - p)  # (b, l)
+            to_middle = k * weight * (projected[negative[block]] - (a + p) / 2)  # (b, l)
+            grad.index_add_(0, anchor[block], to_positive + to_middle)
+            grad.index_add_(0, positive[block], to_middle - to_positive)
+            grad.index_add_(0, negative[block], -2 * to_middle)
+        return grad, None, None, None, None
 
 
 def _orthonormal_basis(matrix: Tensor) -> Tensor:
@@ -159,7 +219,11 @@ class OPMLLoss(EmbeddingLoss):
         weight_matrix = self.R.to(embeddings.dtype)  # (d, l)
         mining_view = centred(embeddings.detach()) @ metric.detach()  # (n, l)
         distances = squared_distances(mining_view)  # (n, n), mining only
-        anchor, positive, negative = semi_hard_triplets(distances, labels, self.margin)
+        # The rule of clusterable.mining.semi_hard_triplets, listed from sorted rows: O(n^2 + t)
+        # memory, not its (|P|, n) mask (448 MB at n = 4096 with classes of 8).
+        anchor, positive, negative = semi_hard_triplet_list(
+            distances, *partner_masks(labels), self.margin
+        )  # (t,) each
         self.last_num_triplets = int(anchor.numel())
         if anchor.numel() == 0:
             self.last_mean_margin_term = None
@@ -208,14 +272,17 @@ class OPMLLoss(EmbeddingLoss):
         anchor, positive, negative = triplets
         # z depends on differences only: centring keeps them exact far from the origin.
         projected = centred(embeddings) @ metric  # (n, l)
-        a, p, n = projected[anchor], projected[positive], projected[negative]  # (t, l) each
-        middle = (a + p) / 2  # (t, l)
-        z = (a - p).square().sum(1) - self.angle_factor * (n - middle).square().sum(1)  # (t,)
+        z = _AngularConstraint.apply(projected, anchor, positive, negative, self.angle_factor)
         margin_term = F.softplus(z)  # (t,), m_i
         if not self.weighted:
             return margin_term, torch.ones_like(margin_term)
         weighted_view = embeddings @ weight_matrix  # (n, l), R^T x
-        wa, wp, wn = weighted_view[anchor], weighted_view[positive], weighted_view[negative]
-        weight_positive = torch.sigmoid((wa * wp).sum(1))  # (t,), w+
-        weight_negative = torch.sigmoid(-((wa + wp) / 2 * wn).sum(1))  # (t,), w- = 1 - sig(.)
+        # x_i^T R R^T x_j for every pair, read at the triplets: O(n^2) memory, where gathering
+        # the (t, l) rows of a, p and n kept several of them for the backward pass.
+        similarities = weighted_view @ weighted_view.T  # (n, n)
+        weight_positive = torch.sigmoid(similarities[anchor, positive])  # (t,), w+
+        # m^T R R^T n with m = (a + p) / 2; w- = 1 - sigmoid(.)
+        weight_negative = torch.sigmoid(
+            -(similarities[anchor, negative] + similarities[positive, negative]) / 2
+        )  # (t,)
         return margin_term, (weight_positive + weight_negative) / 2  # (t,) each

@@ -47,9 +47,9 @@ class SoftNearestNeighborLoss(PairLoss):
 
     def loss_on_pairs(self, pairs: Pairs) -> Tensor:
         positive, negative = pairs.positive, pairs.negative  # (n, n + m) each
-        logits = -pairs.distances / self.temperature  # (n, n + m), -D^2 / T
-        has_partner = positive.any(dim=1)  # (n,)
+        logits = pairs.distances / -self.temperature  # (n, n + m), -D^2 / T
         log_same = masked_logsumexp(logits, positive, dim=1)  # (n,)
         log_all = masked_logsumexp(logits, positive | negative, dim=1)  # (n,), k != i
-        terms = torch.where(has_partner, log_all - log_same, torch.zeros_like(log_all))  # (n,)
-        return terms.sum() / len(pairs.labels)
+        # An item without a partner contributes 0 (log_same's empty slice is 0, not log 0).
+        terms = torch.where(positive.any(dim=1), log_all - log_same, 0.0)  # (n,)
+        return terms.mean()
