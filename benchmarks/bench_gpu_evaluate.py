@@ -25,6 +25,16 @@ resident memory (``ru_maxrss``: data, imports and warm-up included). At a millio
 runs under cProfile and its 25 costliest functions are printed, also when it passes its time
 limit (the child is interrupted first, then killed). Targets (issue 27): SOP size
 <= 2 s, a million items <= 20 s within 16 GB of GPU memory.
+
+``--probe-topk`` (alone, about 20 s on a GPU): how the search should select each query's
+``k = 1,000`` nearest of 1,000,000 x 128 references (``_torch_search.select_smallest``):
+``torch.topk(sorted=True)``; ``topk(sorted=False)`` then a sort of the k; the row cut into S
+segments, the k smallest of each, then the k smallest of those S k, then a sort. Each is timed on
+4,096 queries and on one chunk of the search (``_CUDA_BLOCK // n`` queries), the product apart,
+with whether it selects the same ids as the first; the fastest is printed as the settings of
+``_torch_search.TOPK_STRATEGY`` and ``TOPK_SEGMENTS`` (``--device cpu``: a smaller shape)::
+
+    PYTHONPATH=src python3 benchmarks/bench_gpu_evaluate.py --probe-topk
 """
 
 from __future__ import annotations
@@ -41,7 +51,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from bench_evaluate import KS, MILLION, SIZES, make_data
 
@@ -127,6 +139,121 @@ def _print_profile(profiler: cProfile.Profile) -> None:
     text = io.StringIO()
     pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats(25)
     print(PROFILE_MARK + text.getvalue(), file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- the topk probe
+
+#: (queries, references, dimension, k) of the topk probe on a GPU, and on the CPU (a smoke test).
+PROBE_SHAPE = {"cuda": (4_096, 1_000_000, 128, 1_000), "cpu": (512, 50_000, 128, 100)}
+#: The candidates the million-item evaluation selects per query: R_max (its largest class, 1,109
+#: items, less one) + the query itself + ``neighbors.TIE_PAD``. The choice is made at this k.
+SEARCH_KK = 1_117
+#: Segment counts tried for the segmented selection.
+PROBE_SEGMENTS = (8, 16, 32, 64)
+#: Timed runs per option after one warm-up run; the fastest counts.
+PROBE_RUNS = 3
+
+
+def probe_topk(device: str) -> list[dict]:
+    """Each selection's time for the probe's shape and for one search chunk of it (see the
+    module docstring); prints a table and the settings of the fastest."""
+    import torch
+
+    from clusterable.evaluate.neighbors import _CUDA_BLOCK, _TORCH_BLOCK
+
+    m, n, d, k = PROBE_SHAPE["cuda" if device.startswith("cuda") else "cpu"]
+    generator = torch.Generator(device).manual_seed(SEED)
+    ref = torch.randn(n, d, device=device, generator=generator)  # (n, d)
+    ref /= ref.norm(dim=1, keepdim=True)
+    ref_sq = (ref * ref).sum(1)  # (n,)
+    chunk = max(1, (_CUDA_BLOCK if device.startswith("cuda") else _TORCH_BLOCK) // n)
+    options = [("sorted", 1), ("unsorted", 1)] + [("segmented", s) for s in PROBE_SEGMENTS]
+    search_kk = SEARCH_KK if device.startswith("cuda") else k
+    rows = []
+    for queries, kk in sorted({(m, k), (min(chunk, m), k), (min(chunk, m), search_kk)}):
+        q = ref[torch.randperm(n, device=device, generator=generator)[:queries]]  # (c, d)
+        # (c, n) |r|^2 - 2 q.r, as TorchSearch computes it
+        rows.append(
+            {
+                "queries": queries,
+                "k": kk,
+                "option": "product",
+                "ms": _best_ms(device, _product, q, ref, ref_sq),
+            }
+        )
+        partial = _product(q, ref, ref_sq)
+        first = None
+        for strategy, segments in options:
+            values, ids = _selected(partial, kk, strategy, segments)
+            values, ids = values.sort(dim=1).values, ids.sort(dim=1).values
+            first = (values, ids) if first is None else first
+            same = "yes" if torch.equal(ids, first[1]) else "NO"
+            if same == "NO" and torch.equal(values, first[0]):
+                same = "ties"  # other members of a run tied at the k-th distance
+            rows.append(
+                {
+                    "queries": queries,
+                    "k": kk,
+                    "option": strategy if strategy != "segmented" else f"segmented S={segments}",
+                    "strategy": strategy,
+                    "segments": segments,
+                    "ms": _best_ms(device, _selected, partial, kk, strategy, segments),
+                    "same_ids": same,
+                }
+            )
+        del partial
+    print(f"topk probe: {n:,} x {d} references, on {device}")
+    print("| queries | k | option | ms | ms per 4,096 queries | same ids as sorted (ties: at k) |")
+    print("|---|---|---|---|---|---|")
+    for row in rows:
+        same = row.get("same_ids", "-")
+        per = row["ms"] * 4_096 / row["queries"]
+        print(
+            f"| {row['queries']:,} | {row['k']:,} | {row['option']} | {row['ms']:.1f} | "
+            f"{per:.1f} | {same} |"
+        )
+    chunked = [
+        r for r in rows if (r["queries"], r["k"]) == (min(chunk, m), search_kk) and "same_ids" in r
+    ]
+    best = min((r for r in chunked if r["same_ids"] != "NO"), key=lambda r: r["ms"])
+    print(
+        f"fastest at the search's chunk of {min(chunk, m)} queries, k = {search_kk:,}: "
+        f"{best['option']}; in "
+        f'src/clusterable/evaluate/_torch_search.py set TOPK_STRATEGY = "{best["strategy"]}"'
+        + (f" and TOPK_SEGMENTS = {best['segments']}" if best["strategy"] == "segmented" else "")
+    )
+    return rows
+
+
+def _product(q: Any, ref: Any, ref_sq: Any) -> Any:
+    import torch
+
+    return torch.addmm(ref_sq, q, ref.T, alpha=-2.0)
+
+
+def _selected(partial: Any, k: int, strategy: str, segments: int) -> tuple[Any, Any]:
+    """The ``k`` smallest values of each row and their ids, nearest first (a sort of the k where
+    the selection leaves them unsorted)."""
+    from clusterable.evaluate._torch_search import select_smallest
+
+    values, ids = select_smallest(partial, k, strategy, segments)  # type: ignore[arg-type]
+    if strategy == "sorted":
+        return values, ids
+    values, order = values.sort(dim=1)
+    return values, ids.gather(1, order)
+
+
+def _best_ms(device: str, call: Callable[..., Any], *args: Any) -> float:
+    """The fastest of `PROBE_RUNS` runs of ``call(*args)`` after a warm-up, in milliseconds."""
+    call(*args)
+    best = float("inf")
+    for _ in range(PROBE_RUNS):
+        _sync(device)
+        start = time.perf_counter()
+        call(*args)
+        _sync(device)
+        best = min(best, time.perf_counter() - start)
+    return best * 1e3
 
 
 # ---------------------------------------------------------------- parent side
@@ -226,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=600.0, help="seconds for the whole run")
     parser.add_argument("--no-pml", action="store_true", help="ours only")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--probe-topk", action="store_true", help="time the search's topk options instead"
+    )
     parser.add_argument("--child", choices=["ours", "pml"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -237,6 +367,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print(f"bench_gpu_evaluate: torch {torch.__version__} sees no CUDA GPU; use --device cpu")
         return 2
+    if args.probe_topk:
+        rows = probe_topk(args.device)
+        if args.json:
+            args.json.write_text(json.dumps({"topk_probe": rows}, indent=1))
+        return 0
     card = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "CPU"
     missing = [m for m in ("pytorch_metric_learning", "faiss") if not importlib.util.find_spec(m)]
     pml = not args.no_pml and not missing

@@ -102,13 +102,18 @@ def test_v_measure_by_name_equals_nmi():
 def test_ks_neither_deepen_the_search_nor_add_columns_without_recall(monkeypatch):
     from clusterable.evaluate import retrieval
 
-    depths, search = [], retrieval.knn_chunks
+    depths = []
 
-    def knn_chunks(points, k, *args, **kwargs):
-        depths.append(k)
-        return search(points, k, *args, **kwargs)
+    def counted(search):
+        def knn_chunks(points, k, *args, **kwargs):
+            depths.append(k)
+            return search(points, k, *args, **kwargs)
 
-    monkeypatch.setattr(retrieval, "knn_chunks", knn_chunks)
+        return knn_chunks
+
+    # The host's search, or the device's where the search runs on a GPU.
+    for name in ("knn_chunks", "knn_chunks_on_device"):
+        monkeypatch.setattr(retrieval, name, counted(getattr(retrieval, name)))
     x, y = blobs()
     r_max = int(np.bincount(y).max()) - 1
     table = evaluate_embeddings(x, y, metrics=["map@r"], ks=(1, 100), per_class=True)

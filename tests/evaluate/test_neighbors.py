@@ -246,26 +246,6 @@ def test_rescore_gives_exact_distances_block_after_block(monkeypatch, dtype):
     assert neighbors._rescore(queries, reference, rows[:0], cols[:0]).shape == (0,)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_the_torch_back_end_rescores_on_its_device_block_after_block(monkeypatch, dtype, device):
-    rng = np.random.default_rng(13)
-    queries = (1e3 + rng.standard_normal((30, 7))).astype(dtype)
-    reference = (1e3 + rng.standard_normal((50, 7))).astype(dtype)
-    rows, cols = rng.integers(0, 30, 101), rng.integers(0, 50, 101)
-    monkeypatch.setattr(neighbors, "_TORCH_RESCORE_BLOCK", 4 * 7)  # 25 blocks of 4, then 1
-    exact = dtype == np.float64
-    search = neighbors._TorchSearch(
-        reference.astype(np.float32), device, reference if exact else None
-    )
-    got = search.rescore(queries, rows, cols, exact=exact)
-    expected = [
-        sum((float(a) - float(b)) ** 2 for a, b in zip(queries[i], reference[j], strict=True))
-        for i, j in zip(rows, cols, strict=True)
-    ]
-    np.testing.assert_allclose(got, expected, rtol=1e-12)
-    assert got.dtype == np.float64 and search.rescore(queries, rows[:0], cols[:0], exact).size == 0
-
-
 @pytest.mark.skipif(not faiss_available(), reason="the choice is between two faiss searches")
 def test_small_sets_with_a_hundred_neighbours_are_searched_query_by_query(monkeypatch):
     # Below SYMMETRIC_MIN_ITEMS, faiss selects k >= 100 with reservoirs faster than the heaps of

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clusterable.evaluate import knn_accuracy, map_at_r, precision_at_1, r_precision, recall_at_k
+from clusterable.evaluate.neighbors import faiss_available
 from clusterable.evaluate.retrieval import majority_vote
 
 RNG = np.random.default_rng(12345)
@@ -245,3 +246,122 @@ def test_small_classes_or_no_map_at_r_search_to_the_deepest_k_at_once(monkeypatc
     # k-means' 32 kept neighbours reach half of K = 64, but R_max does not.
     assert np.bincount(codes).max() - 1 < 32
     retrieval.retrieval_per_query(x, codes, (1, 10, 64), neighbours=np.empty((300, 32), int))
+
+
+def hard_set(seed, dtype=np.float32, n=1_300, d=16):
+    """Points whose neighbour lists hold every kind of tie: exact duplicates across classes,
+    near-twins (1e-7 apart) across classes, lone classes, classes smaller and larger than K."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 60, n)
+    y[:40] = 1_000 + np.arange(40)  # lone queries
+    y[40:46] = 2_000  # one class of 6, fewer than K = 10
+    x = rng.standard_normal((60, d))[y % 60] + 1.5 * rng.standard_normal((n, d))
+    x[1_000:1_050] = x[1_050:1_100] = x[100:150]  # triples of duplicates, mostly across classes
+    x[1_100:1_200] = x[200:300] * (1 + 1e-7 * rng.standard_normal((100, 1)))  # near-twins
+    if dtype == np.float64:  # 80 points within 1e-9 of one spot: one float32 value
+        x[1_200:1_280] = 3.0 + 1e-9 * rng.standard_normal((80, d))
+        x = x + 1e4  # far from the origin: float32 ranks differences of 1e-3 only
+    return x.astype(dtype), np.unique(y, return_inverse=True)[1]
+
+
+def assert_same_scores(got, expected):
+    """Per-query scores equal; MAP@R to within its order of summation."""
+    assert got.keys() == expected.keys()
+    for name in expected:
+        if name == "map@r":
+            np.testing.assert_allclose(got[name], expected[name], rtol=1e-14, atol=0)
+        else:
+            np.testing.assert_array_equal(got[name], expected[name])
+
+
+@pytest.mark.skipif(not faiss_available(), reason="compares the torch back end with faiss")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("strategy", ["sorted", "unsorted", "segmented"])
+def test_the_torch_back_end_scores_every_query_as_faiss_does(monkeypatch, dtype, strategy):
+    from clusterable.evaluate import _torch_search, neighbors, retrieval
+
+    monkeypatch.setattr(_torch_search, "TOPK_STRATEGY", strategy)
+    monkeypatch.setattr(_torch_search, "TOPK_SEGMENTS", 8)
+    x, codes = hard_set(0, dtype)
+    # float64: fewer candidates than points that coincide in float32, searched again exactly
+    ks = (1, 10, 100) if dtype == np.float32 else (1, 10)
+    widened = []
+    exact_nearest = neighbors._exact_nearest
+    monkeypatch.setattr(
+        neighbors, "_exact_nearest", lambda *a: widened.append(a[0]) or exact_nearest(*a)
+    )
+    kept = {}
+    for backend, chunk in (("faiss", None), ("torch", None), ("torch", 97)):
+        kept[backend, chunk] = np.full((x.shape[0], 32), -1, dtype=np.int32)
+        scores = retrieval.retrieval_per_query(
+            x, codes, ks, backend=backend, chunk_size=chunk, neighbours=kept[backend, chunk]
+        )
+        if backend == "faiss":
+            expected = scores
+        else:
+            assert_same_scores(scores, expected)
+    np.testing.assert_array_equal(kept["torch", 97], kept["torch", None])
+    # The kept neighbours differ at most inside runs tied in float32 of one kind.
+    kinds = {key: codes[ids] == codes[:, None] for key, ids in kept.items()}
+    np.testing.assert_array_equal(kinds["torch", None], kinds["faiss", None])
+    assert 0.05 < np.nanmean(expected["recall@1"]) < 0.95
+    assert len(widened) == (0 if dtype == np.float32 else 3 * 80)  # once per search
+
+
+@pytest.mark.skipif(not faiss_available(), reason="compares the torch back end with faiss")
+def test_a_broken_tie_order_on_the_device_is_caught(monkeypatch):
+    # The comparison above must see a wrong order of exact ties: here duplicates are ordered
+    # by descending id.
+    from clusterable.evaluate import neighbors, retrieval
+
+    x, codes = hard_set(1)
+    expected = retrieval.retrieval_per_query(x, codes, (1, 10), backend="faiss")
+
+    def by_key_then_descending_id(keys, ids):
+        by_id = ids.argsort(dim=1, descending=True)
+        keys, ids = keys.gather(1, by_id), ids.gather(1, by_id)
+        by_key = keys.argsort(dim=1, stable=True)
+        return keys.gather(1, by_key), ids.gather(1, by_key)
+
+    monkeypatch.setattr(neighbors, "order_by_value_then_id", by_key_then_descending_id)
+    monkeypatch.setattr(neighbors, "order_by_key_then_id", by_key_then_descending_id)
+    broken = retrieval.retrieval_per_query(x, codes, (1, 10), backend="torch")
+    with pytest.raises(AssertionError):
+        assert_same_scores(broken, expected)
+
+
+@pytest.mark.skipif(not faiss_available(), reason="compares the torch back end with faiss")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_torch_back_end_gives_the_table_faiss_gives(monkeypatch, dtype):
+    from clusterable.device import device_scope
+    from clusterable.evaluate import evaluate_embeddings, neighbors
+
+    x, codes = hard_set(2, dtype)
+    expected = evaluate_embeddings(x, codes, ks=(1, 10, 100), device="cpu")
+    monkeypatch.setattr(neighbors, "faiss_available", lambda: False)
+    with device_scope("cpu"):
+        assert neighbors._resolve("auto") == "torch"
+        got = evaluate_embeddings(x, codes, ks=(1, 10, 100), device="cpu")
+    assert got.keys() == expected.keys()
+    for name, value in expected.items():
+        assert got[name] == pytest.approx(value, rel=1e-14, abs=0), name
+
+
+@pytest.mark.skipif(not faiss_available(), reason="compares the torch back end with faiss")
+def test_the_torch_back_end_shares_out_and_ranks_by_cosine_as_faiss_does():
+    from clusterable.evaluate import retrieval
+
+    x, codes = hard_set(3)
+    expected = retrieval.retrieval_per_query(x, codes, (1, 10), metric="cosine", backend="faiss")
+    shards = [
+        retrieval.retrieval_per_query(
+            x, codes, (1, 10), metric="cosine", backend="torch", chunk_size=100, shard=(rank, 3)
+        )
+        for rank in range(3)
+    ]
+    for name, values in expected.items():
+        owned = [~np.isnan(shard["precision@1"]) for shard in shards]
+        combined = np.full_like(values, np.nan)
+        for own, shard in zip(owned, shards, strict=True):
+            combined[own] = shard[name][own]
+        np.testing.assert_allclose(combined, values, rtol=1e-14, atol=0)

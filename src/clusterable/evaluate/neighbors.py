@@ -4,10 +4,14 @@ Every back end computes squared Euclidean distances as ``|q|^2 + |r|^2 - 2 q.r``
 so their raw distances differ in the last bits and near-ties could come out in different orders.
 To make them give the same neighbours, each query's candidates are checked for near-ties: where
 two consecutive candidate distances lie within a rounding tolerance, both candidates are re-scored
-exactly (float64, ``sum (q - r)^2``): with numpy for faiss, on the search's own device for torch
-(a GPU's candidates are re-scored there, not copied to the host). Every row is
-then ordered by (distance, reference index), so exact ties (duplicate points) go to the lower
-index.
+exactly (float64, ``sum (q - r)^2``). Every row is then ordered by (distance, reference index),
+so exact ties (duplicate points) go to the lower index.
+
+faiss's candidates are checked and ordered on the host, with numpy (`knn_chunks`). The torch back
+ends do every step on their own device (`knn_chunks_on_device`, with the steps of
+`clusterable.evaluate._torch_search`): the selection, the ordering, the near-tie check and the
+re-scoring, so that a GPU's candidates never cross to the host; the evaluation scores them there
+too (`clusterable.evaluate.retrieval`).
 
 Self-matches are removed by index, never by assuming the query comes first: with duplicates, the
 query's twin can legitimately be returned at distance 0 ahead of it.
@@ -30,7 +34,7 @@ float64 embeddings are ranked at float64 resolution: the search runs on the poin
 reference mean and rounded to float32 (so points far from the origin keep their differences), and
 every candidate is then re-scored exactly in float64 from the unrounded centred points. A row
 whose candidate list may miss one of its nearest (more points than the list holds coincide in
-float32) is searched again over every reference in float64 (`_widen_exact`), so the answer is
+float32) is searched again over every reference in float64 (`_exact_nearest`), so the answer is
 exact however many points float32 cannot tell apart.
 """
 
@@ -51,6 +55,12 @@ from clusterable.evaluate._inputs import (
     check_k,
     check_same_dimension,
 )
+from clusterable.evaluate._torch_search import (
+    TorchSearch,
+    near_ties,
+    order_by_key_then_id,
+    order_by_value_then_id,
+)
 
 Backend = Literal["auto", "faiss", "torch", "cuda"]
 
@@ -65,15 +75,12 @@ NEAR_TIE_RTOL = 1e-5
 #: Elements of the ``(pairs, d)`` float64 block built when re-scoring near-ties (2 MB).
 _RESCORE_BLOCK = 1 << 18
 
-#: Elements of the float64 ``(pairs, d)`` block the torch back end re-scores at once (128 MB).
-_TORCH_RESCORE_BLOCK = 1 << 24
-
 #: Elements of the ``(queries, references)`` distance block of the torch back end on the CPU
 #: (256 MB).
 _TORCH_BLOCK = 1 << 26
 
-#: The same on a GPU (1 GB; about 3 GB at the peak with the expression's temporaries): 268
-#: queries per block against a million references instead of 67.
+#: The same on a GPU (1 GB, the one ``(c, n)`` product `TorchSearch` selects from): 268 queries
+#: per block against a million references.
 _CUDA_BLOCK = 1 << 28
 
 #: Queries per faiss call: faiss blocks internally; this bounds only the returned arrays.
@@ -142,10 +149,13 @@ def _resolve(backend: str) -> str:
     return backend
 
 
-def _torch_device(backend: str) -> torch.device:
-    """Where the ``torch``/``cuda`` back ends compute: the GPU the device rule chose (``cuda:N``
-    inside a ``device_scope``), or the CPU."""
-    if backend != "cuda":
+def search_device_of(backend: str) -> torch.device | None:
+    """Where the torch back ends search for ``backend`` (`knn_chunks_on_device`): the GPU the
+    device rule chose (``cuda:N`` inside a ``device_scope``) or the CPU; None where faiss does."""
+    resolved = _resolve(backend)
+    if resolved == "faiss":
+        return None
+    if resolved == "torch":
         return torch.device("cpu")
     chosen = search_device("auto")
     return chosen if chosen.type == "cuda" else torch.device("cuda")
@@ -188,47 +198,6 @@ def _faiss_searcher(reference: np.ndarray) -> Any:
         return sq, idx.astype(np.int64)
 
     return search
-
-
-class _TorchSearch:
-    """The torch back end on one device: the search and the exact re-scoring of its candidates,
-    both where the references live (on a GPU, only the ``(c, kk)`` candidates and their exact
-    distances cross to the host).
-
-    ``exact_reference``: the float64 references that float64 inputs are re-scored against.
-    """
-
-    def __init__(
-        self, reference: np.ndarray, device: torch.device, exact_reference: np.ndarray | None
-    ) -> None:
-        self.device = device
-        self.ref = torch.from_numpy(reference).to(device)  # (n, d) float32
-        self.ref_sq = (self.ref * self.ref).sum(1)  # (n,)
-        self.exact_ref = None
-        if exact_reference is not None:
-            self.exact_ref = torch.from_numpy(exact_reference).to(device)  # (n, d) float64
-
-    def __call__(self, queries: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
-        q = torch.from_numpy(queries).to(self.device)  # (c, d)
-        sq = (q * q).sum(1, keepdim=True) + self.ref_sq - 2.0 * (q @ self.ref.T)  # (c, n)
-        values, idx = torch.topk(sq.clamp_min_(0.0), kk, dim=1, largest=False, sorted=True)
-        return values.cpu().numpy(), idx.cpu().numpy().astype(np.int64)
-
-    def rescore(
-        self, queries: np.ndarray, rows: np.ndarray, cols: np.ndarray, exact: bool
-    ) -> np.ndarray:
-        """`_rescore` on the device: ``(e,)`` float64 ``|queries[rows] - reference[cols]|^2``,
-        against the float64 references when ``exact``."""
-        reference = self.exact_ref if exact else self.ref
-        q = torch.from_numpy(queries).to(self.device)  # (c, d), the chunk's own queries
-        rows_t = torch.from_numpy(rows).to(self.device)
-        cols_t = torch.from_numpy(cols).to(self.device)
-        out = torch.empty(rows.shape[0], dtype=torch.float64, device=self.device)
-        step = max(1, _TORCH_RESCORE_BLOCK // reference.shape[1])
-        for s in range(0, rows.shape[0], step):
-            diff = reference[cols_t[s : s + step]].double() - q[rows_t[s : s + step]].double()
-            out[s : s + step] = diff.square().sum(1)  # (b,)
-        return out.cpu().numpy()
 
 
 def _symmetric_self_search(x: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarray]:
@@ -472,7 +441,7 @@ def iter_knn(
     backend : {"auto", "faiss", "torch", "cuda"}
         ``auto`` searches on the GPU (torch) when torch sees one, else with faiss when importable,
         else with torch on the CPU. All give the same neighbours (see module docstring): only
-        the ``(c, k)`` candidates and their exact distances come back from the GPU.
+        the ``(c, k)`` neighbours and their distances come back from the GPU.
     chunk_size : int, optional
         Queries per chunk. Memory beyond the inputs is ``O(chunk_size * (k + n))`` for the torch
         back end and ``O(chunk_size * k)`` plus faiss's own fixed blocks for faiss.
@@ -519,31 +488,28 @@ def knn_chunks(
     (see the module docstring), and the distances returned for them are the float32 ones.
     ``blocks``: the whole squared distance matrix of ``q`` (scaled by `power_of_two_scale`), in
     column blocks (`_search_distance_blocks`), for a leave-one-out search on the CPU to read
-    instead of computing products; other searches ignore it.
+    instead of computing products; other searches ignore it. The torch back ends run
+    `knn_chunks_on_device` and bring each chunk to the host.
     """
+    if search_device_of(backend) is not None:
+        for start, dist, idx in knn_chunks_on_device(
+            q,
+            k,
+            ref,
+            metric=metric,
+            backend=backend,
+            chunk_size=chunk_size,
+            shard=shard,
+            codes=codes,
+        ):
+            yield start, dist.cpu().numpy(), idx.cpu().numpy()
+        return
     exclude_self = ref is None
-    if ref is None:
-        ref = q
-    n_ref = ref.shape[0]
-    # A power of two brings the values near 1, exactly: squared distances of float32 values
-    # overflow above ~1e19 and vanish below ~1e-19, where the order would be lost.
-    unit = power_of_two_scale(q, ref) if metric == "euclidean" else 1.0
-    if unit != 1.0:
-        q = q * unit
-        ref = q if exclude_self else ref * unit
-    exact = None
-    if q.dtype == np.float64 or ref.dtype == np.float64:
-        centre = ref.mean(axis=0, dtype=np.float64)  # (d,)
-        q_exact = q.astype(np.float64) - centre
-        ref_exact = q_exact if exclude_self else ref.astype(np.float64) - centre
-        exact = (q_exact, ref_exact)
-        q = q_exact.astype(np.float32)
-        ref = q if exclude_self else ref_exact.astype(np.float32)
-    backend = _resolve(backend)
-    chunk = query_chunk(n_ref, backend, chunk_size)
-
+    n_ref = q.shape[0] if ref is None else ref.shape[0]
+    q, ref, unit, exact = _search_points(q, ref, metric)
+    chunk = query_chunk(n_ref, "faiss", chunk_size)
     kk = min(k + int(exclude_self) + TIE_PAD, n_ref)  # the self-match may take one slot
-    every_row = exclude_self and backend == "faiss" and shard[1] == 1  # all rows at once
+    every_row = exclude_self and shard[1] == 1  # all rows at once
     found = search = None
     if every_row and blocks is not None and exact is None:
         # From distances already computed; the row itself is never among the candidates.
@@ -555,10 +521,8 @@ def knn_chunks(
     ):
         # Every row's candidates at once; the row itself is never among them.
         found = _symmetric_self_search(q, kk - 1)
-    elif backend == "faiss":
-        search = _faiss_searcher(ref)
     else:
-        search = _TorchSearch(ref, _torch_device(backend), None if exact is None else exact[1])
+        search = _faiss_searcher(ref)
     ref_sq_max = float(np.einsum("nd,nd->n", ref, ref).max())
     rank, world = shard
     for start in range(rank * chunk, q.shape[0], world * chunk):
@@ -573,56 +537,157 @@ def knn_chunks(
         tol = NEAR_TIE_RTOL * (np.einsum("cd,cd->c", qc, qc).astype(np.float64) + ref_sq_max)
         if exact is not None:
             rows, cols = np.indices(keys.shape).reshape(2, -1)
-            if isinstance(search, _TorchSearch):
-                chunk_exact = exact[0][start : start + qc.shape[0]]
-                keys[rows, cols] = search.rescore(chunk_exact, rows, idx[rows, cols], exact=True)
-            else:
-                keys[rows, cols] = _rescore(exact[0][start:], exact[1], rows, idx[rows, cols])
+            keys[rows, cols] = _rescore(exact[0][start:], exact[1], rows, idx[rows, cols])
             if keys.shape[1] < n_ref - int(exclude_self):
-                _widen_exact(keys, idx, sq, tol, k, exact, start, exclude_self)
+                kth = np.partition(keys, k - 1, axis=1)[:, k - 1]  # (c,)
+                for row in np.flatnonzero(_may_miss_one(sq[:, -1].astype(np.float64), tol, kth)):
+                    idx[row], keys[row] = _exact_nearest(
+                        start + row, keys.shape[1], exact, exclude_self
+                    )
         else:
             same = None if codes is None else codes[idx] == codes[start : start + qc.shape[0], None]
             rows, cols = np.nonzero(_near_ties(keys, tol, same))
-            if rows.size and isinstance(search, _TorchSearch):
-                keys[rows, cols] = search.rescore(qc, rows, idx[rows, cols], exact=False)
-            elif rows.size:
+            if rows.size:
                 keys[rows, cols] = _rescore(qc, ref, rows, idx[rows, cols])
             if codes is not None:
                 rows = np.unique(rows)  # only these rows can have changed order
         keys, idx = _order(keys, idx, k, None if exact is not None or codes is None else rows)
+        keys = np.maximum(keys, 0.0)  # faiss's float32 distances of duplicates may fall below 0
         dist = np.sqrt(keys) / unit if metric == "euclidean" else keys / 2.0  # |a-b|^2 = 2-2cos
         yield start, dist.astype(np.float32 if exact is None else np.float64), idx
 
 
-def _widen_exact(
-    keys: np.ndarray,
-    idx: np.ndarray,
-    sq: np.ndarray,
-    tol: np.ndarray,
+def knn_chunks_on_device(
+    q: np.ndarray,
     k: int,
-    exact: tuple[np.ndarray, np.ndarray],
-    start: int,
-    exclude_self: bool,
-) -> None:
-    """Search again, in float64 over every reference, the rows whose float32 candidates may miss
-    one of their ``k`` nearest: in place on ``keys`` (exact, ``(c, kk)``) and ``idx``.
+    ref: np.ndarray | None = None,
+    *,
+    metric: Metric = "euclidean",
+    backend: Backend = "torch",
+    chunk_size: int | None = None,
+    shard: tuple[int, int] = (0, 1),
+    codes: np.ndarray | None = None,
+) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+    """`knn_chunks` for the torch back ends, every step on the search's device
+    (`search_device_of`): each chunk's ``(c, k)`` distances and int64 ids are tensors there.
+
+    The same rules, and the same neighbours, as the host's search: candidates selected in float32
+    (`TorchSearch`), near-ties (of mixed kinds, given ``codes``) re-scored exactly, float64
+    inputs re-scored whole and their doubtful rows searched again (on the host: rare), rows
+    ordered by (distance, id). Near-tied candidates of one kind, which the host leaves in the
+    search's order, are ordered by (float32 distance, id) here. On a GPU a chunk waits on the
+    device only to learn where its near-ties are (and, for float64 inputs, its doubtful rows).
+    """
+    exclude_self = ref is None
+    n_ref = q.shape[0] if ref is None else ref.shape[0]
+    q, ref, unit, exact = _search_points(q, ref, metric)
+    device = search_device_of(backend) or torch.device("cpu")
+    chunk = query_chunk(n_ref, backend, chunk_size)
+    kk = min(k + int(exclude_self) + TIE_PAD, n_ref)  # the self-match may take one slot
+    search = TorchSearch(ref, device, None if exact is None else exact[1])
+    ref_sq = np.einsum("nd,nd->n", ref, ref)  # (n,)
+    q_sq = ref_sq if exclude_self else np.einsum("nd,nd->n", q, q)  # (m,)
+    tol = NEAR_TIE_RTOL * (q_sq.astype(np.float64) + float(ref_sq.max()))
+    tolerances = torch.from_numpy(tol).to(device)  # (m,)
+    codes_t = None if codes is None else torch.from_numpy(codes).to(device)
+    rank, world = shard
+    for start in range(rank * chunk, q.shape[0], world * chunk):
+        stop = min(start + chunk, q.shape[0])
+        if exclude_self:
+            qc = search.ref[start:stop]  # (c, d)
+        else:
+            qc = torch.from_numpy(q[start:stop]).to(device)
+        sq, idx = search.candidates(qc, kk)  # (c, kk)
+        if exclude_self:
+            # The query itself to the end, to be cut off; a row without it loses its farthest.
+            own = torch.arange(start, stop, device=device)[:, None]
+            sq.masked_fill_(idx == own, torch.inf)
+        sq, idx = order_by_value_then_id(sq, idx)
+        if exclude_self:
+            sq, idx = sq[:, :-1], idx[:, :-1].contiguous()
+        keys = sq.double()
+        tol = tolerances[start:stop]
+        if exact is not None:
+            if exclude_self:
+                exact_qc = search.exact_ref[start:stop]  # (c, d) float64
+            else:
+                exact_qc = torch.from_numpy(exact[0][start:stop]).to(device)
+            rows = torch.arange(stop - start, device=device).repeat_interleave(keys.shape[1])
+            keys = search.rescore(exact_qc, rows, idx.reshape(-1), exact=True).view(keys.shape)
+            if keys.shape[1] < n_ref - int(exclude_self):
+                kth = keys.kthvalue(k, dim=1).values  # (c,)
+                for row in _may_miss_one(sq[:, -1].double(), tol, kth).nonzero()[:, 0].tolist():
+                    ids, row_keys = _exact_nearest(start + row, keys.shape[1], exact, exclude_self)
+                    idx[row], keys[row] = torch.from_numpy(ids), torch.from_numpy(row_keys)
+            keys, idx = order_by_key_then_id(keys, idx)
+        else:
+            same = None if codes_t is None else codes_t[idx] == codes_t[start:stop, None]
+            rows, cols = near_ties(keys, tol, same).nonzero(as_tuple=True)
+            if rows.numel():
+                keys[rows, cols] = search.rescore(qc, rows, idx[rows, cols], exact=False)
+                rows = rows.unique()  # only these rows can have changed order
+                keys[rows], idx[rows] = order_by_key_then_id(keys[rows], idx[rows])
+        keys, idx = keys[:, :k], idx[:, :k]
+        dist = keys.sqrt() / unit if metric == "euclidean" else keys / 2.0  # |a-b|^2 = 2-2cos
+        yield start, dist.to(torch.float32 if exact is None else torch.float64), idx
+
+
+def _search_points(
+    q: np.ndarray, ref: np.ndarray | None, metric: Metric
+) -> tuple[np.ndarray, np.ndarray, float, tuple[np.ndarray, np.ndarray] | None]:
+    """What every back end searches: ``(q, ref, unit, exact)``, ``ref`` being ``q`` itself for
+    a leave-one-out search (``ref`` None).
+
+    ``unit``: the power of two the points were scaled by (euclidean; squared distances of float32
+    values overflow above ~1e19 and vanish below ~1e-19, where the order would be lost). Where
+    either input is float64, ``exact`` holds the float64 points centred on the reference mean
+    (``q``, ``ref``), and the returned ``q`` and ``ref`` are them rounded to float32.
+    """
+    exclude_self = ref is None
+    if ref is None:
+        ref = q
+    # A power of two brings the values near 1, exactly.
+    unit = power_of_two_scale(q, ref) if metric == "euclidean" else 1.0
+    if unit != 1.0:
+        q = q * unit
+        ref = q if exclude_self else ref * unit
+    exact = None
+    if q.dtype == np.float64 or ref.dtype == np.float64:
+        centre = ref.mean(axis=0, dtype=np.float64)  # (d,)
+        q_exact = q.astype(np.float64) - centre
+        ref_exact = q_exact if exclude_self else ref.astype(np.float64) - centre
+        exact = (q_exact, ref_exact)
+        q = q_exact.astype(np.float32)
+        ref = q if exclude_self else ref_exact.astype(np.float32)
+    return q, ref, unit, exact
+
+
+def _may_miss_one(last: Any, tol: Any, kth: Any) -> Any:
+    """``(c,)`` the rows whose float32 candidates may miss one of their ``k`` nearest, numpy or
+    torch, all float64: ``last`` each row's farthest float32 candidate, ``kth`` its ``k``-th
+    exact distance.
 
     A reference left out of a row's candidates has a float32 distance of at least the last
-    candidate's, ``sq[:, -1]``, so an exact one of at least that less the rounding bound ``tol``.
-    Where that could still reach the row's ``k``-th exact distance (more points than the list
-    holds coincide in float32: near-duplicates, or points closer than float32 resolves), the list
-    cannot be trusted, and the row's nearest are taken from all references, exactly.
+    candidate's, so an exact one of at least that less the rounding bound ``tol``. Where that
+    could still reach the row's ``k``-th exact distance (more points than the list holds
+    coincide in float32: near-duplicates, or points closer than float32 resolves), the list
+    cannot be trusted, and the row's nearest are taken from all references, exactly
+    (`_exact_nearest`).
     """
-    kth = np.partition(keys, k - 1, axis=1)[:, k - 1]  # (c,)
-    for row in np.flatnonzero(sq[:, -1].astype(np.float64) - tol <= kth):
-        own = start + row
-        distances = _exact_row(exact[0][own], exact[1])  # (n,)
-        if exclude_self:
-            distances[own] = np.inf
-        width = keys.shape[1]
-        nearest = np.argpartition(distances, width - 1)[:width]
-        order = np.lexsort((nearest, distances[nearest]))  # by (distance, index)
-        idx[row], keys[row] = nearest[order], distances[nearest[order]]
+    return last - tol <= kth
+
+
+def _exact_nearest(
+    own: int, width: int, exact: tuple[np.ndarray, np.ndarray], exclude_self: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Query ``own``'s ``width`` nearest references, exactly, over every reference: ``(width,)``
+    int64 ids ordered by (float64 squared distance, id), and those distances."""
+    distances = _exact_row(exact[0][own], exact[1])  # (n,)
+    if exclude_self:
+        distances[own] = np.inf
+    nearest = np.argpartition(distances, width - 1)[:width]
+    order = np.lexsort((nearest, distances[nearest]))  # by (distance, index)
+    return nearest[order], distances[nearest[order]]
 
 
 def _exact_row(point: np.ndarray, reference: np.ndarray) -> np.ndarray:

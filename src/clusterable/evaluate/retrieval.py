@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import torch
 
 from clusterable.evaluate._inputs import (
     Metric,
@@ -29,7 +30,13 @@ from clusterable.evaluate._inputs import (
     check_same_dimension,
     to_numpy,
 )
-from clusterable.evaluate.neighbors import DistanceBlocks, drop_self, knn_chunks
+from clusterable.evaluate.neighbors import (
+    DistanceBlocks,
+    drop_self,
+    knn_chunks,
+    knn_chunks_on_device,
+    search_device_of,
+)
 from clusterable.evaluate.registry import Artefacts, register_metric
 
 #: Recall@K for a K deeper than the search must go for MAP@R (``R_max``) and for k-means' kNN
@@ -73,6 +80,57 @@ def _retrieval_chunk(
     return out, _first_places(match)
 
 
+def _retrieval_chunk_on_device(
+    match: torch.Tensor, r: torch.Tensor, r_max: int | None
+) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """`_retrieval_chunk` on the search's device, from ``(c, k)`` ``match`` (whether each
+    neighbour shares the query's class) and ``(c,)`` float64 ``r``: the same values, MAP@R to
+    within the order of its sum over the first ``R`` places (a few units in the last place)."""
+    out = {"precision@1": match[:, 0].double().masked_fill(r == 0, torch.nan)}
+    if r_max is not None:
+        ranks = torch.arange(1, r_max + 1, dtype=torch.float64, device=match.device)
+        relevant = match[:, :r_max] & (ranks <= r[:, None])  # hits in the first R places  (c, R)
+        hits_so_far = relevant.cumsum(dim=1)  # (c, R)
+        out["map@r"] = (hits_so_far * relevant / ranks).sum(dim=1) / r
+        out["r_precision"] = relevant.sum(dim=1) / r
+    places = torch.arange(match.shape[1], device=match.device)
+    return out, torch.where(match, places, match.shape[1]).amin(dim=1)
+
+
+def _scores_on_device(
+    points: np.ndarray,
+    codes: np.ndarray,
+    r_all: np.ndarray,
+    k: int,
+    r_max: int | None,
+    search: dict[str, Any],
+    neighbours: np.ndarray | None,
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The chunk loop of `retrieval_per_query` for the torch back ends: the search
+    (`knn_chunks_on_device`) and every chunk's scores stay on the search's device, and only the
+    ``(n,)`` scores, first places and the kept ``neighbours`` come to the host, once."""
+    device = search_device_of(search["backend"])
+    n = codes.shape[0]
+    codes_t = torch.from_numpy(codes).to(device)
+    r_t = torch.from_numpy(r_all).to(device, torch.float64)
+    first_hit = torch.full((n,), -1, dtype=torch.int64, device=device)  # -1: another shard's row
+    kept = None if neighbours is None else torch.from_numpy(neighbours).to(device)
+    out: dict[str, torch.Tensor] = {}
+    for start, _, idx in knn_chunks_on_device(points, k, codes=codes, **search):
+        stop = start + idx.shape[0]
+        if kept is not None:
+            kept[start:stop] = idx[:, : kept.shape[1]]  # (c, m)
+        match = codes_t[idx] == codes_t[start:stop, None]  # (c, k)
+        part, first_hit[start:stop] = _retrieval_chunk_on_device(match, r_t[start:stop], r_max)
+        for name, values in part.items():
+            if name not in out:
+                out[name] = torch.full((n,), torch.nan, dtype=torch.float64, device=device)
+            out[name][start:stop] = values
+    if neighbours is not None:
+        neighbours[:] = kept.cpu().numpy()
+    return {name: values.cpu().numpy() for name, values in out.items()}, first_hit.cpu().numpy()
+
+
 def _first_hits(
     points: np.ndarray,
     codes: np.ndarray,
@@ -112,7 +170,9 @@ def retrieval_per_query(
     size minus one, and is consumed chunk by chunk, so memory is ``O(n + chunk * k)``. Where
     ``R_max`` reaches `SHALLOW_MIN_SHARE` of ``max(ks)``, it stops at ``R_max`` (or the
     ``neighbours`` kept) instead, and the queries with no item of their class within it are
-    searched again to ``max(ks)`` for their Recall@K: the same scores.
+    searched again to ``max(ks)`` for their Recall@K: the same scores. On the torch back ends
+    the search and the scores stay on the search's device, chunk after chunk, and only the
+    ``(n,)`` scores (and the ``neighbours`` kept) come to the host.
 
     Parameters
     ----------
@@ -153,27 +213,20 @@ def retrieval_per_query(
     shallow = r_max is not None and r_max >= SHALLOW_MIN_SHARE * deepest
     k = floor if shallow else max(deepest, floor)
     n = codes.shape[0]
-    out: dict[str, np.ndarray] = {}
-    first_hit = np.full(n, -1, dtype=np.int64)  # -1: a row of another shard
-    searched = knn_chunks(
-        points,
-        k,
-        metric=metric,
-        backend=backend,
-        chunk_size=chunk_size,
-        shard=shard,
-        codes=codes,
-        blocks=blocks,
-    )
-    for start, _, idx in searched:
-        stop = start + idx.shape[0]
-        if neighbours is not None:
-            neighbours[start:stop] = idx[:, : neighbours.shape[1]]  # (c, m)
-        part, first_hit[start:stop] = _retrieval_chunk(
-            codes[idx], codes[start:stop], r_all[start:stop], r_max
-        )
-        for name, values in part.items():
-            out.setdefault(name, np.full(n, np.nan))[start:stop] = values
+    search = {"metric": metric, "backend": backend, "chunk_size": chunk_size, "shard": shard}
+    if search_device_of(backend) is not None:
+        out, first_hit = _scores_on_device(points, codes, r_all, k, r_max, search, neighbours)
+    else:
+        out, first_hit = {}, np.full(n, -1, dtype=np.int64)  # -1: a row of another shard
+        for start, _, idx in knn_chunks(points, k, codes=codes, blocks=blocks, **search):
+            stop = start + idx.shape[0]
+            if neighbours is not None:
+                neighbours[start:stop] = idx[:, : neighbours.shape[1]]  # (c, m)
+            part, first_hit[start:stop] = _retrieval_chunk(
+                codes[idx], codes[start:stop], r_all[start:stop], r_max
+            )
+            for name, values in part.items():
+                out.setdefault(name, np.full(n, np.nan))[start:stop] = values
     missed = np.flatnonzero((first_hit == k) & (r_all > 0))
     if deepest > k and missed.size:
         first_hit[missed] = _first_hits(points, codes, missed, deepest, metric, backend)

@@ -1,0 +1,148 @@
+"""The torch back end of the exact kNN search, every step on the search's device.
+
+`TorchSearch` computes each chunk's distances and selects its candidates (`select_smallest`,
+by `TOPK_STRATEGY`), and re-scores candidates exactly in float64. The
+ranking steps of `clusterable.evaluate.neighbors` have their torch forms here:
+`order_by_value_then_id` (one sort of 64-bit keys, as `neighbors._sort_rows` on the host),
+`order_by_key_then_id` (float64 keys: two stable sorts) and `near_ties` (the runs of
+`neighbors._near_ties` numbered densely: no per-row loop, no host round trip). A chunk's
+candidates never leave the device; `neighbors.knn_chunks_on_device` strings these steps together.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+
+TopkStrategy = Literal["sorted", "unsorted", "segmented"]
+
+#: How each chunk's ``kk`` smallest distances are selected (`select_smallest`): ``"sorted"``
+#: ``torch.topk(sorted=True)``; ``"unsorted"`` ``torch.topk(sorted=False)``, the candidates
+#: being sorted by (distance, id) afterwards anyway; ``"segmented"`` the row cut into
+#: `TOPK_SEGMENTS` segments, the ``kk`` smallest of each, then the ``kk`` smallest of those.
+#: ``benchmarks/bench_gpu_evaluate.py --probe-topk`` times the three on a GPU; until it has run,
+#: ``"unsorted"``, since the candidates' own sort makes topk's sorting redundant work.
+TOPK_STRATEGY: TopkStrategy = "unsorted"
+
+#: Segments of a row for the ``"segmented"`` strategy; the reference is padded to a multiple of
+#: it (the padding at distance +inf, never selected).
+TOPK_SEGMENTS = 16
+
+#: Elements of the float64 ``(pairs, d)`` block re-scored at once (128 MB).
+RESCORE_BLOCK = 1 << 24
+
+
+def select_smallest(
+    x: torch.Tensor, kk: int, strategy: TopkStrategy | None = None, segments: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``kk`` smallest values of each row of ``(c, n)`` ``x`` and their columns, ``(c, kk)``
+    each, in an order that depends on ``strategy`` (`TOPK_STRATEGY` when None).
+
+    ``"segmented"`` needs ``n`` a multiple of ``segments`` (`TOPK_SEGMENTS` when None) and
+    segments of at least ``kk``; otherwise the row is selected whole, unsorted.
+    """
+    strategy = TOPK_STRATEGY if strategy is None else strategy
+    segments = TOPK_SEGMENTS if segments is None else segments
+    c, n = x.shape
+    width = n // segments
+    if strategy == "segmented" and segments > 1 and n % segments == 0 and width >= kk:
+        values, local = x.view(c, segments, width).topk(kk, dim=2, largest=False, sorted=False)
+        columns = local + width * torch.arange(segments, device=x.device)[:, None]  # (c, S, kk)
+        values, pick = values.reshape(c, -1).topk(kk, dim=1, largest=False, sorted=False)
+        return values, columns.reshape(c, -1).gather(1, pick)
+    return x.topk(kk, dim=1, largest=False, sorted=strategy == "sorted")
+
+
+def order_by_value_then_id(
+    values: torch.Tensor, ids: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(c, kk)`` float32 ``values`` (non-negative, or +inf) and int64 ``ids`` (``< 2**31``),
+    each row ordered by (value, id): one sort of 64-bit keys, the value's bits above the id's."""
+    # A non-negative float32's bits sort as the float does; clearing the sign makes -0.0 0.0.
+    bits = values.view(torch.int32) & 0x7FFFFFFF
+    keys, _ = ((bits.to(torch.int64) << 32) | ids).sort(dim=1)
+    return (keys >> 32).to(torch.int32).view(torch.float32), keys & 0xFFFFFFFF
+
+
+def order_by_key_then_id(
+    keys: torch.Tensor, ids: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(c, kk)`` float64 ``keys`` and int64 ``ids``, each row ordered by (key, id): by id, then
+    stably by key."""
+    by_id = ids.argsort(dim=1)  # a row's ids are distinct
+    keys, ids = keys.gather(1, by_id), ids.gather(1, by_id)
+    by_key = keys.argsort(dim=1, stable=True)
+    return keys.gather(1, by_key), ids.gather(1, by_key)
+
+
+def near_ties(keys: torch.Tensor, tol: torch.Tensor, same: torch.Tensor | None) -> torch.Tensor:
+    """``(c, kk)`` mask of the candidates to re-score exactly: `neighbors._near_ties` on a
+    device, for ``(c, kk)`` ascending float64 ``keys``, ``(c,)`` ``tol`` and ``(c, kk)`` bool
+    ``same`` (or None).
+
+    Each candidate's run is numbered by the breaks (gaps beyond ``tol``) before it, run 0 of a
+    row holding the query itself (of its own class); a run mixes both kinds where its count of
+    candidates of the query's class is neither 0 nor its size.
+    """
+    c, kk = keys.shape
+    near_gap = torch.diff(keys, dim=1, prepend=keys.new_zeros(c, 1)) <= tol[:, None]  # (c, kk)
+    rescore = near_gap.clone()
+    rescore[:, :-1] |= near_gap[:, 1:]
+    if same is None:
+        return rescore
+    run = (~near_gap).cumsum(dim=1) + (kk + 1) * torch.arange(c, device=keys.device)[:, None]
+    members = torch.zeros(c * (kk + 1), dtype=torch.int64, device=keys.device)
+    alike = torch.zeros_like(members)
+    members.scatter_add_(0, run.reshape(-1), torch.ones_like(run).reshape(-1))
+    alike.scatter_add_(0, run.reshape(-1), same.reshape(-1).to(torch.int64))
+    members[:: kk + 1] += 1  # the query itself
+    alike[:: kk + 1] += 1
+    return rescore & ((alike > 0) & (alike < members))[run]
+
+
+class TorchSearch:
+    """The references on one device: each chunk's candidates (`candidates`) and their exact
+    re-scoring (`rescore`), both there.
+
+    ``exact_reference``: the float64 references that float64 inputs are re-scored against. The
+    references are held padded to a multiple of `TOPK_SEGMENTS` rows, the padding's squared
+    norm +inf.
+    """
+
+    def __init__(
+        self, reference: np.ndarray, device: torch.device, exact_reference: np.ndarray | None
+    ) -> None:
+        n, d = reference.shape
+        padded = torch.zeros(-(-n // TOPK_SEGMENTS) * TOPK_SEGMENTS, d, device=device)
+        padded[:n].copy_(torch.from_numpy(reference))  # no second copy on the device
+        self.padded = padded  # (n', d) float32
+        self.ref = padded[:n]  # (n, d)
+        self.ref_sq = (padded * padded).sum(1)  # (n',)
+        self.ref_sq[n:] = torch.inf
+        self.exact_ref = None
+        if exact_reference is not None:
+            self.exact_ref = torch.from_numpy(exact_reference).to(device)  # (n, d) float64
+
+    def candidates(self, queries: torch.Tensor, kk: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``kk`` nearest references of each of the ``(c, d)`` float32 ``queries`` by float32
+        squared distance: ``(c, kk)`` distances (non-negative) and int64 ids, in no set order."""
+        # |r|^2 - 2 q.r in one product: |q|^2, the same along a row, is added to the kk only.
+        partial = torch.addmm(self.ref_sq, queries, self.padded.T, alpha=-2.0)  # (c, n')
+        values, ids = select_smallest(partial, kk)
+        values += (queries * queries).sum(1, keepdim=True)
+        return values.clamp_min_(0.0), ids
+
+    def rescore(
+        self, queries: torch.Tensor, rows: torch.Tensor, cols: torch.Tensor, exact: bool
+    ) -> torch.Tensor:
+        """``(e,)`` float64 ``|queries[rows] - reference[cols]|^2``, against the float64
+        references when ``exact`` (``queries`` then float64 too)."""
+        reference = self.exact_ref if exact else self.ref
+        out = torch.empty(rows.shape[0], dtype=torch.float64, device=reference.device)
+        step = max(1, RESCORE_BLOCK // reference.shape[1])
+        for s in range(0, rows.shape[0], step):
+            diff = reference[cols[s : s + step]].double() - queries[rows[s : s + step]].double()
+            out[s : s + step] = diff.square().sum(1)  # (b,)
+        return out
