@@ -96,11 +96,41 @@ class ImageFiles:
         return len(self.paths)
 
     def __getitem__(self, index: int | tuple[int, int] | np.ndarray) -> np.ndarray | ImageFiles:
-        if isinstance(index, tuple):  # (index, epoch): a training view of that epoch
-            return self._read(self.paths[index[0]], (int(index[0]), int(index[1])))
-        if isinstance(index, (int, np.integer)):
-            return self._read(self.paths[index], (int(index), 0))
+        if isinstance(index, (int, np.integer, tuple)):
+            pixels = self.pixels(index)
+            # The division by 255 in float32 that the trainer does on the device for a uint8
+            # batch (clusterable.train.loading.pixels_to_unit): the same values either way.
+            items = pixels.astype(np.float32)
+            items /= 255.0  # in place: the same values as a division into a new array
+            return items
         return self.replace([self.paths[i] for i in np.asarray(index)])
+
+    def pixels(self, index: int | tuple[int, int]) -> np.ndarray:
+        """Item ``index`` (``(index, epoch)``: its training view of that epoch) as uint8
+        ``(channels, size, size)`` pixels, 0-255: what loader workers hand over, a quarter of
+        the float32 item's bytes. It is a view of the decoded ``(size, size, channels)`` pixels
+        (strides of channels last), which a batch copy reads in either layout."""
+        position, epoch = index if isinstance(index, tuple) else (index, 0)
+        path = self.paths[position]
+        try:
+            with Image.open(path) as image:
+                mode = "RGB" if self.channels == 3 else "L"
+                # convert() to the mode an image has already is a copy of it; decoding is the
+                # cost that remains (benchmarks/README.md, "Training throughput").
+                image = self._view(
+                    image if image.mode == mode else image.convert(mode), int(position), int(epoch)
+                )
+                pixels = np.asarray(image)  # (H, W, C), or (H, W) for one channel
+        except FileNotFoundError:
+            raise FileNotFoundError(
+                f"image file {path} is missing: the dataset's list names it but it is not on disk; "
+                "check that the archive was extracted completely"
+            ) from None
+        except (UnidentifiedImageError, OSError) as error:
+            raise ValueError(
+                f"cannot decode image file {path} ({error}); replace or delete the file"
+            ) from error
+        return pixels[None] if self.channels == 1 else pixels.transpose(2, 0, 1)  # (C, H, W)
 
     def replace(self, paths: Sequence[Path] | None = None, **changes: object) -> ImageFiles:
         """A copy over ``paths`` (default: the same) with constructor arguments changed."""
@@ -125,26 +155,6 @@ class ImageFiles:
             return evaluation_view(image, self.height, resize_size, resample)
         rng = np.random.default_rng([self.augment_seed, epoch, index])
         return training_view(image, self.height, rng, resample)
-
-    def _read(self, path: Path, at: tuple[int, int] = (0, 0)) -> np.ndarray:
-        try:
-            with Image.open(path) as image:
-                mode = "RGB" if self.channels == 3 else "L"
-                # convert() to the mode an image has already is a copy of it; decoding is the
-                # cost that remains (benchmarks/README.md, "Training throughput").
-                image = self._view(image if image.mode == mode else image.convert(mode), *at)
-                pixels = np.asarray(image, dtype=np.float32)
-                pixels /= 255.0  # in place: the same values as a division into a new array
-        except FileNotFoundError:
-            raise FileNotFoundError(
-                f"image file {path} is missing: the dataset's list names it but it is not on disk; "
-                "check that the archive was extracted completely"
-            ) from None
-        except (UnidentifiedImageError, OSError) as error:
-            raise ValueError(
-                f"cannot decode image file {path} ({error}); replace or delete the file"
-            ) from error
-        return pixels[None] if self.channels == 1 else pixels.transpose(2, 0, 1)  # (C, H, W)
 
 
 class LabelledDataset(Dataset):
