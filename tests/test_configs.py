@@ -62,3 +62,12 @@ def test_a_run_file_is_the_standard_recipe_given_root_and_weights(path, tmp_path
 def test_without_the_flag_a_run_file_names_a_weights_file(path):
     spec, _ = read_run_file(path)
     assert Path(spec.model_args["weights"]).suffix in (".pth", ".safetensors")
+
+
+def test_a_relative_weights_path_is_kept_absolute_so_a_later_resume_or_evaluation_finds_it(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    spec = RunSpec(model="torchvision:resnet50", model_args={"weights": "weights/r50.pth"})
+    assert spec.model_args == {"weights": str(tmp_path / "weights" / "r50.pth")}
+    assert RunSpec(model="mlp").model_args == {}  # nothing added where none was named

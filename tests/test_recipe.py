@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+import types
 
 import pytest
 import torch
@@ -124,3 +126,36 @@ def test_a_checkpoint_without_a_recipe_says_how_to_load_it(tmp_path):
     Trainer(model, build_loss("contrastive"), train, config=config, out=tmp_path).fit()
     with pytest.raises(ValueError, match=r"load it with clusterable\.train\.load_weights"):
         load_trained(tmp_path)
+
+
+class _TinyClassifier(torch.nn.Module):
+    """Stands in for a torchvision classifier: features, then a final linear ``fc``."""
+
+    def __init__(self, num_classes: int = 10) -> None:
+        super().__init__()
+        self.features = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 4, 3), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten()
+        )
+        self.fc = torch.nn.Linear(4, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.features(x))
+
+
+def test_a_trained_run_loads_after_its_pretrained_weights_file_is_gone(tmp_path, monkeypatch):
+    package = types.ModuleType("torchvision")  # a stand-in: torchvision is not needed here
+    package.models = types.SimpleNamespace(get_model=lambda arch, weights=None: _TinyClassifier())
+    monkeypatch.setitem(sys.modules, "torchvision", package)
+    monkeypatch.setitem(sys.modules, "torchvision.models", package.models)
+    weights = tmp_path / "tiny.pth"
+    torch.save(_TinyClassifier().state_dict(), weights)
+    spec = RunSpec(data="digits", model="torchvision:tiny", model_args={"weights": str(weights)})
+    config = TrainConfig(epochs=1, batch_size=64, device="cpu", progress=False, eval_every=0)
+    train = spec.load("train").subset(range(256))
+    trainer = build_trainer(spec, config, train, out=tmp_path / "run")
+    trainer.fit()
+    weights.unlink()
+    model, _, loaded_spec, _ = load_trained(tmp_path / "run")
+    assert loaded_spec.model_args == {"weights": str(weights)}  # the record is the run's own
+    x = torch.rand(4, 1, 8, 8)
+    torch.testing.assert_close(model(x), trainer.model.eval()(x), rtol=0, atol=0)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +102,14 @@ class RunSpec:
             self.data = f"{kind}:{Path(path).expanduser().resolve()}"
         if self.root is not None:
             self.root = str(Path(self.root).expanduser().resolve())
+        # A weights file named relative to where the run started is found from anywhere later
+        # (resume, evaluate, embed), as the data and root are.
+        weights = self.model_args.get("weights")
+        if isinstance(weights, (str, os.PathLike)) and str(weights):
+            self.model_args = {
+                **self.model_args,
+                "weights": str(Path(weights).expanduser().resolve()),
+            }
         # Model and loss arguments typed against what receives them ("16,32" becomes (16, 32),
         # margin="1e-1" becomes 0.1).
         builder = model_builder(self.model) if self.model in available_models() else None
@@ -393,6 +401,7 @@ def _train_and_test(
     )
     if out is not None and trainer.env.is_main:
         (out / "test_metrics.json").write_text(json.dumps(metrics, indent=2))
+    trainer.log_after_fit({"event": "test", **metrics})
     if config.verbose and trainer.env.is_main:
         labelled = int(labelled_mask(test.labels).sum())
         checkpoint = result.checkpoint.name if result.checkpoint else "the final model"
@@ -406,10 +415,15 @@ def _train_and_test(
 
 
 def load_trained(path: Path | str) -> tuple[nn.Module, nn.Module, RunSpec, Path]:
-    """Rebuild the model and loss of a checkpoint (or run folder) and load their weights."""
+    """Rebuild the model and loss of a checkpoint (or run folder) and load their weights.
+
+    The backbone is built without the pretrained weights file the run started from: the
+    checkpoint holds every parameter, so the file may have moved or gone since."""
     checkpoint = resolve_checkpoint(Path(path), pointer="best")
     record = load_run_record(checkpoint)
     spec = RunSpec.from_dict(record["spec"])
-    pieces = build(spec, tuple(record["input_shape"]), record["num_classes"])
+    unweighted = {key: value for key, value in spec.model_args.items() if key != "weights"}
+    shell = replace(spec, model_args=unweighted)
+    pieces = build(shell, tuple(record["input_shape"]), record["num_classes"])
     load_weights(checkpoint, pieces.model, pieces.loss)
     return pieces.model.eval(), pieces.loss, spec, checkpoint

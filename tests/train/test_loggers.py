@@ -70,6 +70,16 @@ def test_a_logger_gets_the_settings_every_number_at_its_step_and_one_close(digit
     assert recorder.closed == [None]
 
 
+def test_numbers_after_fit_reach_the_loggers_restarted_as_the_same_run(digits, tmp_path):
+    recorder = Recorder()
+    run = trainer(digits, recorder, out=tmp_path, epochs=1)
+    run.fit()
+    run.log_after_fit({"event": "test", "recall@1": 0.5})
+    assert recorder.resume is True and recorder.closed == [None, None]
+    assert recorder.scalars[-1] == (run.step, {"test/recall@1": 0.5})
+    assert '"event": "test"' in (tmp_path / "log.jsonl").read_text().splitlines()[-1]
+
+
 def test_a_run_stopped_by_an_error_closes_its_loggers_with_it(digits):
     class Fails(TrainerCallback):
         def after_step(self, trainer, loss):
@@ -178,6 +188,9 @@ def test_mlflow_holds_the_settings_and_numbers_of_a_run_and_its_resume(tmp_path,
     recalls = client.get_metric_history(run.info.run_id, "epoch/recall_at_1")
     assert sorted(m.step for m in recalls) == [len(steps) // 2, len(steps)]
     assert all(0 <= m.value <= 1 for m in recalls)
+    # The test split's table, computed after training, reaches the same run at its last step.
+    tests = client.get_metric_history(run.info.run_id, "test/recall_at_1")
+    assert sorted(m.step for m in tests) == [len(steps) // 2, len(steps)]
     assert (out / "mlruns" / "mlflow.db").is_file()
 
 

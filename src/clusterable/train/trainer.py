@@ -594,6 +594,20 @@ class Trainer:
             for logger in self.loggers:
                 logger.log_scalars(scalars, record.get("step", self.step))
 
+    def log_after_fit(self, record: dict[str, Any]) -> None:
+        """A ``record`` reached after :meth:`fit` (the test split's table, ``"event": "test"``):
+        into ``log.jsonl``, and to every logger at the run's last step, each started again as
+        the run it logged (MLflow: the same run, found by its folder) and closed after it."""
+        if not self.env.is_main:
+            return
+        settings = {"train": self.config.to_dict(), **self.record}
+        for logger in self.loggers:
+            logger.start(settings, True)
+        try:
+            self.log(record)
+        finally:
+            self._close_loggers()
+
     def _close_loggers(self, error: BaseException | None = None) -> None:
         for logger in self.loggers:
             logger.close(error)
