@@ -150,17 +150,24 @@ def _near_ties_by_run_numbers(keys, tol, same):
     return rescore & ((alike > 0) & (alike < members))[run]
 
 
-def test_near_ties_read_from_the_near_gaps_equal_the_numbered_runs():
-    rng = np.random.default_rng(6)
-    for _ in range(500):
+def near_tie_cases(cases: int, seed: int = 6):
+    """``(keys (c, kk) ascending, tol (c,), same (c, kk) bool or None)``: rows of exact ties,
+    near-ties 1e-7 apart, and clear gaps, each row twice (with a class mask, without)."""
+    rng = np.random.default_rng(seed)
+    for _ in range(cases):
         c, kk = int(rng.integers(1, 30)), int(rng.integers(1, 25))
         steps = rng.choice([0.0, 1e-7, 1e-3, 0.5], size=(c, kk), p=[0.15, 0.2, 0.15, 0.5])
         keys = np.cumsum(steps, axis=1) + rng.choice([0.0, 1e-7, 1.0], size=(c, 1))
         tol = np.full(c, 1e-5)
         for same in (rng.random((c, kk)) < rng.random(), None):
-            np.testing.assert_array_equal(
-                neighbors._near_ties(keys, tol, same), _near_ties_by_run_numbers(keys, tol, same)
-            )
+            yield keys, tol, same
+
+
+def test_near_ties_read_from_the_near_gaps_equal_the_numbered_runs():
+    for keys, tol, same in near_tie_cases(500):
+        np.testing.assert_array_equal(
+            neighbors._near_ties(keys, tol, same), _near_ties_by_run_numbers(keys, tol, same)
+        )
 
 
 def test_numpy_blas_gets_its_thread_counts_back():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from test_shortcuts import near_tie_cases  # tests/evaluate: rows of ties and near-ties
 
 from clusterable.evaluate import _torch_search, neighbors
 from clusterable.evaluate._torch_search import (
@@ -65,19 +66,13 @@ def test_rows_are_ordered_by_key_then_id(device):
 
 
 def test_near_ties_on_the_device_equal_the_hosts(device):
-    rng = np.random.default_rng(6)
-    for _ in range(300):
-        c, kk = int(rng.integers(1, 30)), int(rng.integers(1, 25))
-        steps = rng.choice([0.0, 1e-7, 1e-3, 0.5], size=(c, kk), p=[0.15, 0.2, 0.15, 0.5])
-        keys = np.cumsum(steps, axis=1) + rng.choice([0.0, 1e-7, 1.0], size=(c, 1))
-        tol = np.full(c, 1e-5)
-        for same in (rng.random((c, kk)) < rng.random(), None):
-            got = near_ties(
-                torch.from_numpy(keys).to(device),
-                torch.from_numpy(tol).to(device),
-                None if same is None else torch.from_numpy(same).to(device),
-            )
-            np.testing.assert_array_equal(got.cpu(), neighbors._near_ties(keys, tol, same))
+    for keys, tol, same in near_tie_cases(300):
+        got = near_ties(
+            torch.from_numpy(keys).to(device),
+            torch.from_numpy(tol).to(device),
+            None if same is None else torch.from_numpy(same).to(device),
+        )
+        np.testing.assert_array_equal(got.cpu(), neighbors._near_ties(keys, tol, same))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
