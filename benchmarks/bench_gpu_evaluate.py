@@ -26,7 +26,8 @@ runs under cProfile and its 25 costliest functions are printed, also when it pas
 limit (the child is interrupted first, then killed). Targets (issue 27): SOP size
 <= 2 s, a million items <= 20 s within 16 GB of GPU memory.
 
-``--probe-topk`` (alone, about 20 s on a GPU): how the search should select each query's
+``--probe-topk`` (about 20 s on a GPU, before the sizes; alone with ``--sizes`` and no size): how
+the search should select each query's
 ``k = 1,000`` nearest of 1,000,000 x 128 references (``_torch_search.select_smallest``):
 ``torch.topk(sorted=True)``; ``topk(sorted=False)`` then a sort of the k; the row cut into S
 segments, the k smallest of each, then the k smallest of those S k, then a sort. Each is timed on
@@ -34,7 +35,7 @@ segments, the k smallest of each, then the k smallest of those S k, then a sort.
 with whether it selects the same ids as the first; the fastest is printed as the settings of
 ``_torch_search.TOPK_STRATEGY`` and ``TOPK_SEGMENTS`` (``--device cpu``: a smaller shape)::
 
-    PYTHONPATH=src python3 benchmarks/bench_gpu_evaluate.py --probe-topk
+    PYTHONPATH=src python3 benchmarks/bench_gpu_evaluate.py --probe-topk --sizes
 """
 
 from __future__ import annotations
@@ -154,9 +155,9 @@ PROBE_SEGMENTS = (8, 16, 32, 64)
 PROBE_RUNS = 3
 
 
-def probe_topk(device: str) -> list[dict]:
+def probe_topk(device: str) -> tuple[list[dict], str]:
     """Each selection's time for the probe's shape and for one search chunk of it (see the
-    module docstring); prints a table and the settings of the fastest."""
+    module docstring): the rows, and a table with the settings of the fastest (printed too)."""
     import torch
 
     from clusterable.evaluate.neighbors import _CUDA_BLOCK, _TORCH_BLOCK
@@ -202,13 +203,16 @@ def probe_topk(device: str) -> list[dict]:
                 }
             )
         del partial
-    print(f"topk probe: {n:,} x {d} references, on {device}")
-    print("| queries | k | option | ms | ms per 4,096 queries | same ids as sorted (ties: at k) |")
-    print("|---|---|---|---|---|---|")
+    lines = [
+        f"topk probe: {n:,} x {d} references, on {device}",
+        "",
+        "| queries | k | option | ms | ms per 4,096 queries | same ids as sorted (ties: at k) |",
+        "|---|---|---|---|---|---|",
+    ]
     for row in rows:
         same = row.get("same_ids", "-")
         per = row["ms"] * 4_096 / row["queries"]
-        print(
+        lines.append(
             f"| {row['queries']:,} | {row['k']:,} | {row['option']} | {row['ms']:.1f} | "
             f"{per:.1f} | {same} |"
         )
@@ -216,13 +220,15 @@ def probe_topk(device: str) -> list[dict]:
         r for r in rows if (r["queries"], r["k"]) == (min(chunk, m), search_kk) and "same_ids" in r
     ]
     best = min((r for r in chunked if r["same_ids"] != "NO"), key=lambda r: r["ms"])
-    print(
-        f"fastest at the search's chunk of {min(chunk, m)} queries, k = {search_kk:,}: "
+    lines.append(
+        f"\nfastest at the search's chunk of {min(chunk, m)} queries, k = {search_kk:,}: "
         f"{best['option']}; in "
         f'src/clusterable/evaluate/_torch_search.py set TOPK_STRATEGY = "{best["strategy"]}"'
         + (f" and TOPK_SEGMENTS = {best['segments']}" if best["strategy"] == "segmented" else "")
     )
-    return rows
+    markdown = "\n".join(lines)
+    print(markdown, flush=True)
+    return rows, markdown
 
 
 def _product(q: Any, ref: Any, ref_sq: Any) -> Any:
@@ -348,13 +354,13 @@ def table(results: dict[str, dict[str, dict]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda", help="cuda (default), cuda:N or cpu")
-    parser.add_argument("--sizes", nargs="+", choices=list(GPU_SIZES), default=["sop", "million"])
+    parser.add_argument("--sizes", nargs="*", choices=list(GPU_SIZES), default=["sop", "million"])
     parser.add_argument("--timeout", type=float, default=150.0, help="seconds per size and side")
     parser.add_argument("--budget", type=float, default=600.0, help="seconds for the whole run")
     parser.add_argument("--no-pml", action="store_true", help="ours only")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument(
-        "--probe-topk", action="store_true", help="time the search's topk options instead"
+        "--probe-topk", action="store_true", help="time the search's topk options first"
     )
     parser.add_argument("--child", choices=["ours", "pml"], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -367,10 +373,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print(f"bench_gpu_evaluate: torch {torch.__version__} sees no CUDA GPU; use --device cpu")
         return 2
-    if args.probe_topk:
-        rows = probe_topk(args.device)
+    probe_rows, probe_markdown = probe_topk(args.device) if args.probe_topk else ([], "")
+    if not args.sizes:  # the probe alone
         if args.json:
-            args.json.write_text(json.dumps({"topk_probe": rows}, indent=1))
+            args.json.write_text(json.dumps({"topk_probe": probe_rows}, indent=1))
         return 0
     card = torch.cuda.get_device_name(args.device) if args.device.startswith("cuda") else "CPU"
     missing = [m for m in ("pytorch_metric_learning", "faiss") if not importlib.util.find_spec(m)]
@@ -404,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
             results[size]["pml"] = {"skipped": "not run at this size"}
     markdown = table(results)
     print("\n" + markdown)
+    if probe_markdown:  # for gpu_check's report
+        markdown += "\n\n" + probe_markdown
     if args.json:
         summary = {
             "device": card,
@@ -411,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
             "verdicts": {size: verdict(size, sides.get("ours")) for size, sides in results.items()},
             "markdown": markdown,
             "results": results,
+            "topk_probe": probe_rows,
         }
         args.json.write_text(json.dumps(summary, indent=1))
     return 0
