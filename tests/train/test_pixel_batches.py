@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from test_trainer import Killed, KilledAfter  # tests/train: the resume test's kill switch
+from test_trainer import Killed, KilledAfter, assert_same_weights  # tests/train: resume tests
 
 from clusterable.data import ImageFiles, LabelledDataset
 from clusterable.data.transforms import IMAGENET_MEAN, IMAGENET_STD, Preprocessing
@@ -116,8 +116,7 @@ def test_training_from_pixels_is_training_from_the_float_items(photos):
     for workers in (0, 1):
         model, pixel_losses = train(on_disk, workers)
         assert pixel_losses == losses
-        for a, b in zip(reference.state_dict().values(), model.state_dict().values(), strict=True):
-            torch.testing.assert_close(a, b, rtol=0, atol=0)
+        assert_same_weights(reference, model)
 
 
 def test_streamed_epochs_are_each_epochs_own_draw_and_leave_the_sampler_alone():
@@ -180,8 +179,7 @@ def test_a_resumed_run_from_pixels_draws_the_same_crops(photos, tmp_path):
         fit(tmp_path / "b", callbacks=[KilledAfter(2)])
     resumed, model_b = fit(tmp_path / "b", resume=True)
     assert [r["loss"] for r in whole.history] == [r["loss"] for r in resumed.history]
-    for a, b in zip(model_a.state_dict().values(), model_b.state_dict().values(), strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert_same_weights(model_a, model_b)
 
 
 @pytest.mark.parametrize("workers", [0, 1])

@@ -7,9 +7,8 @@ import importlib.util
 
 import numpy as np
 import pytest
-import torch
 from PIL import Image
-from test_trainer import Killed, KilledAfter  # tests/train: the resume test's kill switch
+from test_trainer import Killed, KilledAfter, assert_same_weights  # tests/train: resume tests
 
 from clusterable.evaluate import evaluate_embeddings
 from clusterable.recipe import RunSpec, build_trainer
@@ -88,8 +87,7 @@ def test_a_backbone_fine_tunes_on_photos_resumes_bit_exactly_and_beats_its_start
     with pytest.raises(Killed):
         fit(tmp_path / "b", callbacks=[KilledAfter(3)])
     resumed, model_b = fit(tmp_path / "b", resume=True)
-    for a, b in zip(model_a.state_dict().values(), model_b.state_dict().values(), strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert_same_weights(model_a, model_b)
     assert [r["loss"] for r in whole.history] == [r["loss"] for r in resumed.history]
     trained = recall_at_1(model_a)
     assert trained > untrained, (untrained, trained)

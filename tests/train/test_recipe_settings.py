@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from test_trainer import Killed, KilledAfter  # tests/train: the resume test's kill switch
+from test_trainer import Killed, KilledAfter, assert_same_weights  # tests/train: resume tests
 from torch import nn
 
 from clusterable.data import LabelledDataset, load_dataset
@@ -172,8 +172,7 @@ def test_lr_is_in_every_step_record_and_resume_continues_the_schedule_bit_exactl
     with pytest.raises(Killed):
         run(tmp_path / "b", callbacks=[KilledAfter(2)])
     resumed, model_b = run(tmp_path / "b", resume=True)
-    for a, b in zip(model_a.state_dict().values(), model_b.state_dict().values(), strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert_same_weights(model_a, model_b)
     assert [r["loss"] for r in whole.history] == [r["loss"] for r in resumed.history]
 
     def lrs(out):

@@ -71,6 +71,12 @@ class KilledAfter(TrainerCallback):
             raise Killed
 
 
+def assert_same_weights(a: torch.nn.Module, b: torch.nn.Module) -> None:
+    """Every parameter and buffer of ``a`` and ``b`` equal bit for bit (a resumed run's test)."""
+    for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True):
+        torch.testing.assert_close(x, y, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("loss_name", ["cross-entropy", "triplet"])
 def test_resume_continues_to_the_uninterrupted_result(digits, tmp_path, loss_name):
     train, test = digits
@@ -88,10 +94,8 @@ def test_resume_continues_to_the_uninterrupted_result(digits, tmp_path, loss_nam
         run(tmp_path / "b", callbacks=[KilledAfter(2)])
     assert load_state(resolve_checkpoint(tmp_path / "b"))["epoch"] == 2
     resumed, model_b, loss_b = run(tmp_path / "b", resume=True)
-    for a, b in zip(model_a.state_dict().values(), model_b.state_dict().values(), strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
-    for a, b in zip(loss_a.state_dict().values(), loss_b.state_dict().values(), strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert_same_weights(model_a, model_b)
+    assert_same_weights(loss_a, loss_b)
     assert [r["loss"] for r in whole.history] == [r["loss"] for r in resumed.history]
     assert resumed.best_epoch == whole.best_epoch
     events = [json.loads(line)["event"] for line in (tmp_path / "b" / "log.jsonl").open()]

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import torch
+from test_trainer import assert_same_weights  # tests/train: resume tests
 
 from clusterable.cli import main
 from clusterable.data import load_dataset
@@ -49,10 +50,8 @@ def test_resume_with_memory_continues_to_the_uninterrupted_result(tmp_path):
     assert load_state(resolve_checkpoint(tmp_path / "b"))["epoch"] == 2
     resumed, model_b, memory_b = run(Trainer, train, val, tmp_path / "b", resume=True)
     assert len(memory_a) == 200
-    for a, b in zip(model_a.state_dict().values(), model_b.state_dict().values(), strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
-    for a, b in zip(memory_a.state_dict().values(), memory_b.state_dict().values(), strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert_same_weights(model_a, model_b)
+    assert_same_weights(memory_a, memory_b)
     assert [r["loss"] for r in whole.history] == [r["loss"] for r in resumed.history]
 
 
