@@ -27,7 +27,7 @@ from torch import Tensor, nn
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
-def _readable(tensor: Tensor) -> bool:
+def host_readable(tensor: Tensor) -> bool:
     """Whether a check may read ``tensor``'s values back to the host: not while its CUDA stream
     is captured into a CUDA graph, where any read-back aborts the capture (the captured step's
     inputs are then checked by the eager step run before capture, not in the replays)."""
@@ -89,7 +89,7 @@ def check_embeddings_and_labels(embeddings: Tensor, labels: Tensor) -> None:
             "layer at least one unit"
         )
     # max |x| is NaN or inf exactly when an entry is: one reduction and one read back.
-    if _readable(embeddings) and not math.isfinite(
+    if host_readable(embeddings) and not math.isfinite(
         float(torch.linalg.vector_norm(embeddings.detach(), float("inf")))
     ):
         bad = int((~torch.isfinite(embeddings.detach())).any(dim=1).sum())
@@ -131,7 +131,7 @@ def check_references(
         )
     if ref_labels.is_floating_point() or ref_labels.is_complex() or ref_labels.dtype == torch.bool:
         raise ValueError(f"ref_labels must be integer class ids, got {ref_labels.dtype}")
-    if _readable(ref_embeddings) and not bool(torch.isfinite(ref_embeddings.detach()).all()):
+    if host_readable(ref_embeddings) and not bool(torch.isfinite(ref_embeddings.detach()).all()):
         raise ValueError(
             "ref_embeddings has NaN or inf rows; a memory filled from a diverging model holds "
             "them: lower the learning rate, or empty the memory"
@@ -215,7 +215,7 @@ class EmbeddingLoss(nn.Module):
             references = (ref_embeddings, ref_labels)
         with torch.autocast(device_type=embeddings.device.type, enabled=False):
             value = self.compute(embeddings, labels, *references)
-        if _readable(value) and not math.isfinite(float(value.detach())):
+        if host_readable(value) and not math.isfinite(float(value.detach())):
             peak = float(embeddings.detach().abs().max())
             raise ValueError(
                 f"{type(self).__name__} is {float(value.detach())} on {embeddings.dtype} "

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from clusterable.losses._base import EmbeddingLoss, _readable
+from clusterable.losses._base import EmbeddingLoss, host_readable
 from clusterable.losses._pairs import squared_distances, unit_rows
 from clusterable.losses._registry import register_loss
 
@@ -93,7 +93,7 @@ class AttractiveRepulsiveLoss(EmbeddingLoss):
         return self.weight.to(dtype=embeddings.dtype, device=embeddings.device)
 
     def _check_labels(self, labels: Tensor) -> None:
-        if not _readable(labels):  # CUDA-graph capture: the eager steps before it checked them
+        if not host_readable(labels):  # CUDA-graph capture: the eager steps before it checked them
             return
         low, high = int(labels.min()), int(labels.max())
         if low < 0 or high >= self.num_classes:
