@@ -34,7 +34,7 @@ def a_batch() -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def test_there_is_a_run_file_for_each_retrieval_benchmark():
-    assert {path.stem for path in CONFIGS} >= {"cub200", "cars196", "sop"}
+    assert {path.stem for path in CONFIGS} >= {"cub200", "cars196", "sop", "inshop"}
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[path.stem for path in CONFIGS])

@@ -14,10 +14,12 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -28,6 +30,7 @@ from clusterable.data import (
     load_dataset,
     stratified_split,
 )
+from clusterable.data.registry import standard_recall_ks
 from clusterable.data.transforms import backbone_preprocessing
 from clusterable.device import device_scope
 from clusterable.evaluate import evaluate_embeddings, knn_accuracy
@@ -277,31 +280,51 @@ def build_trainer(
 
 #: The neighbour counts of the test table: Recall@K, and k of the k-NN classifier.
 TEST_RECALL_KS, TEST_KNN_KS = (1, 2, 4, 8), (1, 3, 5, 7)
+#: Under the table of a zero-shot test split, whose k-NN accuracy from training items would be 0.
+ZERO_SHOT_NOTE = (
+    "k-NN accuracy from training items left out: no test class is a training class (zero-shot)"
+)
 
 
 def table_to_report(
-    train: LabelledDataset, test: LabelledDataset
+    train: LabelledDataset, test: LabelledDataset, recall_ks: Sequence[int] = TEST_RECALL_KS
 ) -> tuple[Answerable, tuple[int, ...]]:
     """What the test table reports: the evaluation it can answer and the k-NN ks, those a few
     photos per class cannot answer left out, with the notes that say so under the table."""
-    table = answerable_table(test.labels[labelled_mask(test.labels)], TEST_RECALL_KS)
+    keep = labelled_mask(test.labels)
+    gallery = None if test.is_query is None else int((~test.is_query[keep]).sum())
+    table = answerable_table(test.labels[keep], recall_ks, candidates=gallery)
     knn_ks, knn_note = ks_within(TEST_KNN_KS, len(train), name="k-NN accuracy")
+    if not np.isin(test.labels[keep], train.labels).any():
+        knn_ks, knn_note = (), ZERO_SHOT_NOTE
     if knn_note is not None:
         table.notes.append(knn_note)
     return table, knn_ks
 
 
 def evaluate_on_test(
-    model: nn.Module, train: LabelledDataset, test: LabelledDataset, seed: int
+    model: nn.Module,
+    train: LabelledDataset,
+    test: LabelledDataset,
+    seed: int,
+    recall_ks: Sequence[int] = TEST_RECALL_KS,
 ) -> dict[str, float]:
     """The evaluation table on the test split, k-NN accuracy (k = 1, 3, 5, 7) from training items,
-    and, when labels are coarse, clustering scores against the fine classes (sub-class NMI)."""
+    and, when labels are coarse, clustering scores against the fine classes (sub-class NMI).
+
+    A test split with query and gallery roles (``test.is_query``: In-Shop) is scored as its
+    protocol says: each query ranks the gallery; the clustering scores cover every test item."""
     test_emb, test_y = embed_dataset(model, test)
     train_emb, train_y = embed_dataset(model, train)
     keep = labelled_mask(test_y)
-    table, knn_ks = table_to_report(train, test)
+    table, knn_ks = table_to_report(train, test, recall_ks)
     metrics = evaluate_embeddings(
-        test_emb[keep], test_y[keep], metrics=table.metrics, ks=table.ks, seed=seed
+        test_emb[keep],
+        test_y[keep],
+        metrics=table.metrics,
+        ks=table.ks,
+        seed=seed,
+        queries=None if test.is_query is None else test.is_query[keep],
     )
     for k in knn_ks:
         metrics[f"knn@{k}"] = knn_accuracy(train_emb, train_y, test_emb[keep], test_y[keep], k=k)
@@ -396,8 +419,9 @@ def _train_and_test(
     result = trainer.fit(resume=resume)
     if result.checkpoint is not None:
         load_weights(result.checkpoint, trainer.model, trainer.loss)
+    recall_ks = standard_recall_ks(spec.data) or TEST_RECALL_KS
     metrics = evaluate_on_test(
-        trainer.model, full_train if spec.unsupervised else train, test, config.seed
+        trainer.model, full_train if spec.unsupervised else train, test, config.seed, recall_ks
     )
     if out is not None and trainer.env.is_main:
         (out / "test_metrics.json").write_text(json.dumps(metrics, indent=2))
@@ -409,7 +433,11 @@ def _train_and_test(
             f"\ntest split of {spec.data}: {labelled} items, {checkpoint}; clustering: "
             f"k-means, k = {test.num_classes} (the test classes)"
         )
-        notes = table_to_report(full_train if spec.unsupervised else train, test)[0].notes
+        if test.is_query is not None:
+            queries = int(test.is_query.sum())
+            heading += f"; retrieval: {queries} queries ranking a gallery of {len(test) - queries}"
+        report = table_to_report(full_train if spec.unsupervised else train, test, recall_ks)
+        notes = report[0].notes
         print(format_metric_table(metrics, heading, notes=notes))
     return result, metrics
 

@@ -11,6 +11,7 @@ import pytest
 from PIL import Image
 
 from clusterable.data import LabelledDataset
+from clusterable.data import locate as locate_module
 
 _IDX_CODES = {np.dtype(np.uint8): 0x08, np.dtype(np.int32): 0x0C, np.dtype(np.float32): 0x0D}
 
@@ -67,6 +68,14 @@ def write_image(path: Path, color: tuple[int, int, int], size: tuple[int, int] =
     path.parent.mkdir(parents=True, exist_ok=True)
     Image.new("RGB", size, color).save(path)
     return path
+
+
+@pytest.fixture
+def isolated(tmp_path, monkeypatch) -> Path:
+    """Point the default places at empty folders under tmp_path; returns the cache root."""
+    monkeypatch.setattr(locate_module, "SYSTEM_DATA_DIR", tmp_path / "system")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "clusterable"
 
 
 @pytest.fixture

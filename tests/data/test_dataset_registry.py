@@ -47,7 +47,7 @@ def test_a_path_prefix_names_the_users_files_and_needs_them(isolated_registry, t
 
 def test_every_built_in_set_is_registered_by_its_module():
     assert set(available_datasets()) == {
-        "digits", "mnist", "fashion-mnist", "usps", "cub200", "cars196", "sop",
+        "digits", "mnist", "fashion-mnist", "usps", "cub200", "cars196", "sop", "inshop",
         "image-folder", "table",
     }  # fmt: skip
 

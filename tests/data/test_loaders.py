@@ -17,23 +17,14 @@ from clusterable.data import (
     load_dataset,
     stratified_split,
 )
-from clusterable.data import locate as locate_module
 
 REAL_FASHION = Path("/usr/share/datasets/fashion-mnist")
-
-
-@pytest.fixture
-def isolated(tmp_path, monkeypatch) -> Path:
-    """Point the default places at empty folders under tmp_path; returns the cache root."""
-    monkeypatch.setattr(locate_module, "SYSTEM_DATA_DIR", tmp_path / "system")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    return tmp_path / "cache" / "clusterable"
 
 
 def test_available_datasets():
     names = available_datasets()
     assert names == sorted(names)
-    for name in ["digits", "mnist", "fashion-mnist", "usps", "cub200", "cars196", "sop"]:
+    for name in ["digits", "mnist", "fashion-mnist", "usps", "cub200", "cars196", "sop", "inshop"]:
         assert name in names
     assert {"image-folder", "table"} <= set(names)
 

@@ -176,6 +176,11 @@ class LabelledDataset(Dataset):
         ``fine_class_names[c]`` names fine label ``c``; defaults to ``class_names``.
     source : str, optional
         Where the items were read from (files or folder), shown when a run starts.
+    is_query : array-like of bool, optional
+        ``(n,)`` True for the query items and False for the gallery items of a set evaluated by
+        querying a gallery (In-Shop's test split): each query then ranks the gallery, not the
+        other items (`clusterable.evaluate.evaluate_embeddings`'s ``queries``). None: every item
+        queries all the others (leave-one-out).
 
     Attributes
     ----------
@@ -201,6 +206,7 @@ class LabelledDataset(Dataset):
         class_names: list[str] | None = None,
         fine_class_names: list[str] | None = None,
         source: str = "",
+        is_query: Sequence[bool] | np.ndarray | None = None,
     ) -> None:
         if isinstance(x, np.ndarray):
             x = np.asarray(x, dtype=np.float32)
@@ -225,6 +231,12 @@ class LabelledDataset(Dataset):
             self.class_names if fine_class_names is None else list(fine_class_names)
         )
         self.input_shape: tuple[int, ...] = tuple(int(s) for s in self.x.shape[1:])
+        self.is_query = None if is_query is None else np.asarray(is_query, dtype=bool).reshape(-1)
+        if self.is_query is not None and len(self.is_query) != len(self.labels):
+            raise ValueError(
+                f"dataset {name!r}: {len(self.labels)} items but {len(self.is_query)} query "
+                "flags; give one is_query flag per item (True: query, False: gallery)"
+            )
 
     @property
     def num_classes(self) -> int:
@@ -284,7 +296,10 @@ class LabelledDataset(Dataset):
         if indices.dtype == bool:
             indices = np.flatnonzero(indices)
         return self.replace(
-            x=self.x[indices], labels=self.labels[indices], fine_labels=self.fine_labels[indices]
+            x=self.x[indices],
+            labels=self.labels[indices],
+            fine_labels=self.fine_labels[indices],
+            is_query=None if self.is_query is None else self.is_query[indices],
         )
 
     def replace(self, **changes: object) -> LabelledDataset:
@@ -297,6 +312,7 @@ class LabelledDataset(Dataset):
             "class_names": self.class_names,
             "fine_class_names": self.fine_class_names,
             "source": self.source,
+            "is_query": self.is_query,
         }
         fields.update(changes)
         return LabelledDataset(**fields)  # type: ignore[arg-type]
@@ -333,8 +349,15 @@ def concatenate(first: LabelledDataset, *others: LabelledDataset) -> LabelledDat
             f"({', '.join(p.name for p in parts)}); load the image files into an array first, "
             "e.g. ds.replace(x=ds.features()[0])"
         )
+    flagged = [part.is_query is not None for part in parts]
+    if any(flagged) and not all(flagged):
+        raise ValueError(
+            "cannot concatenate sets with query/gallery roles (is_query) and sets without: "
+            f"{', '.join(p.name for p in parts if p.is_query is None)} have none"
+        )
     return first.replace(
         x=x,
         labels=np.concatenate([part.labels for part in parts]),
         fine_labels=np.concatenate([part.fine_labels for part in parts]),
+        is_query=np.concatenate([part.is_query for part in parts]) if all(flagged) else None,
     )

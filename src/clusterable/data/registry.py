@@ -1,9 +1,10 @@
 """``load_dataset(name, ...)``: every dataset by name, with its split and label view.
 
 Names: ``digits``, ``mnist``, ``fashion-mnist``, ``usps``, ``cub200``, ``cars196``, ``sop``,
-``image-folder`` (root = the folder; or ``folder:PATH``) and ``table`` (root = the file; or
-``table:PATH``). Each is registered by its loader's module with :func:`register_dataset`: a new
-dataset is one module (imported in ``clusterable/data/__init__.py``) and its test.
+``inshop``, ``image-folder`` (root = the folder; or ``folder:PATH``) and ``table`` (root = the
+file; or ``table:PATH``). Each is registered by its loader's module with
+:func:`register_dataset`: a new dataset is one module (imported in
+``clusterable/data/__init__.py``) and its test.
 """
 
 from __future__ import annotations
@@ -91,6 +92,16 @@ def _sized(load: Callable[[Path | None, str, int], LabelledDataset]) -> Loader:
     return load_sized
 
 
+def standard_recall_ks(name: str) -> tuple[int, ...] | None:
+    """The Recall@K a dataset's papers report (registered as ``recall_ks``; In-Shop: 1, 10, 20,
+    30, 40, 50), None for a set without a standard (a user's folder or table)."""
+    key = name.partition(":")[0].strip().lower()
+    if ":" in name or key not in DATASETS:
+        return None
+    ks = DATASETS.metadata(key).get("recall_ks")
+    return None if ks is None else tuple(ks)
+
+
 def available_datasets() -> list[str]:
     """Names :func:`load_dataset` accepts (``folder:PATH`` and ``table:PATH`` besides)."""
     return DATASETS.names()
@@ -118,18 +129,20 @@ def load_dataset(
     split : {"train", "test", "all"}
         The set's official split where it has one: IDX and USPS train/test files; zero-shot class
         halves for ``cub200`` (classes 1-100 / 101-200) and ``cars196`` (1-98 / 99-196); SOP's
-        ``Ebay_train.txt`` / ``Ebay_test.txt``. Sets without one (``digits``, a folder or table
-        without its own split) get a seeded stratified 70 % / 30 % split.
+        ``Ebay_train.txt`` / ``Ebay_test.txt``; In-Shop's ``train`` images, and its ``query``
+        then ``gallery`` images as the test split (flagged by ``is_query``). Sets without one
+        (``digits``, a folder or table without its own split) get a seeded stratified 70 % /
+        30 % split.
     labels : {"fine", "coarse"}
         ``"coarse"`` trains on MsDNN's merged classes (0-4 -> 0, 5-9 -> 1) of a 10-class set;
         the original classes stay in ``fine_labels`` for sub-class evaluation.
     image_size : int, optional
         Side of the square that image files are resized to. By default a folder's images keep
-        their own size and CUB, Cars and SOP get 64. Sets held in memory (digits, MNIST, ...)
-        have a fixed size and refuse this setting.
+        their own size and CUB, Cars, SOP and In-Shop get 64. Sets held in memory (digits,
+        MNIST, ...) have a fixed size and refuse this setting.
     channels : {1, 3}, optional
         Image files read as grayscale (1) or RGB (3). By default a folder's images as they are
-        (1 when all are grayscale), CUB, Cars and SOP RGB.
+        (1 when all are grayscale), CUB, Cars, SOP and In-Shop RGB.
 
     Returns
     -------

@@ -70,7 +70,7 @@ def _check_first_image(paths: list[Path], listing: Path) -> None:
         )
 
 
-@register_dataset("cub200", resized=True)
+@register_dataset("cub200", resized=True, recall_ks=(1, 2, 4, 8))
 def load_cub200(
     root: str | Path | None, split: str, image_size: int = DEFAULT_IMAGE_SIZE
 ) -> LabelledDataset:
@@ -110,7 +110,7 @@ def load_cub200(
     return _half_of("cub200", split, files, image_size, class_ids, class_names, directory)
 
 
-@register_dataset("cars196", resized=True)
+@register_dataset("cars196", resized=True, recall_ks=(1, 2, 4, 8))
 def load_cars196(
     root: str | Path | None, split: str, image_size: int = DEFAULT_IMAGE_SIZE
 ) -> LabelledDataset:
@@ -150,7 +150,7 @@ def load_cars196(
     return _half_of("cars196", split, files, image_size, class_ids, class_names, directory)
 
 
-@register_dataset("sop", resized=True)
+@register_dataset("sop", resized=True, recall_ks=(1, 10, 100, 1000))
 def load_sop(
     root: str | Path | None, split: str, image_size: int = DEFAULT_IMAGE_SIZE
 ) -> LabelledDataset:
@@ -186,3 +186,78 @@ def load_sop(
         class_names=class_names,
         source=str(directory),
     )
+
+
+#: In-Shop's list of every image: ``image_name item_id evaluation_status``, after a count line and
+#: a header line; the status is ``train``, ``query`` or ``gallery``.
+INSHOP_LISTING = "list_eval_partition.txt"
+
+
+def _inshop_images(directory: Path, first: str) -> Path:
+    """The folder that In-Shop's image names (``img/WOMEN/...``) are relative to: ``Img/`` beside
+    the listing's ``Eval/`` folder in the official release, or the listing's own folder (or its
+    ``Img/``) in repacked copies."""
+    bases = [directory / "Img", directory, directory.parent / "Img", directory.parent]
+    for base in bases:
+        if (base / first).is_file():
+            return base
+    raise FileNotFoundError(
+        f"{directory / INSHOP_LISTING} lists {first}, found under none of "
+        f"{', '.join(str(b) for b in bases)}; extract Img/img.zip so that img/ sits in Img/ "
+        "beside Eval/ (the official layout) or beside the listing"
+    )
+
+
+@register_dataset("inshop", resized=True, recall_ks=(1, 10, 20, 30, 40, 50))
+def load_inshop(
+    root: str | Path | None, split: str, image_size: int = DEFAULT_IMAGE_SIZE
+) -> LabelledDataset:
+    """In-Shop Clothes Retrieval (DeepFashion, Liu et al., CVPR 2016: 52,712 images of 7,982
+    clothing items) from ``Eval/list_eval_partition.txt`` and the images of ``Img/img``.
+
+    The classes are the items (``id_00000001`` ...), numbered in id order, so the 3,997 training
+    items (25,882 images) and the 3,985 test items are disjoint. The test split holds the 14,218
+    query images, then the 12,612 gallery images, flagged by ``is_query``: each query ranks the
+    gallery (the standard Recall@1/10/20/30/40/50). ``all`` is every image, without roles.
+    ``root`` may be the ``In-shop Clothes Retrieval Benchmark`` folder, its ``Eval`` folder, or
+    a folder holding the listing beside ``img/``.
+    """
+    check_split(split, "inshop")
+    directory = find_dir(
+        "inshop",
+        root,
+        lambda d: (d / INSHOP_LISTING).is_file(),
+        INSHOP_LISTING,
+        "Download the In-shop Clothes Retrieval Benchmark of DeepFashion, extract Img/img.zip, "
+        "and pass root=its folder (`--root DIR` on the command line).",
+        subdirs=["Eval", "In-shop Clothes Retrieval Benchmark/Eval", "inshop"],
+    )
+    listing = directory / INSHOP_LISTING
+    rows = _read_table(listing, 3, header=True)[1:]  # after the count line and the header
+    if not rows:
+        raise ValueError(f"{listing} lists no image; the file is damaged or not the official one")
+    statuses = np.array([row[2] for row in rows])
+    unknown = set(statuses.tolist()) - {"train", "query", "gallery"}
+    if unknown:
+        raise ValueError(
+            f"{listing}: evaluation status {sorted(unknown)} is not train, query or gallery; "
+            "the file is damaged or not the official one"
+        )
+    items, labels = np.unique([row[1] for row in rows], return_inverse=True)
+    base = _inshop_images(directory, rows[0][0])
+    files = [base / row[0] for row in rows]
+    ds = LabelledDataset(
+        f"inshop/{split}",
+        ImageFiles(files, image_size),
+        labels,
+        class_names=items.tolist(),
+        source=str(directory),
+    )
+    if split == "all":
+        return ds
+    if split == "train":
+        return ds.subset(statuses == "train")
+    order = np.concatenate(
+        [np.flatnonzero(statuses == "query"), np.flatnonzero(statuses == "gallery")]
+    )
+    return ds.replace(is_query=statuses == "query").subset(order)

@@ -239,6 +239,71 @@ def retrieval_per_query(
     return {name: out.get(name, np.full(n, np.nan)) for name in names}  # a shard may own no chunk
 
 
+def query_gallery_per_query(
+    points: np.ndarray,
+    codes: np.ndarray,
+    is_query: np.ndarray,
+    ks: Sequence[int] = (1,),
+    *,
+    at_r: bool = True,
+    metric: Metric = "euclidean",
+    backend: str = "auto",
+) -> dict[str, np.ndarray]:
+    """Per-query retrieval scores where each query ranks a gallery, not the other items.
+
+    The protocol of In-Shop Clothes Retrieval (Liu et al., "DeepFashion", CVPR 2016) and of
+    pytorch-metric-learning's ``AccuracyCalculator.get_accuracy(query, reference, ...,
+    ref_includes_query=False)``: the items flagged ``is_query`` search the others (the gallery),
+    once, at ``max(max(ks), R_max)`` neighbours; ``R`` of a query is the number of gallery items
+    of its class, and a query whose class has none in the gallery is left out of every mean.
+    Ties and float64 resolution as in `knn_chunks`.
+
+    Parameters
+    ----------
+    points, codes
+        ``(n, d)`` validated points and ``(n,)`` class codes of every item (as in
+        `retrieval_per_query`).
+    is_query : numpy.ndarray
+        ``(n,)`` bool: True for a query, False for a gallery item; at least one of each.
+    ks, at_r, metric, backend
+        As in `retrieval_per_query`; each K at most the gallery's size.
+
+    Returns
+    -------
+    dict of str to numpy.ndarray
+        The keys of `retrieval_per_query`, each ``(n,)`` float64, NaN on gallery rows and for
+        queries with nothing of their class in the gallery.
+    """
+    queries, gallery = np.flatnonzero(is_query), np.flatnonzero(~is_query)
+    r = np.bincount(codes[gallery], minlength=int(codes.max()) + 1)[codes[queries]]  # (m,)
+    if not (r > 0).any():
+        raise ValueError(
+            "no query has an item of its class in the gallery, so nothing can be retrieved; "
+            "check that queries and gallery share classes (In-Shop: the same item ids)"
+        )
+    deepest = max(ks, default=1)
+    r_max = int(r.max()) if at_r else None
+    k = max(deepest, r_max or 1)
+    first_hit = np.empty(queries.size, dtype=np.int64)
+    scores: dict[str, np.ndarray] = {}
+    for start, _, idx in knn_chunks(
+        points[queries], k, points[gallery], metric=metric, backend=backend
+    ):
+        stop = start + idx.shape[0]
+        part, first_hit[start:stop] = _retrieval_chunk(
+            codes[gallery][idx], codes[queries[start:stop]], r[start:stop], r_max
+        )
+        for name, values in part.items():
+            scores.setdefault(name, np.empty(queries.size))[start:stop] = values
+    for kk in ks:
+        scores[f"recall@{kk}"] = np.where(r == 0, np.nan, first_hit < kk)
+    names = [f"recall@{kk}" for kk in ks] + ["precision@1"] + (["map@r", "r_precision"] * at_r)
+    out = {name: np.full(codes.shape[0], np.nan) for name in names}  # (n,) NaN: gallery rows
+    for name in names:
+        out[name][queries] = scores[name]
+    return out
+
+
 def _mean_over_queries(values: np.ndarray) -> float:
     return float(np.nanmean(values))
 

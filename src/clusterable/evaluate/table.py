@@ -22,7 +22,7 @@ from clusterable.evaluate._pools import blas_on_one_thread
 from clusterable.evaluate.neighbors import shard_rows
 from clusterable.evaluate.partition_metrics import contingency_from_codes
 from clusterable.evaluate.registry import METRICS, Artefacts, needs_of, select_metrics
-from clusterable.evaluate.retrieval import retrieval_per_query
+from clusterable.evaluate.retrieval import query_gallery_per_query, retrieval_per_query
 from clusterable.evaluate.sharded import combine_rows, gather_shards, group_shape
 from clusterable.evaluate.silhouette import (
     check_sample_size,
@@ -101,14 +101,38 @@ def partition(
     return run_clustering(x, name, count, seed=seed, **options)
 
 
+def _query_flags(queries: Any, n: int, process_group: Any) -> np.ndarray:
+    """``(n,)`` bool query flags of `evaluate_embeddings`' ``queries``, checked."""
+    if process_group is not None:
+        raise ValueError(
+            "queries (a query/gallery evaluation) cannot be combined with process_group: "
+            "gather the embeddings on one process and evaluate them there"
+        )
+    flags = to_numpy(queries, "queries")
+    if flags.dtype != bool or flags.shape != (n,):
+        raise ValueError(
+            f"queries must be ({n},) booleans, one per item (True: query, False: gallery); "
+            f"got {flags.dtype} of shape {flags.shape}"
+        )
+    if flags.all() or not flags.any():
+        raise ValueError(
+            f"a query/gallery evaluation needs both: {int(flags.sum())} queries and "
+            f"{int((~flags).sum())} gallery items were flagged; flag some items as queries and "
+            "the rest as the gallery"
+        )
+    return flags
+
+
 def _per_class(codes: np.ndarray, classes: np.ndarray, a: Artefacts) -> dict[str, np.ndarray]:
     sizes = np.bincount(codes)
     out: dict[str, np.ndarray] = {"class": classes, "count": sizes}
-    lone = sizes == 1
     for name, values in (a.per_query or {}).items():
-        # Only lone queries are NaN and a lone query is its whole class: mean over the others.
-        mean = np.bincount(codes, weights=np.nan_to_num(values), minlength=sizes.size) / sizes
-        out[name] = np.where(lone, np.nan, mean)
+        # Mean over the class's scored queries: NaN marks lone queries and gallery items.
+        scored = ~np.isnan(values)
+        total = np.bincount(codes, weights=np.where(scored, values, 0.0), minlength=sizes.size)
+        count = np.bincount(codes[scored], minlength=sizes.size)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[name] = np.where(count > 0, total / count, np.nan)
     if a.table is not None:
         matched_classes, _, shared = a.table.matching
         accuracy = np.zeros(sizes.size)
@@ -132,6 +156,7 @@ def evaluate_embeddings(
     cluster_kwargs: Mapping[str, Any] | None = None,
     process_group: Any = None,
     device: DeviceSpec = "auto",
+    queries: Any = None,
 ) -> dict[str, Any]:
     """The retrieval and clustering metrics of an embedding, each expensive step done once.
 
@@ -193,6 +218,12 @@ def evaluate_embeddings(
     device : str or torch.device
         Where the kNN search and k-means run (:func:`clusterable.device.search_device`): a CUDA
         device, or the CPU (faiss); ``"auto"`` follows the package's device rule.
+    queries : array-like of bool, optional
+        ``(n,)`` True for query items, False for gallery items: the retrieval metrics then rank
+        the gallery for each query instead of all other items (In-Shop's protocol; see
+        `clusterable.evaluate.retrieval.query_gallery_per_query`), each K at most the gallery's
+        size, and are averaged over the queries; the partition metrics and the silhouette still
+        cover every item. None: leave-one-out over every item.
 
     Returns
     -------
@@ -237,13 +268,17 @@ def evaluate_embeddings(
     selected = select_metrics(metrics)
     needs = needs_of(selected)
     searched = bool(needs & {"neighbours", "neighbours_at_r"})
+    is_query = None if queries is None else _query_flags(queries, n, process_group)
+    candidates = n - 1 if is_query is None else int((~is_query).sum())
     given_clusters = None
     if not isinstance(clustering, str):
         given_clusters = as_clusters(to_numpy(clustering, "clustering"), n, "clustering")
     a = Artefacts(
         points=as_points(x, metric),
         codes=codes,
-        ks=check_ks(ks, n - 1) if any(METRICS.metadata(m).get("per_k") for m in selected) else (),
+        ks=check_ks(ks, candidates)
+        if any(METRICS.metadata(m).get("per_k") for m in selected)
+        else (),
         metric=metric,
         seed=seed,
         silhouette_sample=check_sample_size(silhouette_sample),
@@ -253,6 +288,7 @@ def evaluate_embeddings(
     blocks = None
     if (
         searched
+        and is_query is None
         and "silhouette" in selected
         and shard[1] == 1
         and a.points.dtype == np.float32
@@ -267,10 +303,20 @@ def evaluate_embeddings(
         if not a.silhouette_distances.centred:
             blocks = a.silhouette_distances.blocks
     neighbours = None
-    if searched and shard[1] == 1 and "partition" in needs and given_clusters is None:
+    if (
+        searched
+        and is_query is None
+        and shard[1] == 1
+        and "partition" in needs
+        and given_clusters is None
+    ):
         neighbours = np.empty((n, min(NEIGHBOURS_KEPT, n - 1)), dtype=np.int32)
     with device_scope(search_device(device)):
-        if searched:
+        if searched and is_query is not None:
+            a.per_query = query_gallery_per_query(
+                a.points, codes, is_query, a.ks, at_r="neighbours_at_r" in needs, metric=metric
+            )
+        elif searched:
             at_r = "neighbours_at_r" in needs
             a.per_query = retrieval_per_query(
                 a.points,

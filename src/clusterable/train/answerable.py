@@ -55,10 +55,13 @@ class Answerable:
     notes: list[str] = field(default_factory=list)
 
 
-def answerable_table(labels: np.ndarray, ks: Sequence[int] = (1, 2, 4, 8)) -> Answerable:
+def answerable_table(
+    labels: np.ndarray, ks: Sequence[int] = (1, 2, 4, 8), candidates: int | None = None
+) -> Answerable:
     """The table of the labelled items ``labels`` ``(n,)`` (no -1) without what they cannot
-    answer: Recall@K beyond ``n - 1`` neighbours, retrieval where no class has two items."""
-    kept, note = ks_within(ks, len(labels) - 1)
+    answer: Recall@K beyond ``candidates`` neighbours (``n - 1`` by default, the gallery's size
+    where queries rank a gallery), retrieval where no class has two items."""
+    kept, note = ks_within(ks, len(labels) - 1 if candidates is None else candidates)
     notes = [note] if note is not None else []
     if np.bincount(labels).max(initial=0) >= 2:
         return Answerable(None, kept or (1,), notes)
