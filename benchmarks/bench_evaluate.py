@@ -33,6 +33,13 @@ iterations, contingency, Hungarian, silhouette) and prints their seconds.
 (``metrics=("precision@1", "map@r", "nmi")``, so no Recall@100, silhouette or other partition
 scores), to tell the cost of the extra metrics from that of the shared ones.
 
+``--query-gallery``: In-Shop's protocol (``inshop-qg``): 14,218 of 26,830 items x 512 query the
+other 12,612 (3,985 classes); ours ``evaluate_embeddings(..., ks=(1, 10, 20, 30, 40, 50),
+queries=is_query)`` (the partition over every item) against pml's ``get_accuracy(query,
+query_labels, reference, reference_labels, ref_includes_query=False)`` with precision@1 and MAP@R
+(pml's NMI would cluster the queries alone); ``--like-for-like`` adds ours with those two alone.
+Warm-up as above (leave-one-out, the same libraries' paths).
+
 ``--million``: 1,000,000 x 128 with 1,000 classes, ours only (the kNN alone is ``n^2 d`` = 1.3e14
 multiply-adds: about an hour on 2 cores), time and peak RSS.
 """
@@ -65,6 +72,24 @@ SIZES = {
 }
 MILLION = (1_000_000, 128, 1_000, 1.5)
 KS = (1, 10, 100)
+#: ``--query-gallery``: In-Shop's test protocol, 14,218 queries ranking 12,612 gallery items of
+#: 3,985 classes (every class with at least one of each), at its Recall@1/10/20/30/40/50.
+QUERY_GALLERY = (26_830, 512, 3_985, 2.5)
+QUERIES = 14_218
+QG_KS = (1, 10, 20, 30, 40, 50)
+
+
+def query_flags(labels: np.ndarray, queries: int, seed: int) -> np.ndarray:
+    """``(n,)`` bool: ``queries`` items flagged, at least one item of each class on each side."""
+    rng = np.random.default_rng(seed + 1)
+    order = np.lexsort((rng.random(labels.size), labels))  # each class's items, shuffled
+    first = np.r_[True, labels[order][1:] != labels[order][:-1]]  # (n,) a class's first item
+    second = np.r_[False, first[:-1]]
+    flags = np.zeros(labels.size, dtype=bool)
+    flags[order[first]] = True  # one query per class; its second item stays in the gallery
+    free = order[~first & ~second]
+    flags[rng.choice(free, queries - int(first.sum()), replace=False)] = True
+    return flags
 
 
 def make_data(
@@ -112,6 +137,39 @@ def run_pml(emb: np.ndarray, labels: np.ndarray, seed: int) -> dict[str, float]:
         device=torch.device("cpu"),
     )
     return calc.get_accuracy(torch.from_numpy(emb), torch.from_numpy(labels))
+
+
+def run_ours_query_gallery(
+    emb: np.ndarray, labels: np.ndarray, is_query: np.ndarray, seed: int, whole: bool
+) -> dict[str, float]:
+    """Queries ranking the gallery: our whole table (``whole``; the partition over every item),
+    or pml's two retrieval metrics alone."""
+    from clusterable.evaluate import evaluate_embeddings
+
+    metrics = None if whole else PML_METRICS[:2]
+    table = evaluate_embeddings(emb, labels, metrics=metrics, ks=QG_KS, queries=is_query, seed=seed)
+    return {k: float(v) for k, v in table.items()}
+
+
+def run_pml_query_gallery(
+    emb: np.ndarray, labels: np.ndarray, is_query: np.ndarray, seed: int
+) -> dict[str, float]:
+    import torch
+    from pytorch_metric_learning.utils.accuracy_calculator import AccuracyCalculator
+
+    calc = AccuracyCalculator(
+        include=("precision_at_1", "mean_average_precision_at_r"),
+        k="max_bin_count",
+        device=torch.device("cpu"),
+    )
+    query, gallery = torch.from_numpy(emb[is_query]), torch.from_numpy(emb[~is_query])
+    return calc.get_accuracy(
+        query,
+        torch.from_numpy(labels[is_query]),
+        gallery,
+        torch.from_numpy(labels[~is_query]),
+        ref_includes_query=False,
+    )
 
 
 def run_stages(emb: np.ndarray, labels: np.ndarray, seed: int) -> dict[str, float]:
@@ -167,6 +225,7 @@ def child(side: str, data: str, seed: int, cold: bool = False) -> None:
     """
     arrays = np.load(data)
     emb, labels = arrays["emb"], arrays["labels"]
+    flags = arrays["is_query"] if "is_query" in arrays else None  # --query-gallery
     if side.startswith("inertia-"):  # its own process: the timed ones' peak RSS stays theirs
         mine = side.removeprefix("inertia-")
         print(json.dumps({"values": inertia(emb, partition_of(mine, emb, labels, seed))}))
@@ -192,8 +251,15 @@ def child(side: str, data: str, seed: int, cold: bool = False) -> None:
     if not cold and side != "stages":
         few = np.arange(min(WARM_UP_ITEMS, len(labels)))
         run(emb[few], np.unique(labels[few], return_inverse=True)[1], seed)
+    if flags is not None:  # the warm-up above is leave-one-out: the same libraries' paths
+        run = {
+            "ours": functools.partial(run_ours_query_gallery, whole=True),
+            "ours-three": functools.partial(run_ours_query_gallery, whole=False),
+            "pml": run_pml_query_gallery,
+        }[side]
+        run = functools.partial(run, is_query=flags)
     start = time.perf_counter()
-    values = run(emb, labels, seed)
+    values = run(emb, labels, seed=seed)
     seconds = time.perf_counter() - start
     print(json.dumps({"values": values, "seconds": seconds, "import_seconds": import_seconds}))
 
@@ -264,12 +330,15 @@ def bench_size(
 ) -> dict:
     n, dim, classes, noise = shape
     emb, labels = make_data(n, dim, classes, noise, seed)
+    extra = {}
+    if name == "inshop-qg":
+        extra["is_query"] = query_flags(labels, QUERIES, seed)
     print(f"\n## {name}: {n:,} x {dim}, {classes:,} classes, noise {noise}", flush=True)
     sides = ("ours", "pml", *(["ours-three"] if three else [])) if pml else ("ours",)
     runs: dict[str, list[dict]] = {side: [] for side in sides}
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data.npz"
-        np.savez(data, emb=emb, labels=labels)
+        np.savez(data, emb=emb, labels=labels, **extra)
         del emb
         for _ in range(repeats):
             for side in sides:
@@ -281,10 +350,10 @@ def bench_size(
                     f"peak RSS {r['peak_mb']:.0f} MB{others}",
                     flush=True,
                 )
-        stages = measure("stages", data, seed)["values"] if pml else {}
+        stages = measure("stages", data, seed)["values"] if pml and not extra else {}
         inertias = (
             {side: measure(f"inertia-{side}", data, seed)["values"] for side in ("ours", "pml")}
-            if pml
+            if pml and not extra
             else {}
         )
     ours = runs["ours"][0]["values"]
@@ -305,7 +374,8 @@ def bench_size(
             p1_diff=abs(ours["precision@1"] - theirs["precision_at_1"]),
             map_diff=abs(ours["map@r"] - theirs["mean_average_precision_at_r"]),
         )
-        row.update(ours_inertia=inertias["ours"], pml_inertia=inertias["pml"])
+        nan = float("nan")  # --query-gallery: pml scores no partition here, and no inertia
+        row.update(ours_inertia=inertias.get("ours", nan), pml_inertia=inertias.get("pml", nan))
         pairs = [
             p["seconds"] / o["seconds"] for o, p in zip(runs["ours"], runs["pml"], strict=True)
         ]
@@ -319,7 +389,7 @@ def bench_size(
         )
         print(
             f"  ratio pml / ours {row['pml_s'] / row['ours_s']:.2f}x; NMI ours "
-            f"{ours['nmi']:.4f} pml {theirs['NMI']:.4f}; k-means inertia ours "
+            f"{ours['nmi']:.4f} pml {theirs.get('NMI', nan):.4f}; k-means inertia ours "
             f"{row['ours_inertia']:.1f} pml {row['pml_inertia']:.1f}; |precision@1 diff| "
             f"{row['p1_diff']:.1e},"
             f" |MAP@R diff| {row['map_diff']:.1e}; recall@1 {ours['recall@1']:.3f}",
@@ -381,6 +451,11 @@ def main() -> None:
         action="store_true",
         help="time each process's first evaluation (no warm-up evaluation before the clock)",
     )
+    parser.add_argument(
+        "--query-gallery",
+        action="store_true",
+        help="also In-Shop's protocol: 14,218 queries ranking a gallery of 12,612 (inshop-qg)",
+    )
     parser.add_argument("--data", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -394,6 +469,18 @@ def main() -> None:
         bench_size(s, SIZES[s], args.seed, args.repeats, True, args.like_for_like, args.cold)
         for s in args.sizes
     ]
+    if args.query_gallery:
+        rows.append(
+            bench_size(
+                "inshop-qg",
+                QUERY_GALLERY,
+                args.seed,
+                args.repeats,
+                True,
+                args.like_for_like,
+                args.cold,
+            )
+        )
     if args.million:
         rows.append(bench_size("million", MILLION, args.seed, 1, False))
     print(
@@ -401,6 +488,7 @@ def main() -> None:
         "| NMI ours | NMI pml | inertia ours / pml | precision@1, MAP@R equal | others |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    nan = float("nan")
     for r in rows:
         n, dim, classes, _ = r["shape"]
         if "pml_s" in r:
@@ -408,7 +496,8 @@ def main() -> None:
             print(
                 f"| {r['name']} | {n:,} x {dim}, {classes:,} | {r['ours_s']:.3f} s | "
                 f"{r['pml_s']:.3f} s | **{r['pml_s'] / r['ours_s']:.2f}x** | {r['ours_mb']:.0f} MB"
-                f" | {r['pml_mb']:.0f} MB | {r['ours']['nmi']:.4f} | {r['pml']['NMI']:.4f} | "
+                f" | {r['pml_mb']:.0f} MB | {r['ours']['nmi']:.4f} | "
+                f"{r['pml'].get('NMI', nan):.4f} | "
                 f"{r['ours_inertia'] / r['pml_inertia']:.4f} | {equal} | "
                 + ("-" if r.get("others") is None else f"{r['others']:.0%}")
                 + " |"
