@@ -38,6 +38,26 @@ def test_evaluate_prints_and_writes_the_table(saved_embeddings, capsys):
     assert "recall@8 (retrieval)" in capsys.readouterr().out
 
 
+def test_evaluate_queries_rank_the_gallery(saved_embeddings, capsys):
+    from clusterable.evaluate import evaluate_embeddings
+
+    emb, labels = np.load(saved_embeddings / "emb.npy"), np.load(saved_embeddings / "labels.npy")
+    flags = np.arange(40) % 3 == 0
+    np.save(saved_embeddings / "is_query.npy", flags)
+    out = saved_embeddings / "table.json"
+    args = [str(saved_embeddings / name) for name in ("emb.npy", "labels.npy")]
+    queries = ["--queries", str(saved_embeddings / "is_query.npy")]
+    assert main(["evaluate", *args, *queries, "--json", str(out)]) == 0
+    want = evaluate_embeddings(emb, labels, queries=flags)
+    assert json.loads(out.read_text()) == pytest.approx(want, abs=1e-12)
+    assert "14 queries ranking the gallery" in capsys.readouterr().out
+    np.save(saved_embeddings / "is_query.npy", flags.astype(int))
+    with pytest.raises(SystemExit) as exit_info:
+        main(["evaluate", *args, *queries])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "give 40 booleans" in err and err.count("\n") == 1
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [

@@ -3,10 +3,13 @@ query ranking the gallery, at the protocol's Recall@K where the gallery can answ
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from PIL import Image
 
+from clusterable.cli import main
 from clusterable.evaluate import evaluate_embeddings
 from clusterable.recipe import RunSpec, load_trained, train_run
 from clusterable.train import TrainConfig
@@ -33,7 +36,7 @@ def write_inshop(root, train_items=6, test_items=5, per_item=4, seed=0):
     return root
 
 
-def test_an_inshop_run_scores_queries_against_the_gallery(tmp_path):
+def test_an_inshop_run_scores_queries_against_the_gallery(tmp_path, capsys):
     root = write_inshop(tmp_path / "inshop")
     spec = RunSpec(data="inshop", root=str(root), model="corel-cnn", image_size=32, val_fraction=0)
     config = TrainConfig(epochs=1, batch_size=8, device="cpu", progress=False, verbose=True)
@@ -50,3 +53,12 @@ def test_an_inshop_run_scores_queries_against_the_gallery(tmp_path):
     assert metrics["map@r"] != pytest.approx(leave_one_out["map@r"], abs=1e-6)
     # Test items are not training items (zero-shot): no k-NN accuracy from training items.
     assert not any(key.startswith("knn@") for key in metrics)
+    # The command line scores the split by its roles too, and embed saves them for later.
+    args = [str(tmp_path / "run"), "--ks", "1,10", "--json", str(tmp_path / "cli.json")]
+    assert main(["evaluate", *args]) == 0
+    assert json.loads((tmp_path / "cli.json").read_text())["map@r"] == pytest.approx(
+        metrics["map@r"], abs=1e-12
+    )
+    assert main(["embed", str(tmp_path / "run"), "--out", str(tmp_path / "emb")]) == 0
+    assert np.load(tmp_path / "emb" / "is_query.npy").tolist() == test.is_query.tolist()
+    assert "is_query.npy" in capsys.readouterr().out

@@ -384,6 +384,36 @@ def test_image_folder_with_its_own_split(tmp_path, image_writer):
     assert len(load_dataset("image-folder", root=tmp_path, split="all")) == 4
 
 
+def test_image_folder_with_query_and_gallery(tmp_path, image_writer):
+    for part, cls, name, red in [
+        ("train", "a", "0", 10),
+        ("train", "b", "0", 20),
+        ("gallery", "c", "0", 30),
+        ("gallery", "d", "0", 40),
+        ("query", "d", "1", 50),
+        ("query", "c", "1", 60),
+    ]:
+        image_writer(tmp_path / part / cls / f"{name}.png", (red, 0, 0))
+    test = load_dataset(f"folder:{tmp_path}", split="test")
+    assert test.class_names == ["a", "b", "c", "d"]
+    assert test.labels.tolist() == [2, 3, 2, 3]  # queries (c, d), then the gallery (c, d)
+    assert test.is_query.tolist() == [True, True, False, False]
+    assert [round(float(test[i][0][0, 0, 0]) * 255) for i in range(4)] == [60, 50, 30, 40]
+    assert load_dataset(f"folder:{tmp_path}").is_query is None
+    everything = load_dataset(f"folder:{tmp_path}", split="all")
+    assert len(everything) == 6 and everything.is_query is None
+    image_writer(tmp_path / "test" / "c" / "2.png", (0, 0, 0))
+    with pytest.raises(FileNotFoundError, match="either test/ or both query/ and gallery/"):
+        load_dataset(f"folder:{tmp_path}", split="test")
+    (tmp_path / "test" / "c" / "2.png").unlink()
+    for path in (tmp_path / "gallery").rglob("*.png"):
+        path.unlink()
+    for folder in sorted((tmp_path / "gallery").rglob("*"), reverse=True) + [tmp_path / "gallery"]:
+        folder.rmdir()
+    with pytest.raises(FileNotFoundError, match="has query/ sub-folders"):
+        load_dataset(f"folder:{tmp_path}", split="test")
+
+
 def test_image_folder_errors(tmp_path, image_writer):
     with pytest.raises(ValueError, match="folder:PATH"):
         load_dataset("image-folder")

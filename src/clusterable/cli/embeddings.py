@@ -9,7 +9,14 @@ from pathlib import Path
 import numpy as np
 
 from clusterable.cli._clusters import clusters_to_ask, n_clusters_flag
-from clusterable.cli._files import add_source, embeddings_of, load_array, load_labels, write_json
+from clusterable.cli._files import (
+    Embedded,
+    add_source,
+    embeddings_of,
+    load_array,
+    load_labels,
+    write_json,
+)
 from clusterable.cli._parser import Verbs
 from clusterable.cluster import available_clusterings
 from clusterable.data import labelled_mask
@@ -39,6 +46,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
     source = embeddings_of(args)
     keep = labelled_mask(source.labels)
     embeddings, labels = source.embeddings[keep], source.labels[keep]
+    queries = query_roles(args, source)
     heading = f"evaluated: {len(labels)} items"
     clusters: np.ndarray | str = args.clustering
     if "partition" in needs_of(select_metrics(args.metrics)):
@@ -53,10 +61,28 @@ def command_evaluate(args: argparse.Namespace) -> int:
         clustering=clusters,
         ks=tuple(int(k) for k in args.ks.split(",")),
         seed=args.seed,
+        queries=None if queries is None else queries[keep],
     )
+    if queries is not None:
+        heading += f"; retrieval: {int(queries[keep].sum())} queries ranking the gallery"
     print(format_metric_table(table, heading))
     write_json(table, args.json)
     return 0
+
+
+def query_roles(args: argparse.Namespace, source: Embedded) -> np.ndarray | None:
+    """``(n,)`` query flags of the evaluated items: ``--queries FILE``, else the split's own
+    (In-Shop's test split, a folder's ``query/`` and ``gallery/``), else None (leave-one-out)."""
+    if args.queries is None:
+        return None if source.dataset is None else source.dataset.is_query
+    flags = load_array(args.queries, "--queries")
+    if flags.dtype != bool or flags.shape != source.labels.shape:
+        raise ValueError(
+            f"--queries {args.queries} holds {flags.dtype} of shape {flags.shape}; give "
+            f"{source.labels.shape[0]} booleans, one per item (True: query, False: gallery), "
+            "saved with numpy.save"
+        )
+    return flags
 
 
 def add_evaluate(verbs: Verbs) -> argparse.ArgumentParser:
@@ -87,6 +113,12 @@ def add_evaluate(verbs: Verbs) -> argparse.ArgumentParser:
         "find their own)",
     )
     evaluate.add_argument("--ks", default="1,2,4,8", help="Recall@K list (default: %(default)s)")
+    evaluate.add_argument(
+        "--queries",
+        help="a .npy of booleans, one per item: the True items query, each ranking the False "
+        "ones (the gallery) for the retrieval scores (default: the split's own query and "
+        "gallery, as In-Shop's test split and embed's is_query.npy; else leave-one-out)",
+    )
     evaluate.add_argument("--json", help="also write the table to this JSON file")
     return evaluate
 
@@ -97,10 +129,14 @@ def command_embed(args: argparse.Namespace) -> int:
     np.save(out / "embeddings.npy", source.embeddings)
     np.save(out / "labels.npy", source.labels)
     np.save(out / "fine_labels.npy", source.fine_labels)
+    roles = None if source.dataset is None else source.dataset.is_query
+    if roles is not None:
+        np.save(out / "is_query.npy", roles)  # for evaluate --queries
     if source.embedder is not None:
         source.embedder.identity(args.data, args.root, args.split).save(out)
     rows, dim = source.embeddings.shape
-    print(f"wrote {rows} x {dim} embeddings and labels to {out}")
+    roles_note = "" if roles is None else " (and is_query.npy: the query and gallery roles)"
+    print(f"wrote {rows} x {dim} embeddings and labels to {out}{roles_note}")
     return 0
 
 

@@ -76,7 +76,8 @@ def load_image_folder(
     image_size: int | None = None,
     channels: int | None = None,
 ) -> LabelledDataset:
-    """Images in ``root/<class>/`` (or ``root/train/<class>/`` and ``root/test/<class>/``).
+    """Images in ``root/<class>/`` (or ``root/train/<class>/`` and ``root/test/<class>/``, or
+    ``root/train/<class>/``, ``root/query/<class>/`` and ``root/gallery/<class>/``).
 
     Classes are the sub-folder names in sorted order (label 0 is the first); images are every file
     with an image extension under a class folder, sorted by path. Every file is opened and
@@ -88,7 +89,9 @@ def load_image_folder(
         The folder.
     split : {"train", "test", "all"}
         Without ``train/`` and ``test/`` sub-folders, ``train`` and ``test`` are a seeded
-        stratified 70 % / 30 % split of the images.
+        stratified 70 % / 30 % split of the images. With ``query/`` and ``gallery/`` in place of
+        ``test/``, the test split is the query images, then the gallery images, flagged by
+        ``is_query``: each query ranks the gallery when evaluated.
     image_size : int, optional
         Resize every image to this square. By default, images of one size no larger than
         :data:`~clusterable.data.DEFAULT_IMAGE_SIZE` (64) pixels a side keep their size; photos
@@ -106,32 +109,34 @@ def load_image_folder(
             "images per class"
         )
     own_split = (root / "train").is_dir()
+    test_parts = _test_parts(root) if own_split else ["test"]
     if own_split:
-        parts = ["train", "test"] if split == "all" else [split]
+        parts = {"train": ["train"], "test": test_parts, "all": ["train", *test_parts]}[split]
         missing = [p for p in parts if not (root / p).is_dir()]
         if missing:
             raise FileNotFoundError(
                 f"image folder {root} has a train/ sub-folder but no {missing[0]}/; add it, or "
                 "put the class folders directly in the folder to have them split for you"
             )
-        # Class numbers come from both parts, so a class has the same label in train and test.
+        # Class numbers come from every part, so a class has one label in train and test.
         names = sorted(
             {
                 f.name
-                for p in ("train", "test")
+                for p in ("train", *test_parts)
                 if (root / p).is_dir()
                 for f in _class_folders(root / p)
             }
         )
-        folders = [f for p in parts for f in _class_folders(root / p)]
+        folders = [(p, f) for p in parts for f in _class_folders(root / p)]
     else:
-        folders = _class_folders(root)
-        names = [f.name for f in folders]
-    files, labels = [], []
-    for folder in folders:
+        folders = [("", f) for f in _class_folders(root)]
+        names = [f.name for _, f in folders]
+    files, labels, is_query = [], [], []
+    for part, folder in folders:
         images = _images_in(folder)
         files += images
         labels += [names.index(folder.name)] * len(images)
+        is_query += [part == "query"] * len(images)
     if not files:
         raise FileNotFoundError(
             f"image folder {root} holds no images in class sub-folders (looked for "
@@ -153,8 +158,24 @@ def load_image_folder(
         labels,
         class_names=names,
         source=f"{len(files)} images in {root}",
+        is_query=is_query if split == "test" and test_parts == ["query", "gallery"] else None,
     )
     return ds if own_split else _split_part(ds, split)
+
+
+def _test_parts(root: Path) -> list[str]:
+    """The sub-folders of a folder's own test split: ``test/``, or ``query/`` and ``gallery/``
+    (each query image then ranks the gallery images, as In-Shop's protocol does)."""
+    roles = [p for p in ("query", "gallery") if (root / p).is_dir()]
+    if not roles:
+        return ["test"]
+    if (root / "test").is_dir() or len(roles) == 1:
+        raise FileNotFoundError(
+            f"image folder {root} has {' and '.join(roles)}/ sub-folders"
+            + (" and a test/ one" if (root / "test").is_dir() else "")
+            + ": the test split is either test/ or both query/ and gallery/; keep one of the two"
+        )
+    return ["query", "gallery"]
 
 
 def _encode_labels(values: np.ndarray) -> tuple[np.ndarray, list[str]]:
