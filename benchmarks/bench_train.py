@@ -13,7 +13,11 @@ fit / step >= 0.8):
 - ``fit``: :meth:`Trainer.fit` over a folder of generated JPEG photos (``--photo-size``), decoded
   and augmented (random resized crop to ``--image-size``, flip; the fine-tuning view) by the
   default workers, class-balanced batches; timed from the start of the second epoch (the first
-  starts the workers), windows across epochs included.
+  starts the workers and decodes the images it caches), windows across epochs included.
+  ``--cache-images auto,none`` makes one fit side of each setting (``TrainConfig.cache_images``),
+  alternating with the others. A fit side also reports its peak RSS: the training process's,
+  and the largest of its loader workers' (pages shared copy-on-write count in both), and the
+  trainer's line on the decoded images.
 
     .venv/bin/python benchmarks/bench_train.py                   # CPU: corel-cnn, 64 px, batch 64
     python benchmarks/bench_train.py --device cuda --model torchvision:resnet50 --image-size 224 \\
@@ -27,10 +31,13 @@ and writes the stats.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import itertools
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -48,7 +55,7 @@ from clusterable.losses import available_losses
 from clusterable.recipe import RunSpec, build, build_trainer
 from clusterable.train import TrainConfig, TrainerCallback
 
-SIDES = ("plain", "step", "fit")
+SIDES = ("plain", "step", "fit")  # and a fit side per --cache-images
 ITEMS_PER_CLASS = 4
 #: Steps per timed window; each side's figure is its median window.
 WINDOW = 5
@@ -189,8 +196,15 @@ class EpochClock(TrainerCallback):
             self.times.append(time.perf_counter())  # train_step returned the loss: it is done
 
 
-def fit_side(args: argparse.Namespace, device: torch.device) -> float:
-    """Items per second of :meth:`Trainer.fit` from the photos, epochs 2 onwards."""
+def peak_rss_mb(who: int) -> float:
+    """``resource.getrusage(who)``'s peak resident set in MB (Linux gives kB, macOS bytes)."""
+    peak = resource.getrusage(who).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024
+
+
+def fit_side(args: argparse.Namespace, device: torch.device) -> dict:
+    """Items per second of :meth:`Trainer.fit` from the photos, epochs 2 onwards; the peak RSS
+    of this process and of its largest worker, and the trainer's note on the decoded images."""
     spec = spec_of(args, data=f"folder:{args.photos}")
     data = spec.load("all")  # a backbone's preprocessing, else plain resizing
     preprocessing = data.x.preprocessing or Preprocessing(size=args.image_size)
@@ -198,11 +212,25 @@ def fit_side(args: argparse.Namespace, device: torch.device) -> float:
         x=data.x.replace(size=args.image_size, preprocessing=preprocessing, augment_seed=0)
     )
     clock = EpochClock(first=1)
-    config = config_of(args, epochs=args.epochs, workers=args.workers)
+    config = config_of(
+        args,
+        epochs=args.epochs,
+        workers=args.workers,
+        cache_images=args.cache_images,
+        verbose=True,  # its lines: the note on the decoded images, one per epoch
+    )
     trainer = build_trainer(spec, config, train)
     trainer.callbacks.append(clock)
-    trainer.fit()
-    return window_rate(clock.times, args.batch_size)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        trainer.fit()  # its workers have ended (and been waited for) when it returns
+    notes = [line for line in printed.getvalue().splitlines() if line.startswith("images ")]
+    return {
+        "items_per_s": window_rate(clock.times, args.batch_size),
+        "peak_rss_mb": peak_rss_mb(resource.RUSAGE_SELF),
+        "peak_worker_rss_mb": peak_rss_mb(resource.RUSAGE_CHILDREN),
+        "images": " ".join(notes),
+    }
 
 
 def run_side(args: argparse.Namespace) -> None:
@@ -213,26 +241,36 @@ def run_side(args: argparse.Namespace) -> None:
         import cProfile
 
         profiler = cProfile.Profile()
-        rate = profiler.runcall(side, args, device)
+        result = profiler.runcall(side, args, device)
         profiler.dump_stats(args.profile)
     else:
-        rate = side(args, device)
-    print(json.dumps({"side": args.side, "items_per_s": rate}))
+        result = side(args, device)
+    found = result if isinstance(result, dict) else {"items_per_s": result}
+    print(json.dumps({"side": args.side, **found}))
 
 
 # ------------------------------------------------------------------------------------------------
 # the comparison: sides alternating, each in a fresh process
-def child_argv(args: argparse.Namespace, side: str) -> list[str]:
+def child_argv(args: argparse.Namespace, side: str, cache_images: str) -> list[str]:
     keep = ("device", "model", "loss", "embedding_dim", "image_size", "batch_size", "steps")
     keep += ("warmup", "epochs", "threads", "photos", "workers")
-    argv = [sys.executable, __file__, "--side", side]
+    argv = [sys.executable, __file__, "--side", side, "--cache-images", cache_images]
     for name in keep:
         if getattr(args, name) is not None:
             argv += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
     return argv
 
 
+def sides_of(args: argparse.Namespace) -> dict[str, tuple[str, str]]:
+    """Each side's name in the table: its child's ``--side`` and ``--cache-images``; one fit
+    side for each of the comma-separated ``--cache-images``."""
+    caches = args.cache_images.split(",")
+    fits = {("fit" if len(caches) == 1 else f"fit[{c}]"): ("fit", c) for c in caches}
+    return {"plain": ("plain", caches[0]), "step": ("step", caches[0]), **fits}
+
+
 def compare(args: argparse.Namespace) -> None:
+    sides = sides_of(args)
     with tempfile.TemporaryDirectory() as scratch:
         if args.photos is None:
             width, height = (int(v) for v in args.photo_size.split("x"))
@@ -245,33 +283,49 @@ def compare(args: argparse.Namespace) -> None:
                 f"{time.perf_counter() - started:.0f} s",
                 flush=True,
             )
-        rates: dict[str, list[float]] = {side: [] for side in SIDES}
+        results: dict[str, list[dict]] = {name: [] for name in sides}
         for repeat in range(args.repeats):
-            order = SIDES if repeat % 2 == 0 else SIDES[::-1]  # alternate against drift
-            for side in order:
+            order = list(sides) if repeat % 2 == 0 else list(sides)[::-1]  # against drift
+            for name in order:
                 done = subprocess.run(
-                    child_argv(args, side), capture_output=True, text=True, check=False
+                    child_argv(args, *sides[name]), capture_output=True, text=True, check=False
                 )
                 if done.returncode != 0:
-                    sys.exit(f"side {side} failed:\n{done.stderr}")
-                rate = json.loads(done.stdout.strip().splitlines()[-1])["items_per_s"]
-                rates[side].append(rate)
-                print(f"repeat {repeat + 1}: {side:<5} {rate:8.1f} items/s", flush=True)
-    median = {side: statistics.median(values) for side, values in rates.items()}
+                    sys.exit(f"side {name} failed:\n{done.stderr}")
+                result = json.loads(done.stdout.strip().splitlines()[-1])
+                results[name].append(result)
+                line = f"repeat {repeat + 1}: {name:<9} {result['items_per_s']:8.1f} items/s"
+                if "peak_rss_mb" in result:
+                    line += (
+                        f"; peak RSS {result['peak_rss_mb']:.0f} MB, largest worker "
+                        f"{result['peak_worker_rss_mb']:.0f} MB; {result['images']}"
+                    )
+                print(line, flush=True)
+    rates = {name: [r["items_per_s"] for r in found] for name, found in results.items()}
+    median = {name: statistics.median(values) for name, values in rates.items()}
     print(describe_setup(args))
-    print(f"\n| side | items/s, median of {args.repeats} | runs |\n|---|---|---|")
-    for side in SIDES:
-        runs = ", ".join(f"{v:.0f}" for v in rates[side])
-        print(f"| {side} | {median[side]:.1f} | {runs} |")
+    print(
+        f"\n| side | items/s, median of {args.repeats} | runs | peak RSS, MB: training process"
+        " / largest worker (medians) |\n|---|---|---|---|"
+    )
+    for name, found in results.items():
+        runs = ", ".join(f"{v:.0f}" for v in rates[name])
+        peaks = ""
+        if "peak_rss_mb" in found[0]:
+            main = statistics.median(r["peak_rss_mb"] for r in found)
+            worker = statistics.median(r["peak_worker_rss_mb"] for r in found)
+            peaks = f"{main:.0f} / {worker:.0f}"
+        print(f"| {name} | {median[name]:.1f} | {runs} | {peaks} |")
     # Each repeat's ratio, of sides run one after the other: other work on a shared machine
     # tends to slow neighbours alike, where it skews the medians of the rates apart.
-    for name, (top, bottom), target in (
-        ("step / plain loop", ("step", "plain"), 0.95),
-        ("fit from files / step", ("fit", "step"), 0.8),
-    ):
+    pairs = [("step / plain loop", ("step", "plain"), 0.95)]
+    pairs += [
+        (f"{name} from files / step", (name, "step"), 0.8) for name in sides if name[:3] == "fit"
+    ]
+    for title, (top, bottom), target in pairs:
         ratios = [a / b for a, b in zip(rates[top], rates[bottom], strict=True)]
         print(
-            f"\n{name}: {statistics.median(ratios):.3f}x, the median of the repeats' ratios "
+            f"\n{title}: {statistics.median(ratios):.3f}x, the median of the repeats' ratios "
             f"({', '.join(f'{r:.2f}' for r in ratios)}); of the medians "
             f"{median[top] / median[bottom]:.3f}x (target >= {target})"
         )
@@ -359,6 +413,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--workers", type=int, help="fit: loader processes (default: the run's)")
+    parser.add_argument(
+        "--cache-images",
+        default="auto",
+        help="fit: TrainConfig.cache_images (auto, none, ram); several, comma-separated, are "
+        "one fit side each, e.g. auto,none",
+    )
     parser.add_argument("--photos", type=Path, help="a folder of class sub-folders of photos")
     parser.add_argument("--photo-size", default="400x300", help="generated photos, WxH")
     parser.add_argument("--classes", type=int, default=32)

@@ -74,3 +74,11 @@ def test_sampler_args_are_typed_and_checked_when_the_config_is_made(tmp_path):
         TrainConfig(sampler_args={"batch_size": 8})
     with pytest.raises(ValueError, match="unknown sampler 'hard'; choose one of: random"):
         TrainConfig(sampler="hard")
+
+
+def test_a_value_outside_a_settings_choices_names_the_choices():
+    with pytest.raises(
+        ValueError, match="cache_images='bogus' is not one of 'auto', 'none', 'ram'"
+    ):
+        TrainConfig(cache_images="bogus")
+    assert TrainConfig(cache_images="ram").cache_images == "ram"

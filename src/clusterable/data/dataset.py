@@ -5,7 +5,8 @@ A :class:`LabelledDataset` pairs items with two label arrays: ``labels``, which 
 is applied). Items are stored in one of two forms that index alike:
 
 - a float32 array ``(n, *input_shape)`` held in memory (values in [0, 1] for images), or
-- :class:`ImageFiles`, paths of images decoded with PIL on access, resized to a fixed square size.
+- :class:`ImageFiles`, paths of images decoded with PIL on access, resized to a fixed square size
+  (or decoded once into memory beforehand, :class:`DecodedImages`: the same pixels).
 
 Label :data:`UNLABELLED` (-1) marks an item without a class (an OPML distractor, a pseudo-label's
 noise point): it is trained on where a loss allows and never scored as a class;
@@ -15,7 +16,9 @@ noise point): it is trained on where a loss allows and never scored as a class;
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -43,6 +46,112 @@ def labelled_mask(labels: LabelArray) -> LabelArray:
 DEFAULT_IMAGE_SIZE = 64
 
 
+@contextmanager
+def _named_read_errors(path: Path) -> Iterator[None]:
+    """A missing or undecodable image file as an error that names it and says what to do."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"image file {path} is missing: the dataset's list names it but it is not on disk; "
+            "check that the archive was extracted completely"
+        ) from None
+    except (UnidentifiedImageError, OSError) as error:
+        raise ValueError(
+            f"cannot decode image file {path} ({error}); replace or delete the file"
+        ) from error
+
+
+def _in_mode(image: Image.Image, channels: int) -> Image.Image:
+    """``image`` as RGB (3 channels) or grayscale (1)."""
+    mode = "RGB" if channels == 3 else "L"
+    # convert() to the mode an image has already is a copy of it; decoding is the cost that
+    # remains (benchmarks/README.md, "Training throughput").
+    return image if image.mode == mode else image.convert(mode)
+
+
+def _in_threads(task: Callable[[int], None], positions: range, threads: int) -> None:
+    """``task(i)`` for each of ``positions`` on ``threads`` threads; the first error is raised
+    here, in the calling thread (``map`` then cancels the tasks not yet started)."""
+    with ThreadPoolExecutor(max(1, threads)) as pool:
+        for _ in pool.map(task, positions):
+            pass
+
+
+class DecodedImages:
+    """Images decoded once and held in memory, where :class:`ImageFiles` reads its pixels
+    instead of its files (``TrainConfig.cache_images``, :mod:`clusterable.train.loading`).
+
+    Each image, in the files' mode, lies in one uint8 buffer: ``shapes[i]`` (height, width)
+    times ``channels`` bytes from ``offsets[i]``. One allocation, which DataLoader workers
+    forked after it share copy-on-write (they only read it); a worker started by ``spawn`` or
+    ``forkserver`` receives the dataset pickled, so each holds a copy of its own.
+
+    Parameters
+    ----------
+    buffer : np.ndarray
+        ``(bytes,)`` uint8.
+    offsets : np.ndarray
+        ``(n,)`` int64: where each image starts in ``buffer``.
+    shapes : np.ndarray
+        ``(n, 2)`` int64: each image's height and width.
+    channels : int
+        3 (RGB, stored ``(height, width, 3)``) or 1 (grayscale, ``(height, width)``).
+    """
+
+    def __init__(
+        self, buffer: np.ndarray, offsets: np.ndarray, shapes: np.ndarray, channels: int
+    ) -> None:
+        self.buffer, self.offsets, self.shapes, self.channels = buffer, offsets, shapes, channels
+
+    @classmethod
+    def decode(
+        cls, paths: Sequence[Path], shapes: np.ndarray, channels: int, threads: int
+    ) -> DecodedImages:
+        """``paths`` decoded on ``threads`` threads (PIL decodes without the GIL), into an
+        allocation sized from ``shapes``, the ``(n, 2)`` heights and widths of their headers.
+
+        Raises
+        ------
+        FileNotFoundError, ValueError
+            A file that is missing or cannot be decoded, named as :meth:`ImageFiles.pixels`
+            names it.
+        """
+        shapes = np.asarray(shapes, dtype=np.int64).reshape(-1, 2)
+        sizes = shapes.prod(axis=1) * channels  # (n,) bytes
+        buffer = np.empty(int(sizes.sum()), dtype=np.uint8)
+        decoded = cls(buffer, np.cumsum(sizes) - sizes, shapes, channels)
+
+        def decode_one(position: int) -> None:
+            path = paths[position]
+            with _named_read_errors(path), Image.open(path) as image:
+                decoded.image(position)[...] = np.asarray(_in_mode(image, channels))
+
+        _in_threads(decode_one, range(len(paths)), threads)
+        return decoded
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.buffer.nbytes)
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def image(self, position: int) -> np.ndarray:
+        """Image ``position``: a ``(height, width, channels)`` view, ``(height, width)`` for
+        grayscale."""
+        height, width = (int(v) for v in self.shapes[position])
+        start = int(self.offsets[position])
+        pixels = self.buffer[start : start + height * width * self.channels]
+        return pixels.reshape((height, width, 3) if self.channels == 3 else (height, width))
+
+    def take(self, positions: np.ndarray) -> DecodedImages:
+        """The images at ``positions``, in that order, in the same buffer (nothing is copied)."""
+        return DecodedImages(
+            self.buffer, self.offsets[positions], self.shapes[positions], self.channels
+        )
+
+
 class ImageFiles:
     """Image files read lazily: each item is a float32 ``(channels, size, size)`` array in [0, 1].
 
@@ -66,6 +175,10 @@ class ImageFiles:
         With ``preprocessing``: the training view instead (random resized crop, flip), drawn from
         a generator seeded by ``(augment_seed, epoch, index)`` so that a resumed run draws the
         same crops; the epoch comes with the index, ``files[index, epoch]``.
+    decoded : DecodedImages, optional
+        The images already decoded (:meth:`with_decoded`), read instead of the files: the same
+        pixels, every view and epoch alike. A copy over the same paths and channels
+        (:meth:`replace`, e.g. the evaluation view) and a subset keep them.
     """
 
     def __init__(
@@ -75,18 +188,25 @@ class ImageFiles:
         channels: int = 3,
         preprocessing: Preprocessing | None = None,
         augment_seed: int | None = None,
+        decoded: DecodedImages | None = None,
     ) -> None:
         height, width = (size, size) if isinstance(size, (int, np.integer)) else size
         if height < 1 or width < 1:
             raise ValueError(f"image size must be a positive number of pixels, got {size}")
         if channels not in (1, 3):
             raise ValueError(f"channels must be 1 (grayscale) or 3 (RGB), got {channels}")
+        if decoded is not None and (len(decoded) != len(paths) or decoded.channels != channels):
+            raise ValueError(
+                f"decoded images ({len(decoded)} of {decoded.channels} channel(s)) do not match "
+                f"{len(paths)} files of {channels}; decode these files (with_decoded)"
+            )
         self.paths = [Path(p) for p in paths]
         self.size: int | tuple[int, int] = size
         self.height, self.width = int(height), int(width)
         self.channels = channels
         self.preprocessing = preprocessing
         self.augment_seed = augment_seed if preprocessing is not None else None
+        self.decoded = decoded
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -103,7 +223,9 @@ class ImageFiles:
             items = pixels.astype(np.float32)
             items /= 255.0  # in place: the same values as a division into a new array
             return items
-        return self.replace([self.paths[i] for i in np.asarray(index)])
+        positions = np.asarray(index)
+        decoded = None if self.decoded is None else self.decoded.take(positions)
+        return self.replace([self.paths[i] for i in positions], decoded=decoded)
 
     def pixels(self, index: int | tuple[int, int]) -> np.ndarray:
         """Item ``index`` (``(index, epoch)``: its training view of that epoch) as uint8
@@ -111,29 +233,53 @@ class ImageFiles:
         the float32 item's bytes. It is a view of the decoded ``(size, size, channels)`` pixels
         (strides of channels last), which a batch copy reads in either layout."""
         position, epoch = index if isinstance(index, tuple) else (index, 0)
-        path = self.paths[position]
-        try:
-            with Image.open(path) as image:
-                mode = "RGB" if self.channels == 3 else "L"
-                # convert() to the mode an image has already is a copy of it; decoding is the
-                # cost that remains (benchmarks/README.md, "Training throughput").
-                image = self._view(
-                    image if image.mode == mode else image.convert(mode), int(position), int(epoch)
-                )
-                pixels = np.asarray(image)  # (H, W, C), or (H, W) for one channel
-        except FileNotFoundError:
-            raise FileNotFoundError(
-                f"image file {path} is missing: the dataset's list names it but it is not on disk; "
-                "check that the archive was extracted completely"
-            ) from None
-        except (UnidentifiedImageError, OSError) as error:
-            raise ValueError(
-                f"cannot decode image file {path} ({error}); replace or delete the file"
-            ) from error
+        if self.decoded is not None:
+            image = Image.fromarray(self.decoded.image(position))  # the file's pixels, in mode
+            pixels = np.asarray(self._view(image, int(position), int(epoch)))
+        else:
+            path = self.paths[position]
+            with _named_read_errors(path), Image.open(path) as image:
+                view = self._view(_in_mode(image, self.channels), int(position), int(epoch))
+                pixels = np.asarray(view)  # (H, W, C), or (H, W) for one channel
         return pixels[None] if self.channels == 1 else pixels.transpose(2, 0, 1)  # (C, H, W)
 
+    def header_shapes(self, threads: int, max_bytes: int | None = None) -> np.ndarray | None:
+        """``(n, 2)`` height and width of every image, from the file headers (PIL reads them
+        without decoding), on ``threads`` threads; None as soon as the images' decoded bytes
+        (``height * width * channels``) add up to more than ``max_bytes``.
+
+        Raises
+        ------
+        FileNotFoundError, ValueError
+            A file that is missing or not an image, named as :meth:`pixels` names it.
+        """
+        shapes = np.zeros((len(self.paths), 2), dtype=np.int64)
+
+        def read_header(position: int) -> None:
+            path = self.paths[position]
+            with _named_read_errors(path), Image.open(path) as image:
+                shapes[position] = image.height, image.width
+
+        # In blocks, to stop early on a set far above the limit (a header costs ~0.05 ms).
+        block = 64 * max(1, threads)
+        for start in range(0, len(self.paths), block):
+            stop = min(start + block, len(self.paths))
+            _in_threads(read_header, range(start, stop), threads)
+            decoded_bytes = int(shapes[:stop].prod(axis=1).sum()) * self.channels
+            if max_bytes is not None and decoded_bytes > max_bytes:
+                return None
+        return shapes
+
+    def with_decoded(self, threads: int, shapes: np.ndarray | None = None) -> ImageFiles:
+        """A copy that reads every image from memory, decoded here once on ``threads`` threads
+        (:class:`DecodedImages`); ``shapes``: :meth:`header_shapes`, when read already."""
+        shapes = self.header_shapes(threads) if shapes is None else shapes
+        decoded = DecodedImages.decode(self.paths, shapes, self.channels, threads)
+        return self.replace(decoded=decoded)
+
     def replace(self, paths: Sequence[Path] | None = None, **changes: object) -> ImageFiles:
-        """A copy over ``paths`` (default: the same) with constructor arguments changed."""
+        """A copy over ``paths`` (default: the same) with constructor arguments changed; it
+        keeps the decoded images over the same paths and channels."""
         settings: dict[str, object] = {
             "size": self.size,
             "channels": self.channels,
@@ -141,6 +287,9 @@ class ImageFiles:
             "augment_seed": self.augment_seed,
         }
         settings.update(changes)
+        if "decoded" not in changes:
+            same = paths is None and settings["channels"] == self.channels
+            settings["decoded"] = self.decoded if same else None
         return ImageFiles(self.paths if paths is None else paths, **settings)  # type: ignore[arg-type]
 
     def _view(self, image: Image.Image, index: int, epoch: int) -> Image.Image:

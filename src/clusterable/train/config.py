@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
@@ -56,6 +56,9 @@ class TrainConfig:
     keep_checkpoints: int = 2  # most recent checkpoints kept besides the best one
     workers: int | None = None  # DataLoader processes; None: 0 for in-memory data, else from CPUs
     num_workers: int | None = None  # the old name of workers, still read
+    cache_images: Literal["auto", "none", "ram"] = "auto"  # image files decoded once into memory
+    # before the first epoch, the same pixels (each epoch then only crops and resizes): auto when
+    # they fit the lesser of 8 GiB and a quarter of the memory available, ram always, none never
     precision: str = (
         "auto"  # 32, bf16, fp16, or auto (bf16 on CUDA that has it, fp16 on other CUDA)
     )

@@ -145,6 +145,11 @@ def typed_settings(
         try:
             typed[name] = _convert(value, annotations[name])
         except (ValueError, TypeError, OverflowError):
+            if typing.get_origin(annotations[name]) is typing.Literal:
+                choices = ", ".join(repr(v) for v in typing.get_args(annotations[name]))
+                raise ValueError(
+                    f"{what} {name}={value!r} is not one of {choices}; give one of them"
+                ) from None
             raise ValueError(
                 f"{what} {name}={value!r} is not a {_describe(annotations[name])}; "
                 f"give {name} a value of that type"

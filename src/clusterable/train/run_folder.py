@@ -29,7 +29,17 @@ RUN_RECORD = "run.json"
 #: Training settings a resumed run may change: more epochs, how it reports, how it loads data,
 #: where it runs (a run started on a GPU may go on on another machine's).
 CHANGEABLE_ON_RESUME = frozenset(
-    {"epochs", "progress", "verbose", "workers", "num_workers", "device", "tensorboard", "mlflow"}
+    {
+        "epochs",
+        "progress",
+        "verbose",
+        "workers",
+        "num_workers",
+        "cache_images",
+        "device",
+        "tensorboard",
+        "mlflow",
+    }
 )
 
 

@@ -45,7 +45,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Subset
 from tqdm import tqdm
 
-from clusterable.data import LabelledDataset
+from clusterable.data import ImageFiles, LabelledDataset
 from clusterable.evaluate import evaluate_embeddings
 from clusterable.losses import DistributedLoss, EmbeddingLoss
 from clusterable.mining import DistributedBatchSampler, SamplerSettings, build_sampler
@@ -77,6 +77,7 @@ from clusterable.train.loading import (
     PixelItems,
     augments,
     collate_pixels,
+    decoded_images,
     default_workers,
     pixels_to_unit,
     reads_pixels,
@@ -215,6 +216,7 @@ class Trainer:
         self._tagged = EpochTaggedBatches(())  # the loader's batches when it augments
         self._stream: Iterator[tuple[Tensor, Tensor]] | None = None  # batches of all epochs
         self._stream_epoch: int | None = None  # the epoch whose batches it gives next
+        self._decoded: tuple[ImageFiles, ImageFiles] | None = None  # train_set.x, then decoded
 
     # ----------------------------------------------------------------------------------------
     # set-up
@@ -319,7 +321,7 @@ class Trainer:
         # Image files travel as uint8 pixels; train_step makes them floats on the device.
         pixels = reads_pixels(self.train_set)
         return DataLoader(
-            PixelItems(self.train_set) if pixels else self.train_set,
+            PixelItems(self._decoded_train_set(workers)) if pixels else self.train_set,
             batch_sampler=batches,
             collate_fn=partial(collate_pixels, channels_last=self._channels_last)
             if pixels
@@ -330,6 +332,19 @@ class Trainer:
             prefetch_factor=4 if workers > 0 else None,
             generator=generator,
         )
+
+    def _decoded_train_set(self, workers: int) -> LabelledDataset:
+        """The training set reading its images from memory as ``config.cache_images`` says:
+        decoded once per set of files, here, before the loader's workers start (forked, they
+        share the pages)."""
+        files: ImageFiles = self.train_set.x  # type: ignore[assignment]
+        if self._decoded is None or self._decoded[0] is not files:
+            decoded, note = decoded_images(files, self.config.cache_images, workers)
+            self._decoded = (files, decoded)
+            self.log({"event": "note", "epoch": self.epoch, "note": note})
+            if self.config.verbose and self.env.is_main:
+                print(note, flush=True)
+        return self.train_set.replace(x=self._decoded[1])
 
     def _batches(self) -> Iterator[tuple[Tensor, Tensor]]:
         self.sampler.set_epoch(self.epoch)
@@ -626,4 +641,5 @@ class Trainer:
                 }
                 (self.out / "result.json").write_text(json.dumps(summary, indent=2))
         self._loader, self._stream = None, None  # their persistent workers end
+        self._decoded = None  # and the decoded images with them
         return TrainResult(self.epoch, self.best_epoch, self.best_metric, self.history, checkpoint)
