@@ -27,6 +27,10 @@ def data() -> tuple[np.ndarray, np.ndarray]:
     return emb, labels
 
 
+#: Query flags of the whole set, for the query/gallery table every rank computes whole.
+QUERIES = np.arange(N) % 3 == 0
+
+
 def table(**kwargs) -> dict:
     emb, labels = data()
     part = slice(None)
@@ -42,22 +46,25 @@ def _worker(rank: int, world: int, port: int, out: str) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
         with open(f"{out}.{rank}", "wb") as f:
-            pickle.dump(table(process_group=True), f)
+            pickle.dump([table(process_group=True), table(process_group=True, queries=QUERIES)], f)
     finally:
         dist.destroy_process_group()
 
 
 def test_two_shards_give_exactly_the_single_process_table(tmp_path, free_port):
-    expected = table()
+    # Leave-one-out, and queries ranking a gallery (the flags are the whole set's).
+    expected = [table(), table(queries=QUERIES)]
+    assert expected[0]["map@r"] != expected[1]["map@r"]
     out = str(tmp_path / "table")
     mp.spawn(_worker, args=(2, free_port(), out), nprocs=2, join=True)
     for rank in range(2):
         with open(f"{out}.{rank}", "rb") as f:
-            got = pickle.load(f)
-        per_class, want_per_class = got.pop("per_class"), dict(expected)["per_class"]
-        assert got == {k: v for k, v in expected.items() if k != "per_class"}
-        for name, values in want_per_class.items():
-            np.testing.assert_array_equal(per_class[name], values)
+            tables = pickle.load(f)
+        for got, want in zip(tables, expected, strict=True):
+            per_class, want_per_class = got.pop("per_class"), dict(want)["per_class"]
+            assert got == {k: v for k, v in want.items() if k != "per_class"}
+            for name, values in want_per_class.items():
+                np.testing.assert_array_equal(per_class[name], values)
 
 
 def test_the_shards_split_the_queries():

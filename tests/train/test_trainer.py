@@ -367,3 +367,17 @@ def test_decoder_weights_survive_checkpoint_and_resume(digits, tmp_path):
     load_weights(resolve_checkpoint(tmp_path / "a"), make_model(train), fresh)
     for a, b in zip(trained, fresh.decoder.state_dict().values(), strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_a_validation_set_with_query_and_gallery_roles_is_scored_by_them(digits):
+    from clusterable.evaluate import evaluate_embeddings
+
+    train, test = digits
+    roles = test.replace(is_query=np.arange(len(test)) % 2 == 0)
+    model = make_model(train)
+    trainer = Trainer(model, build_loss("lifted"), train, roles, config=quiet(epochs=1))
+    metrics = trainer.evaluate()
+    emb, labels = embed_dataset(model, test)
+    want = evaluate_embeddings(emb, labels, ks=(1, 2, 4, 8), queries=roles.is_query, seed=0)
+    assert metrics == pytest.approx(want, abs=1e-12)
+    assert metrics["map@r"] != pytest.approx(evaluate_embeddings(emb, labels)["map@r"], abs=1e-6)

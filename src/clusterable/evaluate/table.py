@@ -101,13 +101,8 @@ def partition(
     return run_clustering(x, name, count, seed=seed, **options)
 
 
-def _query_flags(queries: Any, n: int, process_group: Any) -> np.ndarray:
+def _query_flags(queries: Any, n: int) -> np.ndarray:
     """``(n,)`` bool query flags of `evaluate_embeddings`' ``queries``, checked."""
-    if process_group is not None:
-        raise ValueError(
-            "queries (a query/gallery evaluation) cannot be combined with process_group: "
-            "gather the embeddings on one process and evaluate them there"
-        )
     flags = to_numpy(queries, "queries")
     if flags.dtype != bool or flags.shape != (n,):
         raise ValueError(
@@ -223,7 +218,8 @@ def evaluate_embeddings(
         the gallery for each query instead of all other items (In-Shop's protocol; see
         `clusterable.evaluate.retrieval.query_gallery_per_query`), each K at most the gallery's
         size, and are averaged over the queries; the partition metrics and the silhouette still
-        cover every item. None: leave-one-out over every item.
+        cover every item. None: leave-one-out over every item. With ``process_group``, the
+        flags of the whole set (the shards in rank order), whose search every rank then runs.
 
     Returns
     -------
@@ -268,7 +264,7 @@ def evaluate_embeddings(
     selected = select_metrics(metrics)
     needs = needs_of(selected)
     searched = bool(needs & {"neighbours", "neighbours_at_r"})
-    is_query = None if queries is None else _query_flags(queries, n, process_group)
+    is_query = None if queries is None else _query_flags(queries, n)
     candidates = n - 1 if is_query is None else int((~is_query).sum())
     given_clusters = None
     if not isinstance(clustering, str):

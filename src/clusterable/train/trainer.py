@@ -416,7 +416,8 @@ class Trainer:
 
         Under torchrun each rank embeds one contiguous shard of the set, and
         `evaluate_embeddings` puts the shards together and splits the kNN search between the
-        ranks: every rank gets the single-process table.
+        ranks: every rank gets the single-process table. A set with query and gallery roles
+        (``is_query``) is scored as its queries ranking its gallery.
         """
         if self.val_set is None:
             return {}
@@ -430,8 +431,11 @@ class Trainer:
         metrics = {}
         if self.config.eval_embeddings:
             # From the whole set: under torchrun each rank holds one shard of the labelled items.
-            labelled = self.val_set.labels[self.val_set.labels >= 0]
-            table = answerable_table(labelled, RECALL_KS)
+            labelled = self.val_set.labels >= 0
+            roles = self.val_set.is_query
+            queries = None if roles is None else roles[labelled]  # (n,) of the whole set
+            gallery = None if queries is None else int((~queries).sum())
+            table = answerable_table(self.val_set.labels[labelled], RECALL_KS, gallery)
             for note in table.notes:
                 if note not in self._notes:
                     self._notes.append(note)
@@ -443,6 +447,7 @@ class Trainer:
                 ks=table.ks,
                 seed=self.config.seed,
                 process_group=group,
+                queries=queries,
             )
         with torch.no_grad():
             predicted = self.loss.predict(torch.from_numpy(embeddings[keep]).to(self.env.device))
