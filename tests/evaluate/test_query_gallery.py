@@ -176,3 +176,15 @@ def test_no_shared_class_is_refused():
     y = np.where(is_query, 0, 1)
     with pytest.raises(ValueError, match="no query has an item of its class"):
         evaluate_embeddings(x, y, metrics=RETRIEVAL, ks=(1,), queries=is_query)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_gpu_query_gallery_table_equals_the_cpu_one(dtype):
+    x, y, is_query = shop_set(5, n=3000, d=64, classes=60, dtype=dtype)
+    x[2900:] = x[:100]  # duplicates across queries and gallery: exact ties
+    ks = (1, 10, 50)
+    on_gpu = evaluate_embeddings(x, y, metrics=RETRIEVAL, ks=ks, queries=is_query, device="cuda")
+    on_cpu = evaluate_embeddings(x, y, metrics=RETRIEVAL, ks=ks, queries=is_query, device="cpu")
+    assert on_gpu == pytest.approx(on_cpu, abs=1e-12)
+    assert_equal_to_loop(x, y, is_query, ks)
