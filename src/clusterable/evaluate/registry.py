@@ -50,7 +50,8 @@ class Artefacts:
         The evaluation's distance, seed and silhouette sample (see `evaluate_embeddings`).
     per_query : dict of str to numpy.ndarray, optional
         ``(n,)`` per-query retrieval scores (``"neighbours"``; with ``map@r`` and
-        ``r_precision`` under ``"neighbours_at_r"``), NaN for lone queries.
+        ``r_precision`` under ``"neighbours_at_r"``), NaN for lone queries (and for the gallery
+        items of a query/gallery evaluation).
     clusters : numpy.ndarray, optional
         ``(n,)`` int64 cluster codes, noise as singletons (``"partition"``).
     table : Contingency, optional
