@@ -29,6 +29,7 @@ import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -38,6 +39,8 @@ from torch.utils.data import Dataset, Sampler, get_worker_info
 from clusterable.data import ImageFiles, LabelledDataset
 
 MAX_DEFAULT_WORKERS = 8
+
+T = TypeVar("T")
 
 #: The most decoded bytes ``cache_images: auto`` holds, beside a quarter of the memory available:
 #: 6,000 photos of 500 x 375 (a CUB-200 training half) decode to 3.4 GB, which a GPU host holds
@@ -237,6 +240,26 @@ class EpochBatches:
 
     def __len__(self) -> int:
         return len(self.epochs) * len(self.sampler)  # type: ignore[arg-type]
+
+
+def worker_errors_named(batches: Iterable[T]) -> Iterator[T]:
+    """``batches`` of a DataLoader, its worker processes' errors raised as the worker raised
+    them: torch wraps one in "Caught ValueError in DataLoader worker process 0" and the worker's
+    whole traceback; the message a user needs (an unreadable image, named) is its last line."""
+    iterator = iter(batches)
+    while True:
+        try:
+            batch = next(iterator)
+        except StopIteration:
+            return
+        except Exception as error:  # re-raised, as its own type
+            text = str(error)
+            if not (text.startswith("Caught ") and "DataLoader worker process" in text):
+                raise
+            last = text.rstrip().splitlines()[-1]
+            original = last.removeprefix(f"{type(error).__name__}: ")
+            raise type(error)(original) from None
+        yield batch
 
 
 def augments(dataset: LabelledDataset) -> bool:

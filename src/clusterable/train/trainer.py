@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DataLoader, Subset
+from torch.utils.data import DataLoader
 from tqdm import tqdm
 
 from clusterable.data import ImageFiles, LabelledDataset
@@ -81,6 +81,7 @@ from clusterable.train.loading import (
     default_workers,
     pixels_to_unit,
     reads_pixels,
+    worker_errors_named,
 )
 from clusterable.train.loggers import RunLogger, loggers_of, scalars_of
 from clusterable.train.optim import build_optimizer, build_scheduler
@@ -396,7 +397,7 @@ class Trainer:
             leave=False,
         )
         losses, start = [], time.perf_counter()
-        for x, y in self._batches():
+        for x, y in worker_errors_named(self._batches()):
             lr = self.optimizer.param_groups[0]["lr"]  # the backbone's, this step's
             value = self.train_step(x, y)
             self.step += 1
@@ -424,7 +425,7 @@ class Trainer:
         val_set: Any = self.val_set
         if self.env.enabled:
             n, rank, world = len(val_set), self.env.rank, self.env.world_size
-            val_set = Subset(val_set, range(n * rank // world, n * (rank + 1) // world))
+            val_set = val_set.subset(np.arange(n * rank // world, n * (rank + 1) // world))
         embeddings, labels = embed_dataset(self.model, val_set, device=self.env.device)
         keep = labels >= 0
         group = True if self.env.enabled else None
