@@ -315,8 +315,6 @@ def evaluate_on_test(
     A test split with query and gallery roles (``test.is_query``: In-Shop) is scored as its
     protocol says: each query ranks the gallery; the clustering scores cover every test item."""
     test_emb, test_y = embed_dataset(model, test)
-    if isinstance(train.x, ImageFiles) and train.x.augment_seed is not None:
-        train = train.replace(x=train.x.replace(augment_seed=None))  # the evaluation view
     train_emb, train_y = embed_dataset(model, train)
     keep = labelled_mask(test_y)
     table, knn_ks = table_to_report(train, test, recall_ks)

@@ -40,12 +40,17 @@ def embed_dataset(
     the embeddings come back to the host, for numpy. The model is put in eval mode for the pass
     and returned to its previous mode after. ``workers``: processes decoding a
     :class:`~clusterable.data.LabelledDataset`'s image files (None: the training default; 0:
-    in this process); items held in memory load here.
+    in this process); items held in memory load here. Image files with a training view
+    (``augment_seed``) are embedded in their evaluation view: the test table's k-NN reference,
+    a sampler's mining and the pseudo-labels see no augmented crops.
     """
     device = module_device(model) if device is None else resolve_device(device)
     was_training = model.training
     model.eval()
     pixels = isinstance(dataset, LabelledDataset) and reads_pixels(dataset)
+    if pixels and dataset.x.augment_seed is not None:  # type: ignore[union-attr]
+        # Embedding is evaluation: the resize and centre crop, never a training crop.
+        dataset = dataset.replace(x=dataset.x.replace(augment_seed=None))  # type: ignore[union-attr]
     if pixels:
         loader = DataLoader(
             PixelItems(dataset),  # type: ignore[arg-type]
