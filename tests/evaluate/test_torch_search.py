@@ -132,3 +132,25 @@ def test_every_strategy_gives_the_searchs_neighbours(monkeypatch, strategy):
     np.testing.assert_array_equal(found, brute_force(x, 12)[1])
     _, found = knn_search(x[:40], 12, x, backend="torch")
     np.testing.assert_array_equal(found, brute_force(x[:40], 12, x)[1])
+
+
+def test_the_search_products_are_ieee_float32_whatever_the_user_set(monkeypatch):
+    # TF32 keeps 10 mantissa bits: distances off beyond the near-tie bound. The user's setting
+    # is put back after the search.
+    seen = []
+    addmm = torch.addmm
+
+    def recording(*args, **kwargs):
+        seen.append(torch.get_float32_matmul_precision())
+        return addmm(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "addmm", recording)
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")  # what allow_tf32 = True sets
+    try:
+        x = np.random.default_rng(0).standard_normal((50, 4)).astype(np.float32)
+        knn_search(x, 3, backend="torch")
+        assert seen and set(seen) == {"highest"}
+        assert torch.get_float32_matmul_precision() == "high"
+    finally:
+        torch.set_float32_matmul_precision(before)

@@ -11,6 +11,8 @@ candidates never leave the device; `neighbors.knn_chunks_on_device` strings thes
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Literal
 
 import numpy as np
@@ -32,6 +34,20 @@ TOPK_SEGMENTS = 16
 
 #: Elements of the float64 ``(pairs, d)`` block re-scored at once (128 MB).
 RESCORE_BLOCK = 1 << 24
+
+
+@contextmanager
+def ieee_float32_products() -> Iterator[None]:
+    """float32 matrix products in IEEE float32 within the block, whatever the user set: with
+    TF32 (``torch.backends.cuda.matmul.allow_tf32``, ``set_float32_matmul_precision("high")``)
+    a product keeps 10 bits of mantissa, and distances off by about 1e-3 of their size would
+    escape the float32 near-tie bound that sends candidates to the exact re-scoring."""
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)
 
 
 def select_smallest(
@@ -129,7 +145,8 @@ class TorchSearch:
         """The ``kk`` nearest references of each of the ``(c, d)`` float32 ``queries`` by float32
         squared distance: ``(c, kk)`` distances (non-negative) and int64 ids, in no set order."""
         # |r|^2 - 2 q.r in one product: |q|^2, the same along a row, is added to the kk only.
-        partial = torch.addmm(self.ref_sq, queries, self.padded.T, alpha=-2.0)  # (c, n')
+        with ieee_float32_products():
+            partial = torch.addmm(self.ref_sq, queries, self.padded.T, alpha=-2.0)  # (c, n')
         values, ids = select_smallest(partial, kk)
         values += (queries * queries).sum(1, keepdim=True)
         return values.clamp_min_(0.0), ids
