@@ -340,3 +340,13 @@ def test_a_resumed_run_with_the_cache_is_the_uninterrupted_run(photos, tmp_path)
     assert [r["loss"] for r in whole.history] == [r["loss"] for r in resumed.history]
     for a, b in zip(model_a.state_dict().values(), model_b.state_dict().values(), strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_torchruns_processes_share_the_cpus_for_decoding(photos, monkeypatch):
+    monkeypatch.setattr(loading, "available_cpus", lambda: 16)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")  # four training processes on this machine
+    _, note = cache(views(photos)["training"], "ram")
+    assert "on 4 thread(s)" in note
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "32")  # more processes than CPUs: one thread each
+    _, note = cache(views(photos)["training"], "ram")
+    assert "on 1 thread(s)" in note

@@ -168,7 +168,10 @@ def decoded_images(files: ImageFiles, setting: str, workers: int) -> tuple[Image
     """
     if setting == "none":
         return files, "images decoded at every access (cache_images: none)"
-    threads, holders, started = available_cpus(), image_holders(workers), time.perf_counter()
+    # torchrun's processes on this machine decode at once: each takes its share of the CPUs.
+    local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    threads = max(1, available_cpus() // local_processes)
+    holders, started = image_holders(workers), time.perf_counter()
     held = f", held by {holders} processes" if holders > 1 else ""
     budget = auto_cache_budget() if setting == "auto" else None
     shapes = files.header_shapes(threads, None if budget is None else budget // holders)
