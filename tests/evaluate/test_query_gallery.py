@@ -8,6 +8,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_retrieval import average_precision_at_r  # tests/evaluate: the AP@R of one query
 
 from clusterable.evaluate import evaluate_embeddings
 
@@ -31,12 +32,7 @@ def loop_scores(x, y, is_query, ks):
         for k in ks:
             recall[k].append(ranked[:k].any())
         p1.append(ranked[0])
-        hits, total = 0, 0.0
-        for place in range(r):
-            if ranked[place]:
-                hits += 1
-                total += hits / (place + 1)
-        ap.append(total / r)
+        ap.append(average_precision_at_r(ranked, r))
         rp.append(ranked[:r].mean())
     out = {f"recall@{k}": np.mean(v) for k, v in recall.items()}
     return out | {"precision@1": np.mean(p1), "map@r": np.mean(ap), "r_precision": np.mean(rp)}

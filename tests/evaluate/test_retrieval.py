@@ -21,6 +21,17 @@ def sorted_others(x, i):
     return [j for j in np.lexsort((np.arange(len(x)), d)) if j != i]
 
 
+def average_precision_at_r(ranked, r):
+    """AP@R of one query from its neighbours' ``ranked`` matches: the precision at each of the
+    first ``r`` places that holds a match, summed, over ``r`` (Musgrave et al. 2020)."""
+    hits, total = 0, 0.0
+    for place in range(r):
+        if ranked[place]:
+            hits += 1
+            total += hits / (place + 1)
+    return total / r
+
+
 def loop_metrics(x, y, ks):
     x = np.asarray(x, dtype=np.float64)
     recall = {k: [] for k in ks}
@@ -32,12 +43,7 @@ def loop_metrics(x, y, ks):
         ranked = y[sorted_others(x, i)] == y[i]
         for k in ks:
             recall[k].append(ranked[:k].any())
-        hits, total = 0, 0.0
-        for place in range(r):
-            if ranked[place]:
-                hits += 1
-                total += hits / (place + 1)
-        ap.append(total / r)
+        ap.append(average_precision_at_r(ranked, r))
         rp.append(ranked[:r].mean())
     return {k: np.mean(v) for k, v in recall.items()}, np.mean(ap), np.mean(rp)
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from test_trainer import Killed, KilledAfter, assert_same_weights  # tests/train: resume tests
+from test_trainer import assert_resume_is_exact, assert_same_weights  # tests/train: resume
 
 from clusterable.data import ImageFiles, LabelledDataset
 from clusterable.data.transforms import IMAGENET_MEAN, IMAGENET_STD, Preprocessing
@@ -174,12 +174,7 @@ def test_a_resumed_run_from_pixels_draws_the_same_crops(photos, tmp_path):
         trainer.callbacks.extend(callbacks)
         return trainer.fit(resume=resume), model
 
-    whole, model_a = fit(tmp_path / "a")
-    with pytest.raises(Killed):
-        fit(tmp_path / "b", callbacks=[KilledAfter(2)])
-    resumed, model_b = fit(tmp_path / "b", resume=True)
-    assert [r["loss"] for r in whole.history] == [r["loss"] for r in resumed.history]
-    assert_same_weights(model_a, model_b)
+    assert_resume_is_exact(fit, tmp_path, kill_at=2)
 
 
 @pytest.mark.parametrize("workers", [0, 1])

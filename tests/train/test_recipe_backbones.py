@@ -8,7 +8,7 @@ import importlib.util
 import numpy as np
 import pytest
 from PIL import Image
-from test_trainer import Killed, KilledAfter, assert_same_weights  # tests/train: resume tests
+from test_trainer import assert_resume_is_exact  # tests/train: resume tests
 
 from clusterable.evaluate import evaluate_embeddings
 from clusterable.recipe import RunSpec, build_trainer
@@ -83,11 +83,6 @@ def test_a_backbone_fine_tunes_on_photos_resumes_bit_exactly_and_beats_its_start
         return trainer.fit(resume=resume), trainer.model
 
     untrained = recall_at_1(build_trainer(spec, config, train).model)
-    whole, model_a = fit(tmp_path / "a")
-    with pytest.raises(Killed):
-        fit(tmp_path / "b", callbacks=[KilledAfter(3)])
-    resumed, model_b = fit(tmp_path / "b", resume=True)
-    assert_same_weights(model_a, model_b)
-    assert [r["loss"] for r in whole.history] == [r["loss"] for r in resumed.history]
+    _, model_a = assert_resume_is_exact(fit, tmp_path, kill_at=3)
     trained = recall_at_1(model_a)
     assert trained > untrained, (untrained, trained)

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from test_trainer import Killed, KilledAfter, assert_same_weights  # tests/train: resume tests
+from test_trainer import assert_resume_is_exact  # tests/train: resume tests
 from torch import nn
 
 from clusterable.data import LabelledDataset, load_dataset
@@ -168,12 +168,7 @@ def test_lr_is_in_every_step_record_and_resume_continues_the_schedule_bit_exactl
         )
         return trainer.fit(resume=resume), model
 
-    whole, model_a = run(tmp_path / "a")
-    with pytest.raises(Killed):
-        run(tmp_path / "b", callbacks=[KilledAfter(2)])
-    resumed, model_b = run(tmp_path / "b", resume=True)
-    assert_same_weights(model_a, model_b)
-    assert [r["loss"] for r in whole.history] == [r["loss"] for r in resumed.history]
+    assert_resume_is_exact(run, tmp_path, kill_at=2)
 
     def lrs(out):
         records = [json.loads(line) for line in (out / "log.jsonl").open()]

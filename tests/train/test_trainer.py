@@ -77,6 +77,19 @@ def assert_same_weights(a: torch.nn.Module, b: torch.nn.Module) -> None:
         torch.testing.assert_close(x, y, rtol=0, atol=0)
 
 
+def assert_resume_is_exact(run, out, kill_at: int):
+    """``run(out, resume=False, callbacks=())`` -> ``(TrainResult, model)``: a run killed after
+    epoch ``kill_at`` and resumed ends with the uninterrupted run's weights and losses; returns
+    the uninterrupted ``(result, model)``."""
+    whole, model_a = run(out / "a")
+    with pytest.raises(Killed):
+        run(out / "b", callbacks=[KilledAfter(kill_at)])
+    resumed, model_b = run(out / "b", resume=True)
+    assert_same_weights(model_a, model_b)
+    assert [r["loss"] for r in whole.history] == [r["loss"] for r in resumed.history]
+    return whole, model_a
+
+
 @pytest.mark.parametrize("loss_name", ["cross-entropy", "triplet"])
 def test_resume_continues_to_the_uninterrupted_result(digits, tmp_path, loss_name):
     train, test = digits

@@ -275,7 +275,8 @@ def query_gallery_per_query(
         queries with nothing of their class in the gallery.
     """
     queries, gallery = np.flatnonzero(is_query), np.flatnonzero(~is_query)
-    r = np.bincount(codes[gallery], minlength=int(codes.max()) + 1)[codes[queries]]  # (m,)
+    query_codes, gallery_codes = codes[queries], codes[gallery]  # (m,), (g,)
+    r = np.bincount(gallery_codes, minlength=int(codes.max()) + 1)[query_codes]  # (m,)
     if not (r > 0).any():
         raise ValueError(
             "no query has an item of its class in the gallery, so nothing can be retrieved; "
@@ -291,7 +292,7 @@ def query_gallery_per_query(
     ):
         stop = start + idx.shape[0]
         part, first_hit[start:stop] = _retrieval_chunk(
-            codes[gallery][idx], codes[queries[start:stop]], r[start:stop], r_max
+            gallery_codes[idx], query_codes[start:stop], r[start:stop], r_max
         )
         for name, values in part.items():
             scores.setdefault(name, np.empty(queries.size))[start:stop] = values
