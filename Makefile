@@ -41,7 +41,7 @@ test-all:
 VISION_VENV := .venv-vision
 VISION_STAMP := $(VISION_VENV)/.installed
 VISION_TORCH := torch==2.14.1 torchvision==0.29.1
-VISION_TESTS := tests/train/test_recipe_backbones.py tests/data/test_transforms.py \
+VISION_TESTS := tests/train/test_recipe_backbones.py tests/data/test_transforms.py tests/test_run_seams.py \
 	tests/test_configs.py
 
 $(VISION_STAMP): pyproject.toml

@@ -224,3 +224,17 @@ def test_no_progress_still_prints_a_line_per_epoch(tmp_path, capsys):
         "1/2",
         "2/2",
     ]
+
+
+def test_evaluate_and_cluster_state_one_k_means_rule_and_agree(blobs, capsys):
+    rule = "(k-means++ seeding, 10 restarts of at most 20 iterations, best inertia)"
+    assert main(["evaluate", str(blobs / "e.npy"), str(blobs / "l.npy"), "--metrics", "nmi"]) == 0
+    evaluated = capsys.readouterr().out.splitlines()
+    assert evaluated[0].endswith(f"k-means, k = 3, 3 clusters found {rule}")
+    argv = ["cluster", str(blobs / "e.npy"), "--labels", str(blobs / "l.npy")]
+    assert main([*argv, "--out", str(blobs / "c.npy")]) == 0
+    scored = capsys.readouterr().out.splitlines()
+    heading = next(line for line in scored if line.startswith("scored: 60 items"))
+    assert heading.endswith(rule)
+    nmi = [line.split()[-2] for line in (*evaluated, *scored) if "NMI" in line]
+    assert len(nmi) == 2 and nmi[0] == nmi[1]  # the same NMI from the same partition

@@ -12,8 +12,8 @@ from PIL import Image
 from clusterable.cli import main
 from clusterable.cluster import Partition
 from clusterable.data import load_dataset
-from clusterable.embedder import Embedder
 from clusterable.index import EmbeddingIndex
+from clusterable.trained_run import TrainedRun
 
 TRAIN = ["--data", "digits", "--loss", "contrastive", "--embedding-dim", "8", "--epochs", "1"]
 
@@ -68,7 +68,7 @@ def one_line_error(capsys, argv: list[str], verb: str) -> str:
 def test_index_holds_the_gallery_with_labels_and_model_identity(work):
     folder, run, _ = work
     index = EmbeddingIndex.load(folder / "gallery.npz")
-    embedder = Embedder.from_run(run)
+    embedder = TrainedRun.load(run)
     gallery = embedder.embed("digits", split="train")
     np.testing.assert_array_equal(index.vectors, gallery.embeddings)
     assert index.labels.tolist() == gallery.labels.tolist()
@@ -95,7 +95,7 @@ def test_search_images_prints_and_writes_the_neighbours(work, capsys):
     printed = capsys.readouterr().out
     hits = json.loads(out.read_text())
     index = EmbeddingIndex.load(folder / "gallery.npz")
-    queries = Embedder.from_run(run).embed([str(p) for p in pngs]).embeddings
+    queries = TrainedRun.load(run).embed([str(p) for p in pngs]).embeddings
     distances, rows, _ = index.search(queries, 3)
     assert [q["query"] for q in hits["queries"]] == [str(p) for p in pngs]
     for q, result in enumerate(hits["queries"]):
@@ -141,7 +141,7 @@ def test_search_refuses_a_run_whose_model_is_not_the_gallerys(work, tmp_path, ca
     err = one_line_error(
         capsys, ["search", str(folder / "gallery.npz"), str(pngs[0]), "--run", str(other)], "search"
     )
-    assert "not the one that built" in err
+    assert "was made by another model than the one of" in err
 
 
 @pytest.mark.parametrize("method", ["kmeans", "aas"])
@@ -163,6 +163,27 @@ def test_cluster_save_then_assign_gives_the_fitted_labels_back(work, tmp_path, c
     assert main(["assign", str(tmp_path / "part.npz"), str(run), str(pngs[0].parent)]) == 0
     printed = capsys.readouterr().out
     assert printed.count(".png") == 5 and "assigned 5 items" in printed
+
+
+def test_assign_refuses_another_models_items(work, tmp_path, capsys):
+    """A partition remembers whose embeddings it clustered: another run's model, or embeddings
+    whose model.json names another model, are refused, as `search` refuses them."""
+    _, run, pngs = work
+    other = train(tmp_path / "other", seed=1)
+    for source, folder in ((run, "emb"), (other, "other-emb")):
+        assert main(["embed", str(source), "--out", str(tmp_path / folder)]) == 0
+    emb, other_emb = (tmp_path / f / "embeddings.npy" for f in ("emb", "other-emb"))
+    part = tmp_path / "part.npz"
+    argv = ["cluster", str(emb), "--n-clusters", "10", "--out", str(tmp_path / "c.npy")]
+    assert main([*argv, "--save", str(part)]) == 0
+    assert (
+        Partition.load(part).model == json.loads((emb.with_name("model.json")).read_text())["model"]
+    )
+    by_run = one_line_error(capsys, ["assign", str(part), str(other), str(pngs[0])], "assign")
+    assert "another model" in by_run
+    by_file = one_line_error(capsys, ["assign", str(part), str(other_emb)], "assign")
+    assert "another model" in by_file and "model.json" in by_file
+    assert main(["assign", str(part), str(run), str(pngs[0])]) == 0
 
 
 def test_export_writes_a_checked_model_with_its_description(work, tmp_path, capsys):

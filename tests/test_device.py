@@ -9,6 +9,8 @@ from clusterable import device as device_rule
 from clusterable.device import (
     check_device_name,
     device_scope,
+    explicit_device,
+    explicit_search_device,
     module_device,
     process_device,
     resolve_device,
@@ -77,6 +79,25 @@ def test_a_scope_decides_what_auto_means_until_it_ends(two_gpus):
     assert resolve_device("auto") == torch.device("cuda")
 
 
+def test_below_the_edge_auto_is_the_detection_whatever_the_scope(two_gpus):
+    with device_scope("cpu"):
+        assert explicit_device("auto") == torch.device("cuda")
+        assert explicit_device(None) == torch.device("cuda")
+        assert explicit_search_device("auto") == torch.device("cuda")
+        assert explicit_device("cuda:1") == torch.device("cuda", 1)
+    with device_scope("cuda:1"):
+        assert explicit_device("cpu") == torch.device("cpu")
+        assert explicit_search_device("auto") == torch.device("cuda")
+
+
+def test_explicit_names_are_checked_as_the_edges_are(no_accelerator):
+    assert explicit_device("auto") == torch.device("cpu")
+    with pytest.raises(ValueError, match=r"sees no CUDA GPU.*--device cpu"):
+        explicit_device("cuda")
+    with pytest.raises(ValueError, match="auto, cpu, cuda, cuda:N, mps"):
+        explicit_device("gpu")
+
+
 def test_a_scope_refuses_a_missing_device_before_any_work(no_accelerator):
     with pytest.raises(ValueError, match="sees no CUDA GPU"), device_scope("cuda"):
         pytest.fail("the block ran")
@@ -102,6 +123,11 @@ def test_each_torchrun_process_takes_the_gpu_of_its_local_rank(two_gpus):
     assert process_device("cuda", 1, 2) == torch.device("cuda", 1)
     assert process_device("cpu", 1, 2) == torch.device("cpu")
     assert process_device("cuda:1", 0, 1) == torch.device("cuda", 1)
+
+
+def test_a_torchrun_process_reads_no_scope(two_gpus):
+    with device_scope("cpu"):
+        assert process_device("auto", 1, 2) == torch.device("cuda", 1)
 
 
 def test_more_processes_than_gpus_is_refused_before_any_work(two_gpus):
@@ -139,6 +165,42 @@ def test_one_rule_only():
     deciders = [
         path.relative_to(package).as_posix()
         for path in package.rglob("*.py")
-        if path.name != "device.py" and picks.search(path.read_text())
+        if path.name != "device.py"
+        and any(
+            picks.search(line)
+            for line in path.read_text().splitlines()
+            if not line.lstrip().startswith((">>>", "..."))  # a docstring's example call
+        )
     ]
     assert deciders == [], f"these modules decide the device themselves: {deciders}"
+
+
+#: What reads the ambient device of `device_scope`: the edge's names (clusterable.device).
+AMBIENT = {"device_scope", "resolve_device", "search_device", "_CHOSEN"}
+
+
+def test_nothing_below_the_edge_reads_the_ambient_device():
+    """clusterable.cluster and clusterable.train take their device as an argument: none of their
+    modules imports what reads `device_scope`'s choice."""
+    import ast
+    from pathlib import Path
+
+    package = Path(device_rule.__file__).parent
+    readers = {}
+    for path in [*package.glob("cluster/*.py"), *package.glob("train/*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names: set[str] = set()
+            if isinstance(node, ast.ImportFrom) and node.module == "clusterable.device":
+                names = {alias.name for alias in node.names} & AMBIENT
+            elif isinstance(node, ast.Attribute) and node.attr in AMBIENT:
+                names = {node.attr}
+            if names:
+                readers.setdefault(path.relative_to(package).as_posix(), set()).update(names)
+    assert readers == {}, f"these modules read the ambient device: {readers}"
+
+
+def test_setup_distributed_reads_no_scope(two_gpus):
+    from clusterable.train import setup_distributed
+
+    with device_scope("cpu"):
+        assert setup_distributed("auto").device == torch.device("cuda")

@@ -74,9 +74,38 @@ def test_export_run_describes_the_runs_input(tmp_path):
     sidecar = json.loads(path.with_name(path.name + ".json").read_text())
     assert sidecar["input"]["shape"] == ["batch", 1, 8, 8]
     assert (sidecar["data"], sidecar["model"], sidecar["embedding_dim"]) == ("digits", "mlp", 8)
-    assert "[0, 1]" in sidecar["preprocessing"]
+    view = sidecar["preprocessing"]
+    assert (view["channels"], view["size"], view["normalisation"]) == ("grayscale", [8, 8], "none")
+    assert "[0, 1]" in view["layout"] and "aspect ratio not kept" in view["resize"]
     batch = np.random.default_rng(0).random((5, 1, 8, 8), dtype=np.float32)
     model = load_trained(tmp_path / "run")[0]
     with torch.no_grad():
         expected = model(torch.from_numpy(batch)).numpy()
     np.testing.assert_allclose(run_exported(path, "onnx", batch), expected, atol=1e-5)
+
+
+def test_a_backbone_runs_description_is_the_view_its_images_get(tmp_path):
+    """What export tells a deployer (resize the shorter side, crop the centre) is, pixel for
+    pixel, what the run's own image files give its model."""
+    from PIL import Image
+
+    from clusterable.data import ImageFiles
+    from clusterable.data.transforms import backbone_preprocessing
+    from clusterable.trained_run import TrainedRun
+
+    spec = RunSpec(model="timm:resnet18", image_size=48)
+    flat = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 48 * 48, 4))
+    view = TrainedRun(flat, (3, 48, 48), spec=spec, device="cpu").view_description()
+    assert view["size"] == [48, 48] and view["channels"] == "RGB"
+    resize = int(view["resize"].split("resized (bilinear) to ")[1].split(" px")[0])
+    assert "centre 48x48 cropped" in view["resize"] and "mean" in view["normalisation"]
+    rng = np.random.default_rng(0)
+    path = tmp_path / "wide.png"
+    Image.fromarray(rng.integers(0, 255, (70, 120, 3), dtype=np.uint8)).save(path)
+    image = Image.open(path).convert("RGB")
+    width, height = image.size
+    scaled = image.resize((int(resize * width / height), resize), Image.Resampling.BILINEAR)
+    left, top = round((scaled.width - 48) / 2), round((scaled.height - 48) / 2)
+    by_hand = np.asarray(scaled.crop((left, top, left + 48, top + 48)), np.float32) / 255
+    files = ImageFiles([path], 48, 3, preprocessing=backbone_preprocessing(spec.model))
+    np.testing.assert_allclose(files[0], by_hand.transpose(2, 0, 1), atol=1e-6)

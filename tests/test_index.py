@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import zipfile
 
 import numpy as np
@@ -12,10 +13,10 @@ from clusterable import archive
 from clusterable.index import EmbeddingIndex, model_checksum
 
 
-def brute_force(queries: np.ndarray, gallery: np.ndarray, k: int, metric: str):
+def brute_force(queries: np.ndarray, gallery: np.ndarray, k: int, distance: str):
     """Nearest rows by float64 distance, ties to the lower row: the reference answer."""
     q, g = queries.astype(np.float64), gallery.astype(np.float64)
-    if metric == "cosine":
+    if distance == "cosine":
         q = q / np.linalg.norm(q, axis=1, keepdims=True)
         g = g / np.linalg.norm(g, axis=1, keepdims=True)
         dist = 1.0 - q @ g.T
@@ -32,14 +33,14 @@ def blobs(n: int = 3000, d: int = 16, centres: int = 30, seed: int = 0):
     return (means[labels] + rng.normal(size=(n, d))).astype(np.float32), labels
 
 
-@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
-def test_exact_search_equals_brute_force_with_ids(metric):
+@pytest.mark.parametrize("distance", ["euclidean", "cosine"])
+def test_exact_search_equals_brute_force_with_ids(distance):
     gallery, labels = blobs(400, 8, 5)
     queries = np.random.default_rng(1).normal(scale=6.0, size=(25, 8)).astype(np.float32)
     ids = np.array([f"item-{i}" for i in range(400)])
-    index = EmbeddingIndex.build(gallery, ids=ids, labels=labels, metric=metric)
+    index = EmbeddingIndex.build(gallery, ids=ids, labels=labels, distance=distance)
     distances, rows, found_ids = index.search(queries, k=7)
-    want_dist, want_rows = brute_force(queries, gallery, 7, metric)
+    want_dist, want_rows = brute_force(queries, gallery, 7, distance)
     np.testing.assert_array_equal(rows, want_rows)
     np.testing.assert_allclose(distances, want_dist, rtol=1e-4, atol=1e-5)
     np.testing.assert_array_equal(found_ids, ids[want_rows])
@@ -59,14 +60,14 @@ def test_float64_gallery_stays_float64():
 
 
 @pytest.mark.parametrize("kind", ["ivf", "hnsw"])
-@pytest.mark.parametrize("metric", ["euclidean", "cosine"])
-def test_approximate_recall_is_measured_honestly(kind, metric):
+@pytest.mark.parametrize("distance", ["euclidean", "cosine"])
+def test_approximate_recall_is_measured_honestly(kind, distance):
     points, _ = blobs(3200)
     gallery, queries = points[:3000], points[3000:]
-    index = EmbeddingIndex.build(gallery, kind=kind, metric=metric, seed=3)
+    index = EmbeddingIndex.build(gallery, kind=kind, distance=distance, seed=3)
     assert index.search_breadth is not None
     # Our own recall@10 on new items from the same data: the reported figure must be close to it.
-    _, truth = brute_force(queries, gallery, 10, metric)
+    _, truth = brute_force(queries, gallery, 10, distance)
     _, found, _ = index.search(queries, k=10)
     recall = np.mean([len(set(f) & set(t)) / 10 for f, t in zip(found, truth, strict=True)])
     assert recall >= 0.9
@@ -89,7 +90,7 @@ def test_save_and_load_give_the_same_answers(tmp_path, kind):
     gallery, labels = blobs(1500)
     ids = np.array([f"/data/img{i}.png" for i in range(len(gallery))])
     index = EmbeddingIndex.build(
-        gallery, ids=ids, labels=labels, kind=kind, metric="cosine", model="abc"
+        gallery, ids=ids, labels=labels, kind=kind, distance="cosine", model="abc"
     )
     path = index.save(tmp_path / "gallery.idx")
     assert path == tmp_path / "gallery.idx"
@@ -97,7 +98,7 @@ def test_save_and_load_give_the_same_answers(tmp_path, kind):
     queries = gallery[:20] + 0.1
     for got, want in zip(loaded.search(queries, 5), index.search(queries, 5), strict=True):
         np.testing.assert_array_equal(got, want)
-    assert (loaded.metric, loaded.kind, loaded.model) == ("cosine", kind, "abc")
+    assert (loaded.distance, loaded.kind, loaded.model) == ("cosine", kind, "abc")
     assert loaded.search_breadth == index.search_breadth
     assert loaded.recall_at_10 == index.recall_at_10
     np.testing.assert_array_equal(loaded.labels, labels)
@@ -183,10 +184,62 @@ def test_bad_queries_and_k_get_clear_errors():
         index.search(np.array([[np.nan, 0, 0, 0]]), k=1)
     with pytest.raises(ValueError, match="kind must be one of"):
         EmbeddingIndex.build(np.eye(4), kind="annoy")
-    with pytest.raises(ValueError, match="one entry per item"):
+    with pytest.raises(ValueError, match="ids has 2 entries but there are 4 items; pass one id"):
         EmbeddingIndex.build(np.eye(4), ids=[1, 2])
-    with pytest.raises(ValueError, match="holds None"):
+    with pytest.raises(ValueError, match=r"ids has 1 missing id\(s\).*first: row 1"):
         EmbeddingIndex.build(np.eye(2), ids=np.array(["a", None], dtype=object))
+
+
+def test_the_distance_is_named_distance_and_the_old_name_is_refused():
+    index = EmbeddingIndex.build(np.eye(3), distance="cosine")
+    assert index.distance == "cosine" and not hasattr(index, "metric")
+    with pytest.raises(
+        TypeError, match=r"^build\(\) takes distance= now, not metric=: write .*distance='cosine'"
+    ):
+        EmbeddingIndex.build(np.eye(3), metric="cosine")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'metrc'"):
+        EmbeddingIndex.build(np.eye(3), metrc="cosine")
+    assert "distance" in inspect.signature(EmbeddingIndex.build).parameters
+    with pytest.raises(ValueError, match="distance must be one of euclidean, cosine"):
+        EmbeddingIndex.build(np.eye(3), distance="manhattan")
+
+
+def test_the_index_verb_takes_distance_and_refuses_metric_in_one_line(capsys):
+    from clusterable.cli import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["index", "RUN", "--data", "digits", "--out", "g.npz", "--metric", "cosine"])
+    assert stopped.value.code == 2
+    error = capsys.readouterr().err
+    assert error == "clusterable index: error: --metric is now --distance: --distance cosine\n"
+    with pytest.raises(SystemExit):
+        main(["index", "--help"])
+    assert "--distance {euclidean,cosine}" in capsys.readouterr().out
+
+
+def test_an_index_saved_before_the_rename_loads_with_its_distance(tmp_path):
+    # The layout of an index file written before the rename: the distance under "metric".
+    path = archive.save_archive(
+        tmp_path / "old.npz",
+        "clusterable search index",
+        1,
+        {"vectors": np.eye(3, dtype=np.float32), "ids": np.arange(3)},
+        metric="cosine",
+        kind="exact",
+        model=None,
+        run=None,
+        recall_at_10=None,
+        search_breadth=None,
+        count=3,
+        dim=3,
+    )
+    loaded = EmbeddingIndex.load(path)
+    assert loaded.distance == "cosine"
+    distances, rows, _ = loaded.search(np.array([[2.0, 0.0, 0.0]], dtype=np.float32), k=2)
+    assert rows.tolist() == [[0, 1]] and distances[0].tolist() == pytest.approx([0.0, 1.0])
+    resaved = loaded.save(tmp_path / "new.npz")
+    _, manifest = archive.load_archive(resaved, "clusterable search index", 1, "")
+    assert manifest["distance"] == "cosine" and "metric" not in manifest
 
 
 def test_model_checksum_follows_the_weights():
@@ -198,14 +251,29 @@ def test_model_checksum_follows_the_weights():
     assert model_checksum(model.state_dict()) != before
 
 
-def test_zip_layout_has_no_pickled_member(tmp_path):
+def test_zip_layout_is_plain_arrays_only(tmp_path):
+    # Text ids and labels given as Python lists (one of them mixed): stored as unicode arrays, so
+    # every member reads without unpickling, and the file holds exactly the index's members.
     path = EmbeddingIndex.build(np.eye(3), ids=["a", "b", "c"], labels=["x", "y", 3]).save(
         tmp_path / "g.npz"
     )
     with zipfile.ZipFile(path) as archive:
-        for name in archive.namelist():
+        names = sorted(archive.namelist())
+        members = {}
+        for name in names:
             with archive.open(name) as member:
-                np.lib.format.read_array(member, allow_pickle=False)
+                members[name] = np.lib.format.read_array(member, allow_pickle=False)
+    assert names == [
+        "ids.npy",
+        "labels.npy",
+        "manifest.npy",
+        "manifest_sha256.npy",
+        "vectors.npy",
+    ]
+    assert all(array.dtype != object for array in members.values())
+    assert members["ids.npy"].tolist() == ["a", "b", "c"]
+    assert members["labels.npy"].tolist() == ["x", "y", "3"]
+    np.testing.assert_array_equal(members["vectors.npy"], np.eye(3))
 
 
 @pytest.mark.parametrize("kind", ["ivf", "hnsw"])
@@ -241,12 +309,12 @@ def test_every_damaged_byte_is_a_value_error_naming_the_file(tmp_path):
         np.testing.assert_array_equal(loaded.vectors, reference.vectors)
         np.testing.assert_array_equal(loaded.ids, reference.ids)
         np.testing.assert_array_equal(loaded.labels, reference.labels)
-        assert (loaded.metric, loaded.kind, loaded.model) == ("euclidean", "exact", None)
+        assert (loaded.distance, loaded.kind, loaded.model) == ("euclidean", "exact", None)
     assert refused > 0.8 * len(original)
 
 
 def test_an_edited_manifest_is_refused_by_its_checksum(tmp_path):
-    path = EmbeddingIndex.build(blobs(50)[0], metric="euclidean").save(tmp_path / "g.npz")
+    path = EmbeddingIndex.build(blobs(50)[0], distance="euclidean").save(tmp_path / "g.npz")
     with np.load(path, allow_pickle=False) as data:
         manifest = data["manifest"].tobytes().replace(b'"euclidean"', b'"cosine"')
     _rewrite(path, manifest=np.frombuffer(manifest, dtype=np.uint8))  # valid zip CRCs

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from clusterable.embedder import MODEL_IDENTITY, ModelIdentity
+from clusterable.trained_run import MODEL_IDENTITY, ModelIdentity
 
 
 def test_an_identity_is_read_back_from_beside_the_embeddings(tmp_path):

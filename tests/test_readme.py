@@ -1,4 +1,5 @@
-"""The README's path from a trained model to use, run as written on the real Fashion-MNIST files."""
+"""The README's path from a trained model to use, run as written on the real Fashion-MNIST files
+(slow), and its lists that a registry holds, checked against the registry."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from clusterable.cli import main
 from clusterable.data import load_dataset
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-pytestmark = pytest.mark.slow
 
 
 def readme_block(marker: str, language: str) -> str:
@@ -39,6 +39,7 @@ def workdir(tmp_path_factory, fashion_mnist):
     return folder
 
 
+@pytest.mark.slow
 def test_the_command_line_path_runs_as_written(workdir, monkeypatch, capsys):
     monkeypatch.chdir(workdir)
     commands = [
@@ -63,6 +64,7 @@ def test_the_command_line_path_runs_as_written(workdir, monkeypatch, capsys):
     assert "assigned 6 items to the 10 kmeans clusters" in out
 
 
+@pytest.mark.slow
 def test_the_python_example_runs(workdir, monkeypatch, capsys):
     monkeypatch.chdir(workdir)
     if not (workdir / "runs" / "fm").is_dir():
@@ -70,3 +72,44 @@ def test_the_python_example_runs(workdir, monkeypatch, capsys):
     exec(compile(readme_block("readme-use-python", "python"), "README.md", "exec"), {})
     printed = capsys.readouterr().out.strip().splitlines()[-1]
     assert re.fullmatch(r"\[(\d ?)+\]", printed.replace("  ", " ")), printed
+
+
+def readme_list(marker: str) -> list[str]:
+    """The names of the bullet list (``- `name` ...``) that follows ``<!-- marker ... -->``."""
+    found = re.search(rf"<!-- {marker}[^>]*-->\n(.*?)\n\n", README.read_text(), re.S)
+    assert found, f"README.md has no list after <!-- {marker} -->"
+    return re.findall(r"^- `([^`]+)`", found.group(1), re.M)
+
+
+def test_the_readme_lists_every_registered_clusterer():
+    from clusterable.cluster import available_clusterings
+
+    assert readme_list("readme-clusterers") == available_clusterings()
+
+
+def test_the_cluster_help_lists_every_registered_clusterer_a_new_one_too(capsys):
+    from clusterable.cluster import (
+        Clusterer,
+        available_clusterings,
+        clusterer_info,
+        register_clusterer,
+    )
+    from clusterable.cluster.registry import CLUSTERERS
+
+    def help_text() -> str:
+        with pytest.raises(SystemExit):
+            main(["cluster", "--help"])
+        return " ".join(capsys.readouterr().out.split())
+
+    with CLUSTERERS.scratch():
+
+        @register_clusterer("halves", label="split in halves")
+        class Halves(Clusterer):
+            def cluster(self, points):
+                return (np.arange(len(points)) >= len(points) // 2).astype(np.int64)
+
+        shown = help_text()
+        for name in available_clusterings():
+            assert clusterer_info(name).label in shown, name
+        assert "HDBSCAN" in shown and "split in halves" in shown
+    assert "split in halves" not in help_text()

@@ -72,7 +72,7 @@ def test_an_autoencoder_run_from_the_command_line_restores_its_decoder(tmp_path)
     argv += ["--loss-arg", "reconstruction_weight=0.5", "--embedding-dim", "8"]
     argv += ["--batch-size", "60", "--no-progress", "--no-report", "--out", str(out)]
     assert main(argv) == 0
-    (_, loss, spec, _), (_, again, _, _) = load_trained(out), load_trained(out)
+    (_, loss, spec, *_), (_, again, *_) = load_trained(out), load_trained(out)
     assert isinstance(loss, AutoencoderLoss) and loss.weight == 0.5
     initial = _weights(build(spec, (1, 8, 8), num_classes=10, seed=0).loss.decoder)
     loaded, loaded_again = _weights(loss.decoder), _weights(again.decoder)
@@ -101,7 +101,7 @@ def test_train_takes_model_args_from_flags_and_yaml_and_the_checkpoint_rebuilds_
     assert main([*argv, "--no-progress", "--no-report", "--out", str(out)]) == 0
     stored = json.loads((out / "run.json").read_text())["spec"]["model_args"]
     assert stored == {"negative_slope": 0.2, "hidden_dims": [24, 12]}
-    model, _, spec, checkpoint = load_trained(out)
+    model, _, spec, checkpoint, *_ = load_trained(out)
     assert spec.model_args == {"negative_slope": 0.2, "hidden_dims": (24, 12)}
     assert model.feature_dim == 12
     meta = json.loads((checkpoint / "meta.json").read_text())
@@ -155,7 +155,7 @@ def test_a_trained_run_loads_after_its_pretrained_weights_file_is_gone(tmp_path,
     trainer = build_trainer(spec, config, train, out=tmp_path / "run")
     trainer.fit()
     weights.unlink()
-    model, _, loaded_spec, _ = load_trained(tmp_path / "run")
+    model, _, loaded_spec, *_ = load_trained(tmp_path / "run")
     assert loaded_spec.model_args == {"weights": str(weights)}  # the record is the run's own
     x = torch.rand(4, 1, 8, 8)
     torch.testing.assert_close(model(x), trainer.model.eval()(x), rtol=0, atol=0)

@@ -43,7 +43,7 @@ def test_an_inshop_run_scores_queries_against_the_gallery(tmp_path, capsys):
     _, metrics = train_run(spec, config, out=tmp_path / "run")
     # 10 gallery photos: Recall@1 and @10 of the protocol's 1, 10, 20, ...; the rest left out.
     assert {"recall@1", "recall@10"} <= metrics.keys() and "recall@20" not in metrics
-    model, _, _, _ = load_trained(tmp_path / "run")
+    model = load_trained(tmp_path / "run").model
     test = spec.load("test")
     emb, labels = embed_dataset(model, test)
     want = evaluate_embeddings(emb, labels, ks=(1, 10), queries=test.is_query, seed=config.seed)

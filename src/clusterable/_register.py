@@ -6,7 +6,9 @@ registration (a display label, whether a clusterer takes ``n_clusters``, ...), a
 ``register_model`` carries a model's metadata with it. Each kind keeps one module-level registry
 and exposes ``register_<kind>`` (its decorator), ``available_<kind>s()`` (its names) and one
 builder; the command line's choices and tune's metric list are read from the same registry, so a
-piece registered by a user is everywhere at once.
+piece registered by a user is everywhere at once. Each builder calls its entry its own way (a loss
+gets the task's keywords it takes, a model its input shape, a sampler the run's settings), after
+the one keyword check, :func:`check_keywords`.
 
 Example
 -------
@@ -14,7 +16,8 @@ Example
 >>> @things.register("double", label="2x")
 ... def double(x: int, *, factor: int = 2) -> int:
 ...     return factor * x
->>> things.names(), things.metadata("double")["label"], things.build("double", 3, factor=3)
+>>> check_keywords("thing 'double'", things["double"], {"factor": 3})
+>>> things.names(), things.metadata("double")["label"], things["double"](3, factor=3)
 (['double'], '2x', 9)
 """
 
@@ -185,12 +188,6 @@ class Registry(Generic[T]):
         finally:
             self._entries.clear()
             self._entries.update(kept)
-
-    def build(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        """Call the entry ``name`` with ``args`` and ``kwargs``, its keywords checked first."""
-        value = self[name]
-        check_keywords(f"{self.kind} {self.canonical(name)!r}", value, kwargs)  # type: ignore[arg-type]
-        return value(*args, **kwargs)  # type: ignore[operator]
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self.aliases.get(name, name) in self._entries

@@ -2,12 +2,18 @@
 
 ``"auto"`` picks CUDA, then Apple's MPS, then the CPU (the rule of pytorch-metric-learning's
 ``use_cuda_if_available`` and nanoGPT's single ``device`` variable, with MPS added). The choice is
-made once, at the edge: the command line's ``--device`` (or a script's :func:`device_scope`), a
-:class:`~clusterable.train.TrainConfig`'s ``device``, an :class:`~clusterable.embedder.Embedder`'s
-``device``. Below the edge a function takes the device of the model it was given
-(:func:`module_device`) or an explicit argument; an argument left at ``"auto"`` means the edge's
-choice where one was made (inside :func:`device_scope`), the detection otherwise. Tensors come
-back to numpy only where numpy needs them.
+made once, at the edge: the command line's ``--device``, a
+:class:`~clusterable.train.TrainConfig`'s ``device``, an
+:class:`~clusterable.trained_run.TrainedRun`'s ``device``. Below the edge a function takes the
+device of the model it was given (:func:`module_device`) or an explicit argument, and ``"auto"``
+there means the detection (:func:`detect_device`), never an ambient choice: a library function
+reads its device with :func:`explicit_device` (or :func:`explicit_search_device`), from its own
+argument alone. Nothing in ``clusterable.cluster`` or ``clusterable.train`` reads
+:func:`device_scope`. Tensors come back to numpy only where numpy needs them.
+
+:func:`device_scope` and the functions that read it, :func:`resolve_device` and
+:func:`search_device` (``"auto"`` inside a scope: the scope's device), are the edge's, kept while
+the command line and the evaluation still hand their device down that way.
 
 Under ``torchrun`` (:func:`process_device`) each process takes the GPU of its local rank, and more
 processes than GPUs is refused before any work; ``--device cpu`` trains with gloo on the CPU.
@@ -18,6 +24,8 @@ Example
 device(type='cpu')
 >>> with device_scope("cpu"):
 ...     resolve_device("auto")
+device(type='cpu')
+>>> explicit_device("cpu")
 device(type='cpu')
 """
 
@@ -54,15 +62,17 @@ def detect_device() -> torch.device:
     return torch.device("cpu")
 
 
-def resolve_device(spec: DeviceSpec = "auto") -> torch.device:
-    """The ``torch.device`` that ``spec`` names, checked against what this machine has.
+def explicit_device(spec: DeviceSpec = "auto") -> torch.device:
+    """The ``torch.device`` that ``spec`` alone names, checked against what this machine has.
+
+    What every function below the edge uses: ``"auto"`` (or None) is :func:`detect_device`,
+    whatever :func:`device_scope` a caller entered.
 
     Parameters
     ----------
     spec : str, torch.device or None
-        ``"auto"`` (or None): the edge's choice inside :func:`device_scope`, else
-        :func:`detect_device`; ``"cpu"``, ``"cuda"``, ``"cuda:N"``, ``"mps"``; or a
-        ``torch.device``.
+        ``"auto"`` (or None): :func:`detect_device`; ``"cpu"``, ``"cuda"``, ``"cuda:N"``,
+        ``"mps"``; or a ``torch.device``.
 
     Raises
     ------
@@ -70,15 +80,37 @@ def resolve_device(spec: DeviceSpec = "auto") -> torch.device:
         If ``spec`` is no device name, or names a device this machine does not have (a GPU that
         torch cannot see, a GPU number past the last one, MPS off Apple silicon).
     """
-    if spec is None or (isinstance(spec, str) and spec.strip().lower() == "auto"):
-        chosen = _CHOSEN.get()
-        return chosen if chosen is not None else detect_device()
+    if _is_auto(spec):
+        return detect_device()
     if not isinstance(spec, (str, torch.device)):
         raise ValueError(f"a device is a name such as 'cuda' or 'cpu', got {spec!r}")
     check_device_name(spec)
     device = spec if isinstance(spec, torch.device) else torch.device(spec.strip().lower())
     _check_present(device)
     return device
+
+
+def resolve_device(spec: DeviceSpec = "auto") -> torch.device:
+    """The edge's :func:`explicit_device`: ``"auto"`` inside :func:`device_scope` is the scope's
+    device.
+
+    For the command line and the evaluation while they hand their device down through a scope;
+    below the edge use :func:`explicit_device`.
+
+    Raises
+    ------
+    ValueError
+        As :func:`explicit_device`.
+    """
+    if _is_auto(spec):
+        chosen = _CHOSEN.get()
+        if chosen is not None:
+            return chosen
+    return explicit_device(spec)
+
+
+def _is_auto(spec: DeviceSpec) -> bool:
+    return spec is None or (isinstance(spec, str) and spec.strip().lower() == "auto")
 
 
 def check_device_name(spec: DeviceSpec) -> None:
@@ -123,10 +155,12 @@ def _check_present(device: torch.device) -> None:
 
 @contextmanager
 def device_scope(spec: DeviceSpec) -> Iterator[torch.device]:
-    """Make ``spec`` (resolved once, here) what ``"auto"`` means until the block ends.
+    """Make ``spec`` (resolved once, here) what ``"auto"`` means to :func:`resolve_device` and
+    :func:`search_device` until the block ends.
 
-    The command line enters one around each verb, so that the training, the embedding, the kNN
-    search and k-means of one command all run where ``--device`` said.
+    The command line enters one around each verb, and the evaluation one around its search. Below
+    the edge it changes nothing: ``clusterable.cluster`` and ``clusterable.train`` take their
+    device as an argument (:func:`explicit_device`).
     """
     device = resolve_device(spec)
     token = _CHOSEN.set(device)
@@ -145,13 +179,23 @@ def module_device(module: nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
-def search_device(spec: DeviceSpec = "auto") -> torch.device:
-    """Where numpy points are searched and clustered for ``spec``: CUDA or the CPU.
+def explicit_search_device(spec: DeviceSpec = "auto") -> torch.device:
+    """Where numpy points are searched and clustered for ``spec`` alone: CUDA or the CPU.
 
-    MPS is left out: its ``topk`` is limited to small ``k`` and it has no float64, which the
-    exact re-scoring needs, so a Mac searches on the CPU (faiss) while its model runs on MPS.
+    ``"auto"`` is the detection (:func:`explicit_device`). MPS is left out: its ``topk`` is
+    limited to small ``k`` and it has no float64, which the exact re-scoring needs, so a Mac
+    searches on the CPU (faiss) while its model runs on MPS.
     """
-    device = resolve_device(spec)
+    return _searchable(explicit_device(spec))
+
+
+def search_device(spec: DeviceSpec = "auto") -> torch.device:
+    """The edge's :func:`explicit_search_device`: ``"auto"`` inside :func:`device_scope` is the
+    scope's device (CUDA, else the CPU)."""
+    return _searchable(resolve_device(spec))
+
+
+def _searchable(device: torch.device) -> torch.device:
     return device if device.type == "cuda" else torch.device("cpu")
 
 
@@ -164,7 +208,7 @@ def process_device(spec: DeviceSpec, local_rank: int, local_world_size: int) -> 
         Before any work, if more processes run on this machine than it has GPUs, if a single GPU
         was named for several processes, or if MPS was asked for (no process group runs there).
     """
-    device = resolve_device(spec)
+    device = explicit_device(spec)
     if device.type == "mps":
         raise ValueError(
             "distributed training does not run on MPS; use --device cpu (gloo) under torchrun"

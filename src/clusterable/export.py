@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -23,7 +22,9 @@ import numpy as np
 import torch
 from torch import nn
 
+from clusterable._atomic import atomic_write_text, replacing
 from clusterable._optional import require
+from clusterable.device import DeviceSpec, module_device
 
 Format = Literal["onnx", "torchscript"]
 
@@ -79,17 +80,16 @@ def export_model(
         target = target.with_name(target.name + SUFFIX[format])
     target.parent.mkdir(parents=True, exist_ok=True)
     generator = torch.Generator().manual_seed(seed)
-    example = torch.rand((TRACE_BATCH, *input_shape), generator=generator)
+    device = module_device(model)
+    example = torch.rand((TRACE_BATCH, *input_shape), generator=generator).to(device)
     check = torch.rand((PARITY_BATCH, *input_shape), generator=generator)
     model = model.eval()
     with torch.no_grad():
-        expected = model(check).numpy()  # (PARITY_BATCH, d)
+        expected = model(check.to(device)).cpu().numpy()  # (PARITY_BATCH, d)
     write, run = _BACKENDS[format]
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    os.close(handle)
-    try:
-        write(model, example, Path(temporary))
-        got = run(Path(temporary), check.numpy())
+    with replacing(target) as temporary:  # kept only once it passes the parity check
+        write(model, example, temporary)
+        got = run(temporary, check.numpy())
         difference = float(np.abs(got - expected).max())
         if not difference <= PARITY_TOLERANCE:
             raise RuntimeError(
@@ -97,9 +97,6 @@ def export_model(
                 f"{PARITY_TOLERANCE:g}); the model has an operation the exporter does not keep: "
                 "try the other format"
             )
-        os.replace(temporary, target)
-    finally:
-        Path(temporary).unlink(missing_ok=True)
     sidecar = {
         "format": format,
         "file": target.name,
@@ -109,36 +106,32 @@ def export_model(
         "parity_batch": PARITY_BATCH,
         **(description or {}),
     }
-    _write_text_atomically(target.with_name(target.name + ".json"), json.dumps(sidecar, indent=2))
+    atomic_write_text(target.with_name(target.name + ".json"), json.dumps(sidecar, indent=2))
     return target
 
 
 def export_run(
-    run: str | os.PathLike[str], out: str | os.PathLike[str], format: Format = "onnx"
+    run: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    format: Format = "onnx",
+    device: DeviceSpec = "cpu",
 ) -> Path:
-    """Export the best checkpoint of a training run (folder or checkpoint) with its description."""
-    from clusterable.recipe import load_trained
-    from clusterable.train.checkpoint import load_run_record
+    """Export the best checkpoint of a training run (folder or checkpoint), traced on ``device``,
+    with its description: the item view the run's own test table embedded (resize, crop,
+    channels, size, normalisation; :meth:`clusterable.trained_run.TrainedRun.view_description`)."""
+    from clusterable.trained_run import TrainedRun
 
-    model, _, spec, checkpoint = load_trained(run)
-    input_shape = tuple(int(s) for s in load_run_record(checkpoint)["input_shape"])
+    trained = TrainedRun.load(run, device=device)
+    spec = trained.spec
     description = {
         "model": spec.model,
         "embedding_dim": spec.embedding_dim,
         "l2_normalised": spec.normalize,
         "data": spec.data,
-        "preprocessing": (
-            f"items exactly as clusterable.data.load_dataset({spec.data!r}) returns them: float32, "
-            f"shape {list(input_shape)} per item"
-            + (
-                ", images channels-first with pixel values in [0, 1]"
-                if len(input_shape) == 3
-                else ""
-            )
-        ),
-        "checkpoint": str(Path(checkpoint).resolve()),
+        "preprocessing": trained.view_description(),
+        "checkpoint": str(Path(trained.checkpoint).resolve()),
     }
-    return export_model(model, input_shape, out, format, description=description)
+    return export_model(trained.model, trained.input_shape, out, format, description=description)
 
 
 def _onnx_writer(model: nn.Module, example: torch.Tensor, path: Path) -> None:
@@ -171,15 +164,9 @@ def _torchscript_writer(model: nn.Module, example: torch.Tensor, path: Path) -> 
 
 
 def _torchscript_runner(path: Path, batch: np.ndarray) -> np.ndarray:
-    loaded = torch.jit.load(str(path))
+    loaded = torch.jit.load(str(path), map_location="cpu")  # traced on any device, run here
     with torch.no_grad():
         return loaded(torch.from_numpy(batch)).numpy()
-
-
-def _write_text_atomically(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text)
-    os.replace(temporary, path)
 
 
 #: How each format is written and how the written file is run for the parity check.

@@ -23,10 +23,12 @@ from typing import Any, Literal
 
 import numpy as np
 
+from clusterable._arrays import as_embeddings, label_values
 from clusterable.archive import load_archive, save_archive
+from clusterable.evaluate._keywords import refuse_renamed
 from clusterable.evaluate.neighbors import faiss_available, knn_search
 
-Metric = Literal["euclidean", "cosine"]
+Distance = Literal["euclidean", "cosine"]
 Kind = Literal["exact", "ivf", "hnsw"]
 
 #: What `EmbeddingIndex.save` writes, and the version of its layout.
@@ -54,12 +56,13 @@ class EmbeddingIndex:
     Attributes
     ----------
     vectors : np.ndarray
-        ``(n, d)`` gallery embeddings as given (float32, or float64 kept as float64).
+        ``(n, d)`` gallery embeddings, by the package's one embedding rule
+        (`clusterable._arrays.as_embeddings`: float32 and float64 kept, other types converted).
     ids : np.ndarray
-        ``(n,)`` item ids (int64 row numbers unless given; strings such as file paths allowed).
+        ``(n,)`` item ids, int64 or strings (row numbers unless given; file paths, ...).
     labels : np.ndarray or None
-        ``(n,)`` item labels, when known.
-    metric : {"euclidean", "cosine"}
+        ``(n,)`` item labels, when known: int64 or strings (`clusterable._arrays.label_values`).
+    distance : {"euclidean", "cosine"}
         Distance searched: Euclidean, or cosine distance ``1 - cos``.
     kind : {"exact", "ivf", "hnsw"}
         Exact search, or one of faiss's approximate indexes.
@@ -82,7 +85,7 @@ class EmbeddingIndex:
     vectors: np.ndarray
     ids: np.ndarray
     labels: np.ndarray | None = None
-    metric: Metric = "euclidean"
+    distance: Distance = "euclidean"
     kind: Kind = "exact"
     model: str | None = None
     run: str | None = None
@@ -93,12 +96,13 @@ class EmbeddingIndex:
     _faiss_rows: np.ndarray | None = field(default=None, repr=False)
 
     @classmethod
+    @refuse_renamed(metric="distance")
     def build(
         cls,
         embeddings: Any,
         ids: Sequence[Any] | np.ndarray | None = None,
         labels: Sequence[Any] | np.ndarray | None = None,
-        metric: Metric = "euclidean",
+        distance: Distance = "euclidean",
         kind: Kind = "exact",
         *,
         model: str | None = None,
@@ -116,8 +120,8 @@ class EmbeddingIndex:
             ``(n,)`` item ids (ints or strings); row numbers ``0 .. n-1`` by default.
         labels : sequence, optional
             ``(n,)`` item labels (ints or strings).
-        metric : {"euclidean", "cosine"}
-            Distance to search by.
+        distance : {"euclidean", "cosine"}
+            Distance to search by. (Its former name ``metric=`` is refused, naming this one.)
         kind : {"exact", "ivf", "hnsw"}
             ``"exact"`` (default) searches every item. ``"ivf"`` (faiss ``IndexIVFFlat``, about
             ``4 sqrt(n)`` lists) and ``"hnsw"`` (faiss ``IndexHNSWFlat``) trade recall for speed on
@@ -141,12 +145,12 @@ class EmbeddingIndex:
         >>> ids.tolist()
         [['c', 'b']]
         """
-        vectors = _as_vectors(embeddings, "embeddings")
+        vectors = as_embeddings(embeddings, "embeddings")
         index = cls(
             vectors=vectors,
-            ids=_as_column(ids, vectors.shape[0], "ids", default=np.arange(vectors.shape[0])),
-            labels=None if labels is None else _as_column(labels, vectors.shape[0], "labels"),
-            metric=_check_choice(metric, ("euclidean", "cosine"), "metric"),
+            ids=_as_ids(ids, vectors.shape[0], default=np.arange(vectors.shape[0])),
+            labels=None if labels is None else label_values(labels, vectors.shape[0]),
+            distance=_check_choice(distance, ("euclidean", "cosine"), "distance"),
             kind=_check_choice(kind, ("exact", "ivf", "hnsw"), "kind"),
             model=model,
             run=run,
@@ -179,7 +183,7 @@ class EmbeddingIndex:
         """
         vectors = self._check_queries(embeddings, "embeddings")
         n_old, n_new = len(self), vectors.shape[0]
-        new_ids = _as_column(ids, n_new, "ids", default=np.arange(n_old, n_old + n_new))
+        new_ids = _as_ids(ids, n_new, default=np.arange(n_old, n_old + n_new))
         if labels is None and self.labels is not None:
             raise ValueError("this index stores labels: pass labels= for the new items too")
         if labels is not None and self.labels is None:
@@ -187,7 +191,7 @@ class EmbeddingIndex:
                 "this index was built without labels; build a new one with labels= to store them"
             )
         if self.labels is not None:
-            self.labels = np.concatenate([self.labels, _as_column(labels, n_new, "labels")])
+            self.labels = np.concatenate([self.labels, label_values(labels, n_new)])
         self.ids = np.concatenate([self.ids, new_ids])
         self.vectors = np.concatenate([self.vectors, vectors.astype(self.vectors.dtype)])
         if self._faiss is not None:
@@ -224,7 +228,7 @@ class EmbeddingIndex:
                 f"k = {k!r} but the index holds {len(self)} items: choose 1 <= k <= {len(self)}"
             )
         if self._faiss is None:
-            distances, rows = knn_search(q, int(k), self.vectors, metric=self.metric)
+            distances, rows = knn_search(q, int(k), self.vectors, distance=self.distance)
         else:
             distances, rows = self._search_approximate(q, int(k))
         ids = self.ids[rows]
@@ -249,7 +253,7 @@ class EmbeddingIndex:
             ARCHIVE_KIND,
             FORMAT_VERSION,
             arrays,
-            metric=self.metric,
+            distance=self.distance,
             kind=self.kind,
             model=self.model,
             run=self.run,
@@ -278,7 +282,8 @@ class EmbeddingIndex:
             vectors=arrays["vectors"],
             ids=arrays["ids"],
             labels=arrays.get("labels"),
-            metric=manifest["metric"],
+            # Files written before the rename name it "metric".
+            distance=manifest["distance"] if "distance" in manifest else manifest["metric"],
             kind=manifest["kind"],
             model=manifest["model"],
             run=manifest["run"],
@@ -300,12 +305,12 @@ class EmbeddingIndex:
 
     def _searchable(self, vectors: np.ndarray) -> np.ndarray:
         """Vectors as the approximate index stores them: unit rows for cosine."""
-        if self.metric == "euclidean":
+        if self.distance == "euclidean":
             return vectors
         return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
     def _check_queries(self, queries: Any, name: str) -> np.ndarray:
-        q = _as_vectors(queries, name)
+        q = as_embeddings(queries, name)
         if q.shape[1] != self.dim:
             raise ValueError(
                 f"{name} have dimension {q.shape[1]} but the index holds {self.dim}-dimensional "
@@ -321,7 +326,7 @@ class EmbeddingIndex:
         missing = rows < 0
         rows = np.where(missing, -1, self._faiss_rows[np.where(missing, 0, rows)])
         squared = np.where(missing, np.inf, np.maximum(squared, 0.0))
-        distances = np.sqrt(squared) if self.metric == "euclidean" else squared / 2.0
+        distances = np.sqrt(squared) if self.distance == "euclidean" else squared / 2.0
         return distances.astype(np.float32), rows
 
     def _build_and_tune(self, target_recall: float, seed: int) -> None:
@@ -365,7 +370,7 @@ class EmbeddingIndex:
         # Exact neighbours over the whole gallery, then the held-out ones dropped: a few extra
         # candidates cover them (a query whose top k + extra holds fewer than k kept is skipped).
         candidates = knn_search(
-            queries, min(len(self), 3 * k + 1), self.vectors, metric=self.metric
+            queries, min(len(self), 3 * k + 1), self.vectors, distance=self.distance
         )[1]
         is_kept = ~np.isin(candidates, held_out)
         enough = is_kept.sum(axis=1) >= k
@@ -414,44 +419,9 @@ def _set_breadth(index: Any, kind: str, breadth: int) -> None:
         index.nprobe = int(breadth)
 
 
-def _as_vectors(x: Any, name: str) -> np.ndarray:
-    """``(n, d)`` finite float embeddings; float64 stays float64, everything else float32."""
-    if hasattr(x, "detach"):  # torch.Tensor, without importing torch here
-        x = x.detach().cpu().numpy()
-    array = np.asarray(x)
-    if array.ndim == 1:
-        array = array[None, :]
-    if array.ndim != 2 or array.shape[0] == 0 or array.shape[1] == 0:
-        raise ValueError(f"{name} must be a non-empty (n, d) array, got shape {array.shape}")
-    if not np.issubdtype(array.dtype, np.number) or np.issubdtype(array.dtype, np.complexfloating):
-        raise ValueError(f"{name} must hold real numbers, got dtype {array.dtype}")
-    dtype = np.float64 if array.dtype == np.float64 else np.float32
-    array = np.ascontiguousarray(array, dtype=dtype)
-    bad = ~np.isfinite(array).all(axis=1)
-    if bad.any():
-        raise ValueError(
-            f"{name} row {int(np.flatnonzero(bad)[0])} holds NaN or inf "
-            f"({int(bad.sum())} such rows); drop or fix those items"
-        )
-    return array
-
-
-def _as_column(values: Any, n: int, name: str, default: np.ndarray | None = None) -> np.ndarray:
-    """``(n,)`` ids or labels as an int64 or unicode array (never an object array)."""
-    if values is None:
-        return default
-    if hasattr(values, "detach"):
-        values = values.detach().cpu().numpy()
-    array = np.asarray(values)
-    if array.ndim != 1 or array.shape[0] != n:
-        raise ValueError(f"{name} must hold one entry per item ({n}), got shape {array.shape}")
-    if np.issubdtype(array.dtype, np.integer) or np.issubdtype(array.dtype, np.bool_):
-        return array.astype(np.int64)
-    if array.dtype.kind == "U":
-        return array
-    if any(v is None for v in array.tolist()):
-        raise ValueError(f"{name} holds None; give every item an id or label")
-    return array.astype(str)
+def _as_ids(values: Any, n: int, default: np.ndarray) -> np.ndarray:
+    """``(n,)`` ids as int64 or strings (never an object array), ``default`` when not given."""
+    return default if values is None else label_values(values, n, "ids", what="id")
 
 
 def _check_choice(value: str, choices: tuple[str, ...], name: str) -> Any:

@@ -1,11 +1,15 @@
 """Metric tables people can read: each score named for what it is, under a heading that says what
-was measured (which items, which clustering, which k), values in %."""
+was measured (which items, which clustering, which k, how k-means ran), values in %."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from clusterable.evaluate.registry import METRICS, metric_of_key
+
+if TYPE_CHECKING:
+    from clusterable.evaluate.clustering import ScoredPartition
 
 #: How the keys that are not metrics of the registry are shown (the registered metrics carry their
 #: labels from registration: ``register_metric(..., label=...)``).
@@ -30,14 +34,27 @@ def metric_label(name: str) -> str:
     return name
 
 
-def clustering_heading(method: str, k: int | None, found: int, n: int, what: str) -> str:
-    """``"evaluated: 539 items; clustering: k-means, k = 10, 10 clusters found"``."""
+def clustering_heading(
+    method: str, k: int | str | None, found: int, n: int, what: str, rule: str = ""
+) -> str:
+    """``"evaluated: 539 items; clustering: k-means, k = 10, 10 clusters found (k-means++
+    seeding, 10 restarts of at most 20 iterations, best inertia)"``: ``rule`` says how the
+    clusterer ran (`clusterable.evaluate.describe_kmeans`), in brackets at the end."""
+    if method == "given":
+        return f"{what}: {n} items; clustering: the cluster ids given, {found} clusters"
     from clusterable.cluster import clusterer_info  # the label given at registration
 
     info = clusterer_info(method)
     asked = f", k = {k}" if k is not None else ""
     own = "" if info.takes_n_clusters else " (chooses its own number of clusters)"
-    return f"{what}: {n} items; clustering: {info.label}{own}{asked}, {found} clusters found"
+    how = f" ({rule})" if rule else ""
+    return f"{what}: {n} items; clustering: {info.label}{own}{asked}, {found} clusters found{how}"
+
+
+def partition_heading(partition: ScoredPartition, n: int, what: str) -> str:
+    """`clustering_heading` of the partition an evaluation scored (`Evaluation.partition`)."""
+    found = partition.n_clusters
+    return clustering_heading(partition.method, partition.asked, found, n, what, partition.rule)
 
 
 def format_metric_table(table: Mapping[str, float], heading: str, notes: Sequence[str] = ()) -> str:

@@ -17,12 +17,13 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 from torch import nn
 
+from clusterable._atomic import atomic_write_text
 from clusterable.data import (
     ImageFiles,
     LabelledDataset,
@@ -31,9 +32,10 @@ from clusterable.data import (
     stratified_split,
 )
 from clusterable.data.registry import standard_recall_ks
+from clusterable.data.splits import check_enough_items
 from clusterable.data.transforms import backbone_preprocessing
-from clusterable.device import device_scope
-from clusterable.evaluate import evaluate_embeddings, knn_accuracy
+from clusterable.device import device_scope, module_device
+from clusterable.evaluate import Evaluation, evaluate_embeddings, knn_accuracy
 from clusterable.losses import (
     AutoencoderLoss,
     CrossBatchMemory,
@@ -45,13 +47,14 @@ from clusterable.losses import (
 from clusterable.metric_table import format_metric_table
 from clusterable.models import available_models, build_decoder, build_model, model_builder
 from clusterable.seeding import seed_everything
+from clusterable.spec_rules import check_run_spec
 from clusterable.train.answerable import Answerable, answerable_table, ks_within
 from clusterable.train.callbacks import TrainerCallback
 from clusterable.train.checkpoint import load_run_record, load_weights, resolve_checkpoint
 from clusterable.train.config import TrainConfig
 from clusterable.train.config_typing import field_types, parameter_types, typed_settings
 from clusterable.train.embed import embed_dataset
-from clusterable.train.run_folder import RUN_RECORD, prepare_run_folder
+from clusterable.train.run_folder import RUN_RECORD, TEST_METRICS, prepare_run_folder
 from clusterable.train.trainer import Trainer, TrainResult
 from clusterable.unsupervised import (  # OPML: Algorithm 1 (RCGD on R, L), pseudo-labels
     OPMLDiagnostics,
@@ -95,8 +98,7 @@ class RunSpec:
         typed = typed_settings(vars(self), field_types(type(self)), "run setting")
         for name, value in typed.items():
             setattr(self, name, value)
-        if self.labels not in ("fine", "coarse"):
-            raise ValueError(f"labels must be 'fine' or 'coarse', got {self.labels!r}")
+        check_run_spec(self, self._loss_class())  # ranges, names, keywords: before any data
         if self.augment not in AUGMENTS:
             raise ValueError(f"augment must be one of {', '.join(AUGMENTS)}, got {self.augment!r}")
         # Paths are kept absolute, so that the run can be evaluated from any directory.
@@ -118,15 +120,21 @@ class RunSpec:
         builder = model_builder(self.model) if self.model in available_models() else None
         if builder is not None:
             self.model_args = typed_settings(
-                self.model_args, parameter_types(builder), f"model {self.model!r} argument"
+                self.model_args,
+                parameter_types(builder),
+                f"model {self.model!r} argument",
+                field="model_args",
             )
         constructor = self._loss_class()
         if constructor is not None:
             self.loss_args = typed_settings(
-                self.loss_args, parameter_types(constructor), f"loss {self.loss!r} argument"
+                self.loss_args,
+                parameter_types(constructor),
+                f"loss {self.loss!r} argument",
+                field="loss_args",
             )
         self.loss_args = typed_settings(
-            self.loss_args, {"reconstruction_weight": float}, "autoencoder argument"
+            self.loss_args, {"reconstruction_weight": float}, "autoencoder argument", "loss_args"
         )
 
     def _loss_class(self) -> type | None:
@@ -308,12 +316,14 @@ def evaluate_on_test(
     test: LabelledDataset,
     seed: int,
     recall_ks: Sequence[int] = TEST_RECALL_KS,
-) -> dict[str, float]:
+) -> Evaluation:
     """The evaluation table on the test split, k-NN accuracy (k = 1, 3, 5, 7) from training items,
     and, when labels are coarse, clustering scores against the fine classes (sub-class NMI).
 
-    A test split with query and gallery roles (``test.is_query``: In-Shop) is scored as its
-    protocol says: each query ranks the gallery; the clustering scores cover every test item."""
+    Everything runs where the model is (the run's device). A test split with query and gallery
+    roles (``test.is_query``: In-Shop) is scored as its protocol says: each query ranks the
+    gallery; the clustering scores cover every test item."""
+    device = module_device(model)
     test_emb, test_y = embed_dataset(model, test)
     train_emb, train_y = embed_dataset(model, train)
     keep = labelled_mask(test_y)
@@ -325,12 +335,15 @@ def evaluate_on_test(
         ks=table.ks,
         seed=seed,
         queries=None if test.is_query is None else test.is_query[keep],
+        device=device,
     )
     for k in knn_ks:
-        metrics[f"knn@{k}"] = knn_accuracy(train_emb, train_y, test_emb[keep], test_y[keep], k=k)
+        metrics[f"knn@{k}"] = knn_accuracy(
+            train_emb, train_y, test_emb[keep], test_y[keep], k=k, device=device
+        )
     fine = test.fine_labels[keep]
     if len(set(fine.tolist())) > len(set(test_y[keep].tolist())):
-        fine_table = evaluate_embeddings(test_emb[keep], fine, ks=(1,), seed=seed)
+        fine_table = evaluate_embeddings(test_emb[keep], fine, ks=(1,), seed=seed, device=device)
         for name in ("nmi", "accuracy", "f1"):
             metrics[f"subclass_{name}"] = fine_table[name]
     return metrics
@@ -402,6 +415,7 @@ def _train_and_test(
         train, val = with_pseudo_labels(full_train, seed=config.seed), None
     else:
         train, val = split_validation(full_train, spec.val_fraction, config.seed)
+    check_enough_items(spec.data, train, val, test, spec.val_fraction)  # a few photos per class
     train = spec.training_view(train, config.seed)
     trainer = build_trainer(spec, config, train, val, num_classes=full_train.num_classes, out=out)
     if config.verbose and trainer.env.is_main:
@@ -413,8 +427,9 @@ def _train_and_test(
         )
         sys.stdout.flush()
     if out is not None and trainer.env.is_main:
-        (out / RUN_RECORD).write_text(
-            json.dumps({"spec": asdict(spec), "config": config.to_dict()}, indent=2)
+        atomic_write_text(
+            out / RUN_RECORD,
+            json.dumps({"spec": asdict(spec), "config": config.to_dict()}, indent=2),
         )
     result = trainer.fit(resume=resume)
     if result.checkpoint is not None:
@@ -424,15 +439,17 @@ def _train_and_test(
         trainer.model, full_train if spec.unsupervised else train, test, config.seed, recall_ks
     )
     if out is not None and trainer.env.is_main:
-        (out / "test_metrics.json").write_text(json.dumps(metrics, indent=2))
+        atomic_write_text(out / TEST_METRICS, json.dumps(metrics, indent=2))
     trainer.log_after_fit({"event": "test", **metrics})
     if config.verbose and trainer.env.is_main:
         labelled = int(labelled_mask(test.labels).sum())
         checkpoint = result.checkpoint.name if result.checkpoint else "the final model"
-        heading = (
-            f"\ntest split of {spec.data}: {labelled} items, {checkpoint}; clustering: "
-            f"k-means, k = {test.num_classes} (the test classes)"
-        )
+        heading = f"\ntest split of {spec.data}: {labelled} items, {checkpoint}"
+        if metrics.partition is not None:
+            heading += (
+                f"; clustering: k-means, k = {metrics.partition.asked} (the test classes; "
+                f"{metrics.partition.rule})"
+            )
         if test.is_query is not None:
             queries = int(test.is_query.sum())
             heading += f"; retrieval: {queries} queries ranking a gallery of {len(test) - queries}"
@@ -442,7 +459,19 @@ def _train_and_test(
     return result, metrics
 
 
-def load_trained(path: Path | str) -> tuple[nn.Module, nn.Module, RunSpec, Path]:
+class Trained(NamedTuple):
+    """A trained checkpoint rebuilt (:func:`load_trained`): the model in eval mode, its loss,
+    the run's spec, the checkpoint folder, and what the model was built for."""
+
+    model: nn.Module
+    loss: nn.Module
+    spec: RunSpec
+    checkpoint: Path
+    input_shape: tuple[int, ...]
+    num_classes: int
+
+
+def load_trained(path: Path | str) -> Trained:
     """Rebuild the model and loss of a checkpoint (or run folder) and load their weights.
 
     The backbone is built without the pretrained weights file the run started from: the
@@ -452,6 +481,9 @@ def load_trained(path: Path | str) -> tuple[nn.Module, nn.Module, RunSpec, Path]
     spec = RunSpec.from_dict(record["spec"])
     unweighted = {key: value for key, value in spec.model_args.items() if key != "weights"}
     shell = replace(spec, model_args=unweighted)
-    pieces = build(shell, tuple(record["input_shape"]), record["num_classes"])
+    input_shape = tuple(int(s) for s in record["input_shape"])
+    pieces = build(shell, input_shape, record["num_classes"])
     load_weights(checkpoint, pieces.model, pieces.loss)
-    return pieces.model.eval(), pieces.loss, spec, checkpoint
+    return Trained(
+        pieces.model.eval(), pieces.loss, spec, checkpoint, input_shape, record["num_classes"]
+    )

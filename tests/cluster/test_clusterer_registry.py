@@ -20,7 +20,7 @@ from clusterable.cluster import (
     run_clustering,
 )
 from clusterable.cluster.registry import CLUSTERERS
-from clusterable.evaluate import evaluate_embeddings, nmi
+from clusterable.evaluate import EvaluationOptions, evaluate_embeddings, nmi
 from clusterable.evaluate.table import partition as evaluation_partition
 
 POINTS = np.concatenate(
@@ -167,10 +167,15 @@ def test_a_clusterer_registered_by_a_user_runs_everywhere_without_a_kmeans_fallb
     np.testing.assert_array_equal(loaded.predict(POINTS + 0.01), partition.predict(POINTS + 0.01))
     # The evaluation runs it too, with the class count where it takes one.
     np.testing.assert_array_equal(
-        evaluation_partition(POINTS, "toy", 3, seed=1, cluster_kwargs=options), want
+        evaluation_partition(POINTS, "toy", 3, seed=1, cluster_kwargs=options).labels_, want
     )
     table = evaluate_embeddings(
-        POINTS, labels, clustering="toy", metrics=["nmi"], seed=1, cluster_kwargs=options
+        POINTS,
+        labels,
+        clustering="toy",
+        metrics=["nmi"],
+        seed=1,
+        options=EvaluationOptions(cluster_kwargs=options),
     )
     assert table["nmi"] == pytest.approx(nmi(labels, want))
     assert table["nmi"] < 0.99  # k-means would have found the three groups

@@ -9,7 +9,7 @@ from sklearn.cluster import HDBSCAN
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 from clusterable.cluster import fit, hdbscan
-from clusterable.evaluate import evaluate_embeddings, nmi, pairwise_f1
+from clusterable.evaluate import EvaluationOptions, evaluate_embeddings, nmi, pairwise_f1
 
 
 def blobs_and_noise(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -97,7 +97,10 @@ def test_the_metrics_count_each_noise_point_as_a_cluster_of_its_own():
     singletons = labels.copy()
     singletons[noise] = labels.max() + 1 + np.arange(noise.sum())
     table = evaluate_embeddings(
-        x, truth, clustering="hdbscan", cluster_kwargs={"min_cluster_size": 15}
+        x,
+        truth,
+        clustering="hdbscan",
+        options=EvaluationOptions(cluster_kwargs={"min_cluster_size": 15}),
     )
     assert table["nmi"] == pytest.approx(normalized_mutual_info_score(truth, singletons))
     assert table["nmi"] == pytest.approx(nmi(truth, labels))

@@ -1,6 +1,5 @@
 """k-means: recovery, determinism, inertia against scikit-learn, input checks, small sets."""
 
-import importlib
 import warnings
 
 import numpy as np
@@ -12,9 +11,11 @@ from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 from clusterable._optional import installed
-from clusterable.cluster import ClusterCountWarning, kmeans
-
-kmeans_module = importlib.import_module("clusterable.cluster.kmeans")
+from clusterable.cluster import ClusterCountWarning, _kmeans_assignments, kmeans
+from clusterable.cluster._kmeans_assignments import Assignments
+from clusterable.cluster._kmeans_frame import KMeansFrame
+from clusterable.cluster._kmeans_seeding import greedy_kmeans_plusplus, initial_centroids
+from clusterable.cluster._lloyd import MemberSums, lloyd
 
 
 def inertia(x: np.ndarray, labels: np.ndarray) -> float:
@@ -52,16 +53,14 @@ def test_kmeans_plusplus_puts_one_seed_in_each_far_group(seed):
     rng = np.random.default_rng(seed)
     centres = 100.0 * rng.standard_normal((8, 5))
     x = (np.repeat(centres, 40, axis=0) + rng.standard_normal((320, 5))).astype(np.float32)
-    rows = kmeans_module._greedy_kmeans_plusplus(x, 8, np.random.default_rng(seed), (x * x).sum(1))
+    rows = greedy_kmeans_plusplus(x, 8, np.random.default_rng(seed), (x * x).sum(1))
     assert sorted(rows // 40) == list(range(8))
 
 
 def test_kmeans_plusplus_never_draws_a_duplicate_of_a_seed_while_others_are_left():
     x = np.repeat(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]], dtype=np.float32), 10, axis=0)
     for seed in range(10):
-        rows = kmeans_module._greedy_kmeans_plusplus(
-            x, 3, np.random.default_rng(seed), (x * x).sum(1)
-        )
+        rows = greedy_kmeans_plusplus(x, 3, np.random.default_rng(seed), (x * x).sum(1))
         assert len({tuple(p) for p in x[rows]}) == 3
 
 
@@ -182,26 +181,6 @@ def test_one_random_restart_is_as_good_as_pml_faiss_kmeans():
     assert ours <= theirs * 1.01
 
 
-def test_auto_runs_where_the_device_rule_says(monkeypatch):
-    import torch
-
-    from clusterable.device import device_scope
-
-    kmeans_module = importlib.import_module("clusterable.cluster.kmeans")
-
-    seen = []
-    lloyd = kmeans_module._lloyd
-    monkeypatch.setattr(
-        kmeans_module,
-        "_lloyd",
-        lambda f, s, m, device, **kw: seen.append(device) or lloyd(f, s, m, device, **kw),
-    )
-    x = np.random.default_rng(0).standard_normal((40, 3))
-    with device_scope("cpu"):
-        kmeans(x, 3, n_init=1)
-    assert seen == [torch.device("cpu")]
-
-
 @pytest.mark.cuda
 def test_kmeans_on_the_gpu_equals_the_cpu():
     rng = np.random.default_rng(3)
@@ -219,11 +198,9 @@ def test_torch_back_end_gives_the_faiss_partition():
     labels = kmeans(x, 10, seed=0, n_init=1)
     import torch
 
-    from clusterable.cluster.kmeans import _Frame, _lloyd, _seeds
-
-    frame = _Frame(np.asarray(x, dtype=np.float32))
-    seeds, _ = _seeds(frame, 10, "k-means++", np.random.default_rng(0))
-    via_torch, _ = _lloyd(frame, seeds, 50, torch.device("cpu"), backend="torch")
+    frame = KMeansFrame(np.asarray(x, dtype=np.float32))
+    seeds, _ = initial_centroids(frame, 10, "k-means++", np.random.default_rng(0))
+    via_torch, _ = lloyd(frame, seeds, 50, torch.device("cpu"), backend="torch")
     assert adjusted_rand_score(labels, via_torch) == 1.0
 
 
@@ -235,18 +212,20 @@ def test_bounded_assignments_give_the_full_search_partition(monkeypatch, backend
 
     x, _ = make_blobs(3000, 8, centers=60, cluster_std=2.0, random_state=1)
     x[2900:] = x[:100]  # duplicates
-    frame = kmeans_module._Frame(np.asarray(x, dtype=np.float32))
-    seeds, _ = kmeans_module._seeds(frame, 300, "random", np.random.default_rng(0))
+    frame = KMeansFrame(np.asarray(x, dtype=np.float32))
+    seeds, _ = initial_centroids(frame, 300, "random", np.random.default_rng(0))
     calls = []
-    search_all = kmeans_module._nearest
+    search_all = _kmeans_assignments.nearest_centroids
     monkeypatch.setattr(
-        kmeans_module, "_nearest", lambda *a: calls.append(a[4] is None) or search_all(*a)
+        _kmeans_assignments,
+        "nearest_centroids",
+        lambda *a: calls.append(a[4] is None) or search_all(*a),
     )
     cpu = torch.device("cpu")
-    bounded, bounded_inertia = kmeans_module._lloyd(frame, seeds.copy(), 50, cpu, backend)
+    bounded, bounded_inertia = lloyd(frame, seeds.copy(), 50, cpu, backend)
     assert len(calls) > 3 and not all(calls)  # some assignments searched only some points
-    monkeypatch.setattr(kmeans_module, "BOUNDED_MIN_CLUSTERS", 10**9)
-    full, full_inertia = kmeans_module._lloyd(frame, seeds.copy(), 50, cpu, backend)
+    monkeypatch.setattr(_kmeans_assignments, "BOUNDED_MIN_CLUSTERS", 10**9)
+    full, full_inertia = lloyd(frame, seeds.copy(), 50, cpu, backend)
     np.testing.assert_array_equal(bounded, full)
     assert bounded_inertia == pytest.approx(full_inertia, rel=1e-5)
 
@@ -271,15 +250,15 @@ def test_the_first_assignment_reads_the_nearest_seed_off_the_lists(monkeypatch, 
     from clusterable.evaluate import knn_search
 
     x = make_blobs(1500, 8, centers=30, cluster_std=2.0, random_state=4)[0].astype(np.float32)
-    frame = kmeans_module._Frame(x)
-    seeds, rows = kmeans_module._seeds(frame, 60, "random", np.random.default_rng(0))
+    frame = KMeansFrame(x)
+    seeds, rows = initial_centroids(frame, 60, "random", np.random.default_rng(0))
     neighbours = knn_search(x, 16)[1]
     searched = []
-    search_all = kmeans_module._nearest
+    search_all = _kmeans_assignments.nearest_centroids
     monkeypatch.setattr(
-        kmeans_module, "_nearest", lambda *a: searched.append(a[4]) or search_all(*a)
+        _kmeans_assignments, "nearest_centroids", lambda *a: searched.append(a[4]) or search_all(*a)
     )
-    assign = kmeans_module._Assignments(frame, 60, torch.device("cpu"), backend)
+    assign = Assignments(frame, 60, torch.device("cpu"), backend)
     assign.start_from(rows, neighbours)
     labels, squared = assign(seeds)
     squared_to_seeds = ((x[:, None, :].astype(np.float64) - seeds[None]) ** 2).sum(-1)  # (n, k)
@@ -304,7 +283,7 @@ def test_bad_neighbour_lists_are_refused(neighbours, match):
 def test_member_sums_follow_the_labels_that_changed():
     rng = np.random.default_rng(5)
     x = rng.standard_normal((500, 6)).astype(np.float32)
-    members = kmeans_module._MemberSums(kmeans_module._Frame(x), 7)
+    members = MemberSums(KMeansFrame(x), 7)
     labels = rng.integers(0, 7, 500)
     for _ in range(4):
         means, counts = members.means(labels)

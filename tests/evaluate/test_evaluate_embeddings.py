@@ -22,6 +22,7 @@ from clusterable.evaluate import (
 from clusterable.evaluate import (
     table as evaluation_table,
 )
+from clusterable.evaluate.clustering import ScoredPartition
 
 KEYS = [
     "recall@1",
@@ -72,10 +73,10 @@ def test_named_clustering_called_once_with_class_count(monkeypatch):
     x, y = blobs()
     calls = []
 
-    def fake_partition(points, name, k, seed, kwargs, neighbours, n_classes):
+    def fake_partition(points, name, k, seed, kwargs, neighbours, n_classes, device):
         calls.append((name, k, n_classes, seed, kwargs))
         lists.append(neighbours)
-        return y.copy()
+        return ScoredPartition(name, y.copy())
 
     lists = []
     monkeypatch.setattr(evaluation_table, "partition", fake_partition)
@@ -102,7 +103,9 @@ def test_aas_noise_is_scored_as_singletons(monkeypatch):
     x, y = blobs()
     noisy = y.copy()
     noisy[::10] = -1
-    monkeypatch.setattr(evaluation_table, "partition", lambda *args, **kw: noisy)
+    monkeypatch.setattr(
+        evaluation_table, "partition", lambda *a, **kw: ScoredPartition("aas", noisy)
+    )
     table = evaluate_embeddings(x, y, clustering="aas", ks=(1,))
     assert table["nmi"] == nmi(y, noisy) < 1.0
     assert table["precision"] == 1.0 and table["recall"] < 1.0
@@ -126,8 +129,12 @@ def test_per_class():
 def test_cosine_metric_partition_on_normalised(monkeypatch):
     x, y = blobs()
     seen = []
-    monkeypatch.setattr(evaluation_table, "partition", lambda pts, *a, **kw: seen.append(pts) or y)
-    evaluate_embeddings(x, y, ks=(1,), metric="cosine")
+    monkeypatch.setattr(
+        evaluation_table,
+        "partition",
+        lambda pts, *a, **kw: seen.append(pts) or ScoredPartition("kmeans", y),
+    )
+    evaluate_embeddings(x, y, ks=(1,), distance="cosine")
     np.testing.assert_allclose(np.linalg.norm(seen[0], axis=1), 1.0, rtol=1e-5)
 
 

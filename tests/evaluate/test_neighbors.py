@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from clusterable.device import device_scope
-from clusterable.evaluate import neighbors
+from clusterable.evaluate import _host_search, neighbors
 from clusterable.evaluate.neighbors import faiss_available, knn_search
 
 BACKENDS = ["torch", *(["faiss"] if faiss_available() else [])]
@@ -39,7 +39,7 @@ def test_matches_brute_force(backend, metric, with_reference):
     rng = np.random.default_rng(1)
     x = rng.standard_normal((300, 12)).astype(np.float32)
     ref = rng.standard_normal((250, 12)).astype(np.float32) if with_reference else None
-    d, i = knn_search(x, 9, ref, metric=metric, backend=backend)
+    d, i = knn_search(x, 9, ref, distance=metric, backend=backend)
     d_ref, i_ref = brute_force(x, 9, ref, metric)
     np.testing.assert_array_equal(i, i_ref)
     np.testing.assert_allclose(d, d_ref, rtol=1e-5, atol=1e-5)
@@ -52,8 +52,8 @@ def test_faiss_and_torch_identical_high_dim(metric):
     rng = np.random.default_rng(2)
     centres = rng.standard_normal((40, 128))
     x = (centres[rng.integers(0, 40, 3000)] + rng.standard_normal((3000, 128))).astype(np.float32)
-    d1, i1 = knn_search(x, 30, metric=metric, backend="faiss")
-    d2, i2 = knn_search(x, 30, metric=metric, backend="torch")
+    d1, i1 = knn_search(x, 30, distance=metric, backend="faiss")
+    d2, i2 = knn_search(x, 30, distance=metric, backend="torch")
     np.testing.assert_array_equal(i1, i2)
     np.testing.assert_allclose(d1, d2, rtol=1e-5)
 
@@ -115,8 +115,8 @@ def test_k_equal_to_all_others():
         ((np.zeros((5, 2)), 2, np.zeros((4, 3))), {}, "dimension"),
         ((np.array([[0.0, 1.0], [np.nan, 1.0], [1.0, 1.0]]), 1), {}, "NaN"),
         ((np.zeros(5), 1), {}, "2-D"),
-        ((np.ones((5, 2)), 1), {"metric": "manhattan"}, "metric"),
-        ((np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]), 1), {"metric": "cosine"}, "all zeros"),
+        ((np.ones((5, 2)), 1), {"distance": "manhattan"}, "'euclidean' or 'cosine'"),
+        ((np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]), 1), {"distance": "cosine"}, "all zeros"),
         ((np.ones((5, 2)), 1), {"backend": "annoy"}, "backend"),
     ],
 )
@@ -158,15 +158,15 @@ def test_symmetric_self_search_equals_the_query_by_query_search(monkeypatch):
     x, _ = twins_across_panels(7)
     x[1300:] = x[:100]  # exact duplicates in another row panel
     # Several column panels per row panel, and row panels of unequal length.
-    monkeypatch.setattr(neighbors, "_PANEL_ELEMENTS", neighbors._PANEL_ROWS * 600)
+    monkeypatch.setattr(_host_search, "_PANEL_ELEMENTS", _host_search._PANEL_ROWS * 600)
     calls = []
-    symmetric = neighbors._symmetric_self_search
+    symmetric = _host_search.symmetric_self_search
     monkeypatch.setattr(
-        neighbors, "_symmetric_self_search", lambda *a: calls.append(1) or symmetric(*a)
+        _host_search, "symmetric_self_search", lambda *a: calls.append(1) or symmetric(*a)
     )
     d_sym, i_sym = knn_search(x, 20, backend="faiss")
     assert calls == [1]
-    monkeypatch.setattr(neighbors, "SYMMETRIC_MAX_CANDIDATES", 0)
+    monkeypatch.setattr(_host_search, "SYMMETRIC_MAX_CANDIDATES", 0)
     d_plain, i_plain = knn_search(x, 20, backend="faiss")
     assert calls == [1]
     np.testing.assert_array_equal(i_sym, i_plain)
@@ -177,17 +177,17 @@ def test_symmetric_self_search_equals_the_query_by_query_search(monkeypatch):
 @pytest.mark.skipif(not faiss_available(), reason="the symmetric self-search runs in faiss")
 def test_heap_ceilings_hold_kk_others_below_them():
     rng = np.random.default_rng(10)
-    x = rng.standard_normal((2 * 8 * neighbors.PILOT_ROWS, 12)).astype(np.float32)
-    for kk in (neighbors.PILOT_MIN_CANDIDATES, 100):
-        ceilings = neighbors._heap_ceilings(x, kk)
+    x = rng.standard_normal((2 * 8 * _host_search.PILOT_ROWS, 12)).astype(np.float32)
+    for kk in (_host_search.PILOT_MIN_CANDIDATES, 100):
+        ceilings = _host_search.heap_ceilings(x, kk)
         assert ceilings is not None
         squared = ((x[:, None].astype(np.float64) - x[None]) ** 2).sum(-1)  # (n, n)
         below = (squared < ceilings[:, None]).sum(1) - 1  # (n,) others: the row itself is at 0
         assert below.min() >= kk
         # ... and not far more: the heaps take about kk ln(below / kk) insertions.
         assert np.median(below) < 8 * kk
-    assert neighbors._heap_ceilings(x, neighbors.PILOT_MIN_CANDIDATES - 1) is None
-    assert neighbors._heap_ceilings(x[: 8 * neighbors.PILOT_ROWS - 1], 100) is None
+    assert _host_search.heap_ceilings(x, _host_search.PILOT_MIN_CANDIDATES - 1) is None
+    assert _host_search.heap_ceilings(x[: 8 * _host_search.PILOT_ROWS - 1], 100) is None
 
 
 @pytest.mark.skipif(not faiss_available(), reason="the symmetric self-search runs in faiss")
@@ -195,15 +195,15 @@ def test_heap_ceilings_leave_the_symmetric_search_unchanged(monkeypatch):
     # A block of exact duplicates: their sampled ceilings are 0, which their panel distances
     # (float32 rounding around 0) may or may not undercut.
     rng = np.random.default_rng(11)
-    x = rng.standard_normal((2 * 8 * neighbors.PILOT_ROWS, 12)).astype(np.float32)
+    x = rng.standard_normal((2 * 8 * _host_search.PILOT_ROWS, 12)).astype(np.float32)
     x[:400] = x[0]
     kk = 40
-    ceilings = neighbors._heap_ceilings(x, kk)
+    ceilings = _host_search.heap_ceilings(x, kk)
     assert ceilings is not None and (ceilings[:400] == 0).all()
-    d_ceiled, i_ceiled = neighbors._symmetric_self_search(x, kk)
-    monkeypatch.setattr(neighbors, "PILOT_MIN_CANDIDATES", 10**9)
-    assert neighbors._heap_ceilings(x, kk) is None
-    d_plain, i_plain = neighbors._symmetric_self_search(x, kk)
+    d_ceiled, i_ceiled = _host_search.symmetric_self_search(x, kk)
+    monkeypatch.setattr(_host_search, "PILOT_MIN_CANDIDATES", 10**9)
+    assert _host_search.heap_ceilings(x, kk) is None
+    d_plain, i_plain = _host_search.symmetric_self_search(x, kk)
     # Rows searched again get faiss's query-by-query distances, equal up to float32 rounding.
     np.testing.assert_allclose(d_ceiled[400:], d_plain[400:], rtol=1e-5)
     np.testing.assert_array_equal(i_ceiled[400:], i_plain[400:])
@@ -216,15 +216,15 @@ def test_heap_ceilings_leave_the_symmetric_search_unchanged(monkeypatch):
 @pytest.mark.skipif(not faiss_available(), reason="the symmetric self-search runs in faiss")
 def test_rows_left_short_by_their_ceiling_are_searched_again(monkeypatch):
     rng = np.random.default_rng(9)
-    x = rng.standard_normal((2 * 8 * neighbors.PILOT_ROWS, 12)).astype(np.float32)
+    x = rng.standard_normal((2 * 8 * _host_search.PILOT_ROWS, 12)).astype(np.float32)
     kk = 50
-    real = neighbors._heap_ceilings
+    real = _host_search.heap_ceilings
     # Every third row gets a ceiling below all its distances: its heap keeps only ids -1.
     low = lambda x, kk: np.where(np.arange(x.shape[0]) % 3 == 0, -1.0, real(x, kk))  # noqa: E731
-    monkeypatch.setattr(neighbors, "_heap_ceilings", low)
-    d_low, i_low = neighbors._symmetric_self_search(x, kk)
-    monkeypatch.setattr(neighbors, "_heap_ceilings", lambda x, kk: None)
-    d_plain, i_plain = neighbors._symmetric_self_search(x, kk)
+    monkeypatch.setattr(_host_search, "heap_ceilings", low)
+    d_low, i_low = _host_search.symmetric_self_search(x, kk)
+    monkeypatch.setattr(_host_search, "heap_ceilings", lambda x, kk: None)
+    d_plain, i_plain = _host_search.symmetric_self_search(x, kk)
     np.testing.assert_array_equal(i_low, i_plain)
     np.testing.assert_allclose(d_low, d_plain, rtol=1e-5)
 
@@ -236,14 +236,14 @@ def test_rescore_gives_exact_distances_block_after_block(monkeypatch, dtype):
     reference = (1e3 + rng.standard_normal((50, 7))).astype(dtype)
     rows, cols = rng.integers(0, 30, 101), rng.integers(0, 50, 101)
     # 4 pairs per block: 25 full blocks and a last one of 1 pair.
-    monkeypatch.setattr(neighbors, "_RESCORE_BLOCK", 4 * 7)
-    got = neighbors._rescore(queries, reference, rows, cols)
+    monkeypatch.setattr(_host_search, "_RESCORE_BLOCK", 4 * 7)
+    got = _host_search.rescore_pairs(queries, reference, rows, cols)
     expected = [
         sum((float(a) - float(b)) ** 2 for a, b in zip(queries[i], reference[j], strict=True))
         for i, j in zip(rows, cols, strict=True)
     ]
     np.testing.assert_allclose(got, expected, rtol=1e-12)
-    assert neighbors._rescore(queries, reference, rows[:0], cols[:0]).shape == (0,)
+    assert _host_search.rescore_pairs(queries, reference, rows[:0], cols[:0]).shape == (0,)
 
 
 @pytest.mark.skipif(not faiss_available(), reason="the choice is between two faiss searches")
@@ -252,14 +252,14 @@ def test_small_sets_with_a_hundred_neighbours_are_searched_query_by_query(monkey
     # the each-pair-once search; both give the same neighbours.
     x, _ = twins_across_panels(8)
     calls = []
-    symmetric = neighbors._symmetric_self_search
+    symmetric = _host_search.symmetric_self_search
     monkeypatch.setattr(
-        neighbors, "_symmetric_self_search", lambda *a: calls.append(1) or symmetric(*a)
+        _host_search, "symmetric_self_search", lambda *a: calls.append(1) or symmetric(*a)
     )
     d_plain, i_plain = knn_search(x, 120, backend="faiss")
     knn_search(x, 20, backend="faiss")  # fewer neighbours: faiss would use heaps too
     assert calls == [1]
-    monkeypatch.setattr(neighbors, "SYMMETRIC_MIN_ITEMS", 0)
+    monkeypatch.setattr(_host_search, "SYMMETRIC_MIN_ITEMS", 0)
     d_sym, i_sym = knn_search(x, 120, backend="faiss")
     assert calls == [1, 1]
     np.testing.assert_array_equal(i_sym, i_plain)
@@ -267,12 +267,14 @@ def test_small_sets_with_a_hundred_neighbours_are_searched_query_by_query(monkey
 
 
 def test_auto_searches_on_the_gpu_when_torch_sees_one(monkeypatch):
+    on_cpu = "faiss" if faiss_available() else "torch"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert neighbors._resolve("auto") == "cuda"
-    with device_scope("cpu"):  # the edge chose the CPU: auto follows it
-        assert neighbors._resolve("auto") == ("faiss" if faiss_available() else "torch")
+    assert neighbors._resolve("auto", "cpu") == on_cpu  # the device given, not the detection
+    with device_scope("cpu"):  # a device chosen elsewhere is not read: auto is the detection
+        assert neighbors._resolve("auto") == "cuda"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert neighbors._resolve("auto") == ("faiss" if faiss_available() else "torch")
+    assert neighbors._resolve("auto") == on_cpu
     with pytest.raises(ValueError, match="GPU"):
         knn_search(np.zeros((5, 2)), 1, backend="cuda")
 

@@ -186,7 +186,7 @@ def test_silhouette_against_sklearn(metric):
     c = rng.integers(0, 5, 400)
     x = rng.standard_normal((5, 6))[c] * 2 + rng.standard_normal((400, 6))
     c[:3] = [7, 8, 9]  # singleton clusters score 0 on both sides
-    assert silhouette(x, c, metric=metric) == pytest.approx(
+    assert silhouette(x, c, distance=metric) == pytest.approx(
         skm.silhouette_score(x, c, metric=metric), abs=1e-5
     )
 

@@ -94,7 +94,9 @@ def test_against_pytorch_metric_learning(seed):
 def test_cosine_uses_directions():
     x, y = random_set(0)
     scaled = x * np.random.default_rng(1).uniform(0.1, 10, (len(x), 1)).astype(np.float32)
-    assert map_at_r(scaled, y, metric="cosine") == pytest.approx(map_at_r(x, y, metric="cosine"))
+    assert map_at_r(scaled, y, distance="cosine") == pytest.approx(
+        map_at_r(x, y, distance="cosine")
+    )
 
 
 @settings(max_examples=30, deadline=None)
@@ -195,16 +197,16 @@ def test_bad_input(call, match):
 def test_near_twins_of_other_classes_over_several_panels_match_loops(monkeypatch, symmetric):
     # Each point has a near-twin of another class: in every query's list the two lie within
     # float32 rounding of each other, so only an exact re-scoring orders them right.
-    from clusterable.evaluate import neighbors
+    from clusterable.evaluate import _host_search
 
     rng = np.random.default_rng(9)
     base = rng.standard_normal((700, 16))
     x = np.concatenate([base, base + 1e-5 * rng.standard_normal((700, 16))]).astype(np.float32)
     y = rng.integers(0, 40, 700)
     y = np.concatenate([y, (y + 1) % 40])
-    monkeypatch.setattr(neighbors, "_PANEL_ELEMENTS", neighbors._PANEL_ROWS * 600)
+    monkeypatch.setattr(_host_search, "_PANEL_ELEMENTS", _host_search._PANEL_ROWS * 600)
     if not symmetric:
-        monkeypatch.setattr(neighbors, "SYMMETRIC_MAX_CANDIDATES", 0)
+        monkeypatch.setattr(_host_search, "SYMMETRIC_MAX_CANDIDATES", 0)
     ks = (1, 2, 10)
     assert_matches_loops(x, y, ks)
 
@@ -318,7 +320,7 @@ def test_the_torch_back_end_scores_every_query_as_faiss_does(monkeypatch, dtype,
 def test_a_broken_tie_order_on_the_device_is_caught(monkeypatch):
     # The comparison above must see a wrong order of exact ties: here duplicates are ordered
     # by descending id.
-    from clusterable.evaluate import neighbors, retrieval
+    from clusterable.evaluate import _torch_search, retrieval
 
     x, codes = hard_set(1)
     expected = retrieval.retrieval_per_query(x, codes, (1, 10), backend="faiss")
@@ -329,8 +331,8 @@ def test_a_broken_tie_order_on_the_device_is_caught(monkeypatch):
         by_key = keys.argsort(dim=1, stable=True)
         return keys.gather(1, by_key), ids.gather(1, by_key)
 
-    monkeypatch.setattr(neighbors, "order_by_value_then_id", by_key_then_descending_id)
-    monkeypatch.setattr(neighbors, "order_by_key_then_id", by_key_then_descending_id)
+    monkeypatch.setattr(_torch_search, "order_by_value_then_id", by_key_then_descending_id)
+    monkeypatch.setattr(_torch_search, "order_by_key_then_id", by_key_then_descending_id)
     broken = retrieval.retrieval_per_query(x, codes, (1, 10), backend="torch")
     with pytest.raises(AssertionError):
         assert_same_scores(broken, expected)
@@ -339,15 +341,13 @@ def test_a_broken_tie_order_on_the_device_is_caught(monkeypatch):
 @pytest.mark.skipif(not faiss_available(), reason="compares the torch back end with faiss")
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_the_torch_back_end_gives_the_table_faiss_gives(monkeypatch, dtype):
-    from clusterable.device import device_scope
     from clusterable.evaluate import evaluate_embeddings, neighbors
 
     x, codes = hard_set(2, dtype)
     expected = evaluate_embeddings(x, codes, ks=(1, 10, 100), device="cpu")
     monkeypatch.setattr(neighbors, "faiss_available", lambda: False)
-    with device_scope("cpu"):
-        assert neighbors._resolve("auto") == "torch"
-        got = evaluate_embeddings(x, codes, ks=(1, 10, 100), device="cpu")
+    assert neighbors._resolve("auto", "cpu") == "torch"
+    got = evaluate_embeddings(x, codes, ks=(1, 10, 100), device="cpu")
     assert got.keys() == expected.keys()
     for name, value in expected.items():
         assert got[name] == pytest.approx(value, rel=1e-14, abs=0), name
@@ -358,10 +358,10 @@ def test_the_torch_back_end_shares_out_and_ranks_by_cosine_as_faiss_does():
     from clusterable.evaluate import retrieval
 
     x, codes = hard_set(3)
-    expected = retrieval.retrieval_per_query(x, codes, (1, 10), metric="cosine", backend="faiss")
+    expected = retrieval.retrieval_per_query(x, codes, (1, 10), distance="cosine", backend="faiss")
     shards = [
         retrieval.retrieval_per_query(
-            x, codes, (1, 10), metric="cosine", backend="torch", chunk_size=100, shard=(rank, 3)
+            x, codes, (1, 10), distance="cosine", backend="torch", chunk_size=100, shard=(rank, 3)
         )
         for rank in range(3)
     ]

@@ -9,7 +9,7 @@ import pytest
 from scipy import sparse
 from sklearn.metrics import mutual_info_score
 
-from clusterable.evaluate import evaluate_embeddings, neighbors, partition_metrics, silhouette
+from clusterable.evaluate import _host_search, evaluate_embeddings, partition_metrics, silhouette
 from clusterable.evaluate._pools import _PTHREADS_BLAS, blas_on_one_thread
 from clusterable.evaluate.neighbors import faiss_available, knn_chunks
 from clusterable.evaluate.silhouette import silhouette_distances
@@ -35,9 +35,9 @@ def clustered(n=700, d=16, classes=12, seed=0, twins=60):
 @pytest.mark.parametrize("metric", ["euclidean", "cosine"])
 def test_the_table_reading_the_silhouette_distances_equals_the_plain_one(monkeypatch, metric):
     x, y = clustered()
-    shared = evaluate_embeddings(x, y, ks=(1, 5, 50), metric=metric, per_class=True)
+    shared = evaluate_embeddings(x, y, ks=(1, 5, 50), distance=metric, per_class=True)
     monkeypatch.setattr(table_module, "SHARED_DISTANCES_MAX", 0)
-    plain = evaluate_embeddings(x, y, ks=(1, 5, 50), metric=metric, per_class=True)
+    plain = evaluate_embeddings(x, y, ks=(1, 5, 50), distance=metric, per_class=True)
     per_class, plain_per_class = shared.pop("per_class"), plain.pop("per_class")
     assert shared == plain
     for name, values in plain_per_class.items():
@@ -66,8 +66,8 @@ def test_the_search_of_distance_blocks_equals_the_search_of_the_points(monkeypat
     assert len(blocks) > 1
     for k, with_codes in ((40, True), (120, False)):
         given = codes if with_codes else None
-        read = list(knn_chunks(x, k, metric=metric, codes=given, blocks=blocks))
-        plain = list(knn_chunks(x, k, metric=metric, codes=given))
+        read = list(knn_chunks(x, k, distance=metric, codes=given, blocks=blocks))
+        plain = list(knn_chunks(x, k, distance=metric, codes=given))
         for (start, dist, idx), (start_p, dist_p, idx_p) in zip(read, plain, strict=True):
             assert start == start_p
             if with_codes:  # near-ties of one kind keep their float32 order, which may differ
@@ -93,7 +93,7 @@ def test_rows_whose_ceiling_keeps_too_few_are_sorted_whole(monkeypatch):
     calls = []
     argsort = np.argsort
     monkeypatch.setattr(np, "argsort", lambda *a, **k: calls.append(1) or argsort(*a, **k))
-    dist, ids = neighbors._search_distance_blocks(blocks, 40)
+    dist, ids = _host_search.search_distance_blocks(blocks, 40)
     assert len(calls) >= 300
     squared = np.concatenate([block for _, block in blocks], axis=1)  # (n, n)
     np.fill_diagonal(squared, np.inf)
@@ -122,7 +122,7 @@ def test_rows_are_sorted_by_distance_then_id():
     dist = rng.choice([-1.5, -0.0, 0.0, 0.25, 1.0, np.inf], size=(50, 9)).astype(np.float32)
     ids = rng.integers(-1, 30, size=(50, 9)).astype(np.int64)
     got_d, got_i = dist.copy(), ids.copy()
-    neighbors._sort_rows(got_d, got_i)
+    _host_search.sort_rows(got_d, got_i)
     for row in range(50):
         # -1 (an unfilled heap slot) sorts after every real id at its distance.
         order = np.lexsort((ids[row].astype(np.uint32), dist[row] + 0.0))
@@ -135,7 +135,7 @@ def test_rows_are_sorted_by_distance_then_id():
 
 
 def _near_ties_by_run_numbers(keys, tol, same):
-    """The dense formulation `neighbors._near_ties` replaced: every run numbered."""
+    """The dense formulation `_host_search.near_ties` replaced: every run numbered."""
     c, kk = keys.shape
     near_gap = np.diff(keys, axis=1, prepend=0.0) <= tol[:, None]
     rescore = near_gap.copy()
@@ -166,7 +166,7 @@ def near_tie_cases(cases: int, seed: int = 6):
 def test_near_ties_read_from_the_near_gaps_equal_the_numbered_runs():
     for keys, tol, same in near_tie_cases(500):
         np.testing.assert_array_equal(
-            neighbors._near_ties(keys, tol, same), _near_ties_by_run_numbers(keys, tol, same)
+            _host_search.near_ties(keys, tol, same), _near_ties_by_run_numbers(keys, tol, same)
         )
 
 

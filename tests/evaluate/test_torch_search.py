@@ -7,7 +7,7 @@ import pytest
 import torch
 from test_shortcuts import near_tie_cases  # tests/evaluate: rows of ties and near-ties
 
-from clusterable.evaluate import _torch_search, neighbors
+from clusterable.evaluate import _host_search, _torch_search
 from clusterable.evaluate._torch_search import (
     TorchSearch,
     near_ties,
@@ -72,7 +72,7 @@ def test_near_ties_on_the_device_equal_the_hosts(device):
             torch.from_numpy(tol).to(device),
             None if same is None else torch.from_numpy(same).to(device),
         )
-        np.testing.assert_array_equal(got.cpu(), neighbors._near_ties(keys, tol, same))
+        np.testing.assert_array_equal(got.cpu(), _host_search.near_ties(keys, tol, same))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -72,3 +72,18 @@ def test_cluster_ids_without_embeddings_get_a_one_line_error(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["report", str(tmp_path / "c.npy")])
     assert "add --embeddings EMB.npy" in capsys.readouterr().err
+
+
+def test_the_partition_an_evaluation_scored_is_reported_with_its_rule(tmp_path):
+    from clusterable.evaluate import evaluate_embeddings
+
+    rng = np.random.default_rng(2)
+    labels = np.repeat(np.arange(3), 20)
+    points = rng.normal(size=(60, 4)) + 8 * np.eye(4)[labels]
+    table = evaluate_embeddings(points, labels, metrics=["nmi"])
+    page = write_clustering_report(
+        points, table.partition, tmp_path / "c.html", labels=labels
+    ).read_text()
+    assert "k-means++ seeding, 10 restarts of at most 20 iterations, best inertia" in page
+    assert [row[:2] for row in cluster_rows(page)] == [["0", "20"], ["1", "20"], ["2", "20"]]
+    assert "NMI (clusters)" in page and "silhouette (clusters)" in page

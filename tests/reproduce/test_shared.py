@@ -51,9 +51,10 @@ def test_values_go_where_their_prefix_says():
 
 
 def test_training_builds_through_the_recipe_and_applies_the_method_settings(digits):
-    # lr = 0 leaves the network as recipe.build makes it for the seed: the method's train_args
-    # reached the trainer, and the model is the recipe's (same seed, same initial weights).
-    frozen = Method("frozen", SPEC, {"lr": 0.0})
+    # lr = 1e-30 (0 is refused) leaves the network as recipe.build makes it for the seed: the
+    # method's train_args reached the trainer, and the model is the recipe's (same seed, same
+    # initial weights).
+    frozen = Method("frozen", SPEC, {"lr": 1e-30})
     config = TrainConfig(epochs=1, batch_size=60, items_per_class=6, progress=False, seed=3)
     (embedded,) = train_and_embed(frozen, digits, [digits], config)
     model = build(SPEC, digits.input_shape, digits.num_classes, seed=3).model
@@ -102,7 +103,7 @@ def test_claims_are_judged_with_the_librarys_k_means_not_the_fast_evaluation_one
     seen = []
 
     def spy(features, labels, **kwargs):
-        seen.append(kwargs.get("cluster_kwargs"))
+        seen.append(kwargs["options"].cluster_kwargs)
         return {m: 0.5 for m in zero_shot_fashion.METRICS}
 
     monkeypatch.setattr(zero_shot_fashion, "evaluate_embeddings", spy)

@@ -17,6 +17,8 @@ from clusterable.train import TrainConfig, Trainer, TrainerCallback, embed_datas
 class Recorder(TrainerCallback):
     """Writes down every hook call with the trainer's counters at that moment."""
 
+    metrics = ("recorded_metric",)
+
     def __init__(self) -> None:
         self.calls: list[tuple] = []
 

@@ -63,7 +63,13 @@ def test_training_names_a_broken_file_in_one_line(tmp_path):
     data = photo_set(tmp_path)
     data.x.paths[3].write_bytes(b"not a jpeg")
     config = TrainConfig(
-        epochs=1, batch_size=4, workers=1, cache_images="none", device="cpu", progress=False
+        epochs=1,
+        batch_size=10,  # every photo in the one batch: the broken one is read
+        items_per_class=2,
+        workers=1,
+        cache_images="none",
+        device="cpu",
+        progress=False,
     )
     trainer = Trainer(model_for(data), build_loss("contrastive"), data, config=config)
     with pytest.raises(ValueError, match=r"cannot decode image file .*03\.jpg") as error:

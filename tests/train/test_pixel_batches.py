@@ -156,8 +156,8 @@ def test_one_loader_serves_every_epoch_of_image_files(photos, monkeypatch):
     model = build_model("corel-cnn", data.input_shape, 8)
     trainer = Trainer(model, build_loss("triplet"), data, config=quiet(epochs=3, workers=1))
     built = []
-    make = trainer._data_loader  # the loader's workers are what a new loader starts again
-    monkeypatch.setattr(trainer, "_data_loader", lambda *a, **k: built.append(1) or make(*a, **k))
+    make = trainer.batches.loader  # the loader's workers are what a new loader starts again
+    monkeypatch.setattr(trainer.batches, "loader", lambda *a, **k: built.append(1) or make(*a, **k))
     trainer.fit()
     assert len(built) == 1 and trainer.step == 3 * len(trainer.sampler)
 

@@ -80,7 +80,7 @@ def test_train_memory_size_flag_builds_and_saves_the_memory(tmp_path):
     arguments += ["--memory-size", "96", "--epochs", "1", "--batch-size", "32"]
     assert main([*arguments, "--no-progress", "--out", str(out)]) == 0
     assert json.loads((out / "run.json").read_text())["spec"]["memory_size"] == 96
-    _, loss, spec, _ = load_trained(out)
+    _, loss, spec, *_ = load_trained(out)
     assert isinstance(loss, CrossBatchMemory) and spec.memory_size == 96
     assert len(loss) == 96  # the saved queue came back full
 
@@ -93,5 +93,5 @@ def test_memory_size_in_a_yaml_run_file(tmp_path):
     )
     out = tmp_path / "run"
     assert main(["train", "--config", str(config), "--out", str(out)]) == 0
-    _, loss, _, _ = load_trained(out)
+    _, loss, *_ = load_trained(out)
     assert isinstance(loss, CrossBatchMemory) and loss.memory_size == 64

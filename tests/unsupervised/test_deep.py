@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 
 import numpy as np
 import pytest
 import torch
 
+from clusterable._register import check_keywords
 from clusterable.cli import main
 from clusterable.data import load_dataset
 from clusterable.device import module_device
 from clusterable.losses import OPMLLoss
 from clusterable.losses._pairs import squared_distances
-from clusterable.mining import all_triplets
+from clusterable.mining import all_triplets, semi_hard_triplets
 from clusterable.models import build_model
 from clusterable.train import TrainConfig, Trainer
+from clusterable.train.config_typing import parameter_types
 from clusterable.unsupervised import (
     OPMLDiagnostics,
     PseudoLabelRefresh,
@@ -76,6 +79,50 @@ def test_noise_items_never_appear_in_mined_triplets():
     loss(embeddings, labels).backward()
     assert (embeddings.grad[labels < 0] == 0).all()
     assert embeddings.grad[labels >= 0].abs().sum() > 0
+
+
+def test_pseudo_label_triplets_are_the_semi_hard_rule_on_the_labelled_items_in_index_order():
+    generator = torch.Generator().manual_seed(1)
+    embeddings = torch.randn(40, 3, generator=generator)
+    labels = torch.arange(40) % 4
+    labels[::6] = -1
+    distances = squared_distances(embeddings)
+    clean = (labels >= 0).nonzero(as_tuple=True)[0]
+    expected = semi_hard_triplets(distances[clean][:, clean], labels[clean], 2.0)  # the mask rule
+    got = pseudo_label_triplets(distances, labels, 2.0)
+    assert got[0].numel() > 0
+    for listed, masked in zip(got, expected, strict=True):
+        assert torch.equal(listed, clean[masked])
+
+
+def test_pseudo_label_mining_memory_is_quadratic_not_cubic():
+    """The parent's lister, not the (|P|, n) mask: two classes of 96 would make that mask n^3 / 2
+    distances (14 MB); no operation here allocates more than an (n, n) sort's values and
+    indices."""
+    from torch.profiler import ProfilerActivity, profile
+
+    n = 192
+    embeddings = torch.randn(n, 4, generator=torch.Generator().manual_seed(0))
+    distances = squared_distances(embeddings)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        anchor, _, _ = pseudo_label_triplets(distances, torch.arange(n) % 2, margin=0.1)
+    assert anchor.numel() > 0
+    assert max(event.cpu_memory_usage for event in prof.events()) <= 12 * n * n
+
+
+def test_the_seven_opml_arguments_are_declared_once():
+    own = RiemannianOPMLLoss.__init__.__code__.co_varnames
+    parent = [p for p in inspect.signature(OPMLLoss).parameters.values()]
+    assert not {p.name for p in parent} & set(own)  # handed to OPMLLoss, not repeated
+    signature = inspect.signature(RiemannianOPMLLoss).parameters
+    assert list(signature.values())[: len(parent)] == parent
+    assert signature["maxiter"].default == 10 and len(signature) == len(parent) + 1
+    assert parameter_types(RiemannianOPMLLoss)["alpha_deg"] is float  # the run settings' types
+    with pytest.raises(ValueError, match="its arguments are: embedding_dim, metric_dim"):
+        check_keywords("loss 'opml'", RiemannianOPMLLoss, {"maxiterations": 3})
+    loss = RiemannianOPMLLoss(6, 3, 30.0, margin=0.5, seed=2, maxiter=4)
+    assert (loss.metric_dim, loss.alpha_deg, loss.margin, loss.maxiter) == (3, 30.0, 0.5, 4)
+    torch.testing.assert_close(loss.L, OPMLLoss(6, 3, seed=2).L)
 
 
 def test_riemannian_loss_moves_R_and_L_without_gradient_and_keeps_L_orthonormal():

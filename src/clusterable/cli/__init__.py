@@ -17,7 +17,12 @@ Where things are:
   settings a command names (``--config`` file, then flags).
 - ``_files.py``: what verbs read and write (``.npy`` arrays, labels, JSON, a run's embeddings).
 - ``_clusters.py``: how many clusters ``evaluate`` and ``cluster`` ask for.
-- ``_parser.py``: the verb factory (description, example, ``--seed``, ``--device``).
+- ``_parser.py``: the verb factory (description, example, ``--seed``, and ``--device`` for a verb
+  that declares it runs a model, a search or a clustering); ``_names.py``: the names the parser
+  offers (datasets, losses, metrics, ...), declared without importing their registries.
+
+Building the parser imports no torch, scikit-learn, SciPy, faiss or matplotlib: ``clusterable
+--help`` and ``clusterable VERB --help`` start at once, and each handler imports what it runs.
 """
 
 from __future__ import annotations
@@ -30,9 +35,6 @@ from typing import Any
 from clusterable import __version__
 from clusterable.cli import embeddings, papers, report, run, use
 from clusterable.cli._parser import AddVerb, Verbs
-from clusterable.device import device_scope
-from clusterable.train.checkpoint import CheckpointWriteError
-from clusterable.train.run_folder import RunFolderError, describe_os_error
 
 #: Every verb, in the order ``clusterable --help`` lists them.
 VERBS: tuple[AddVerb, ...] = (
@@ -73,6 +75,11 @@ def _one_line_warning(message: Any, category: type, *_: Any, **__: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # What the verb runs, imported once the command line is read: `--help` has exited by now.
+    from clusterable.device import device_scope
+    from clusterable.train.checkpoint import CheckpointWriteError
+    from clusterable.train.run_folder import RunFolderError, describe_os_error
+
     with warnings.catch_warnings():
         warnings.showwarning = _one_line_warning
         try:

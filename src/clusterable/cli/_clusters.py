@@ -4,17 +4,26 @@ command line says about it."""
 
 from __future__ import annotations
 
-from typing import Literal
+import argparse
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
+from clusterable.cli._flag_types import whole_number
 
-from clusterable.cluster import clusterer_info, resolve_n_clusters
-from clusterable.data import labelled_mask
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def n_clusters_flag(text: str) -> int | Literal["auto"]:
-    """``--n-clusters``: a whole number, or ``auto`` for a method that can choose."""
-    return "auto" if text.strip().lower() == "auto" else int(text)
+    """``--n-clusters``: a whole number of 1 or more, or ``auto`` for a method that can choose;
+    anything else is one line naming the flag (argparse's ``argument --n-clusters: ...``)."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return whole_number(1)(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of clusters: give a whole number of 1 or more, or auto"
+        ) from None
 
 
 def clusters_to_ask(
@@ -37,6 +46,11 @@ def clusters_to_ask(
         For ``n_clusters`` given to a method that finds its own, or missing where nothing can
         stand for it.
     """
+    import numpy as np
+
+    from clusterable.cluster import clusterer_info, resolve_n_clusters
+    from clusterable.data import labelled_mask
+
     info = clusterer_info(clustering)
     n_classes = None if labels is None else len(np.unique(labels[labelled_mask(labels)]))
     try:

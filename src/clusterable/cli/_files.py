@@ -9,16 +9,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from clusterable.data import LabelledDataset
-
 if TYPE_CHECKING:
-    from clusterable.embedder import Embedder
+    import numpy as np
+
+    from clusterable.data import LabelledDataset
+    from clusterable.trained_run import TrainedRun
 
 
 def load_array(path: str | Path, what: str) -> np.ndarray:
     """The one array of the ``.npy`` file ``path``; errors name ``what`` it should hold."""
+    import numpy as np
+
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{what} file {path} does not exist; give the path of a .npy file")
@@ -34,22 +35,13 @@ def load_array(path: str | Path, what: str) -> np.ndarray:
 
 
 def load_labels(path: str | Path, rows: int, what: str = "labels") -> np.ndarray:
-    """``(rows,)`` int64 class codes of the labels in ``path``: integers as they are, any other
-    labels (text) numbered in sorted order."""
-    labels = load_array(path, what)
-    if labels.ndim != 1 or len(labels) != rows:
-        raise ValueError(
-            f"{what} has shape {labels.shape} but the embeddings have {rows} rows; give one label "
-            "per embedding row"
-        )
-    if labels.dtype.kind in "iu":
-        return labels.astype(np.int64)
-    if labels.dtype.kind == "f" and np.all(np.isfinite(labels)) and np.all(labels == labels // 1):
-        return labels.astype(np.int64)
-    if labels.dtype.kind == "O" and any(value is None for value in labels):
-        raise ValueError(f"{what} hold None; give every item a label")
-    _, codes = np.unique(labels.astype(str), return_inverse=True)
-    return codes.astype(np.int64)
+    """``(rows,)`` int64 class codes of the labels in ``path``, read by the package's one label
+    rule (`clusterable._arrays.label_values`): integers (and whole floats) as they are, text
+    numbered in sorted order."""
+    from clusterable._arrays import as_labels
+
+    codes, classes = as_labels(load_array(path, what), rows, what)
+    return classes[codes] if classes.dtype.kind == "i" else codes
 
 
 def saved_embeddings(path: Path, dim: int) -> np.ndarray | None:
@@ -64,14 +56,17 @@ def saved_embeddings(path: Path, dim: int) -> np.ndarray | None:
 
 def plain(value: Any) -> Any:
     """A numpy scalar as the Python value JSON and printing want."""
+    import numpy as np
+
     return value.item() if isinstance(value, np.generic) else value
 
 
 def write_json(payload: dict[str, Any], path: str | None) -> None:
     """Write ``payload`` to ``path`` (when given) and say so."""
     if path:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(payload, indent=2) + "\n")
+        from clusterable._atomic import atomic_write_text
+
+        atomic_write_text(path, json.dumps(payload, indent=2) + "\n")
         print(f"wrote {path}")
 
 
@@ -92,19 +87,29 @@ def add_source(parser: argparse.ArgumentParser) -> None:
 class Embedded:
     """The embeddings of a verb's source, with their labels.
 
-    ``dataset`` and ``embedder`` are None for saved arrays (``fine_labels`` are then the labels).
+    ``dataset`` and ``run`` are None for saved arrays (``fine_labels`` are then the labels).
+    ``is_query``: the split's query and gallery roles (None: leave-one-out, or saved arrays,
+    whose roles `roles_beside` reads).
     """
 
     embeddings: np.ndarray
     labels: np.ndarray
     fine_labels: np.ndarray
     dataset: LabelledDataset | None = None
-    embedder: Embedder | None = None
+    run: TrainedRun | None = None
+    is_query: np.ndarray | None = None
+
+
+def load_run(source: str | Path, args: argparse.Namespace) -> TrainedRun:
+    """The trained run in ``source`` (a run or checkpoint folder), on the verb's ``--device``."""
+    from clusterable.trained_run import TrainedRun
+
+    return TrainedRun.load(source, device=getattr(args, "device", None) or "auto")
 
 
 def embeddings_of(args: argparse.Namespace) -> Embedded:
-    """Embeddings and labels from ``EMB.npy LABELS.npy``, or a split embedded by a trained run
-    (its model loaded once)."""
+    """Embeddings and labels from ``EMB.npy LABELS.npy``, or a split embedded by a trained run in
+    its own view (:meth:`clusterable.trained_run.TrainedRun.split`, its model loaded once)."""
     source = Path(args.source)
     if source.suffix == ".npy":
         if args.labels is None:
@@ -114,14 +119,31 @@ def embeddings_of(args: argparse.Namespace) -> Embedded:
         embeddings = load_array(source, "embeddings")
         labels = load_labels(args.labels, len(embeddings))
         return Embedded(embeddings, labels, labels)
-    from clusterable.embedder import Embedder
-    from clusterable.train import embed_dataset
-
-    embedder = Embedder.from_run(source)
-    dataset = embedder.load_split(args.data, args.root, args.split)
+    run = load_run(source, args)
+    dataset = run.split(args.split, args.data, args.root)
     print(
-        f"embedding {dataset.name} ({len(dataset)} items, {dataset.source}) with "
-        f"{embedder.checkpoint}"
+        f"embedding {dataset.name} ({len(dataset)} items, {dataset.source}) with {run.checkpoint}"
     )
-    embeddings, labels = embed_dataset(embedder.model, dataset)
-    return Embedded(embeddings, labels, dataset.fine_labels, dataset, embedder)
+    items = run.embed(dataset)
+    return Embedded(
+        items.embeddings, dataset.labels, dataset.fine_labels, dataset, run, dataset.is_query
+    )
+
+
+#: The query and gallery roles ``clusterable embed`` writes beside a split's embeddings.
+ROLES_FILE = "is_query.npy"
+
+
+def roles_beside(embeddings: Path, rows: int) -> np.ndarray | None:
+    """The ``(rows,)`` query flags saved beside ``embeddings`` (`ROLES_FILE`), or None."""
+    path = embeddings.with_name(ROLES_FILE)
+    if not path.is_file():
+        return None
+    flags = load_array(path, "query roles")
+    if flags.dtype != bool or flags.shape != (rows,):
+        raise ValueError(
+            f"{path} holds {flags.dtype} of shape {flags.shape}, not one boolean per embedding "
+            f"row ({rows}); delete it, or write the embeddings again with `clusterable embed`"
+        )
+    print(f"query and gallery roles from {path}")
+    return flags

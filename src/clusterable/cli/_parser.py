@@ -1,21 +1,22 @@
-"""The verb factory: every verb's description, example, ``--seed`` and, where it runs a model or a
-search, ``--device``."""
+"""The verb factory: every verb's description, example, ``--seed`` and, where it runs a model, a
+search or a clustering, ``--device``.
+
+A verb declares what it runs (``runs=("model", "search")``) and the factory gives it ``--device``
+from that: no list of device verbs is kept here. This module and the verbs' declarations import
+no torch, scikit-learn or faiss (the handlers do), so ``clusterable VERB --help`` starts at once.
+"""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-#: The verbs that run a model, a search or a clustering, and so take ``--device``; ``train`` and
-#: ``tune`` take it (and ``--seed``) as the TrainConfig fields of the same names.
-DEVICE_VERBS = frozenset(
-    {"train", "evaluate", "embed", "index", "search", "cluster", "assign", "tune", "demo"}
-    | {"reproduce"}
-)
+from clusterable.cli._flag_types import seed
 
-#: Verbs whose ``--seed`` and ``--device`` are generated run settings (`clusterable.cli._settings`).
-RUN_VERBS = frozenset({"train", "tune"})
+#: What a verb may run that takes a device: ``model`` (it loads a trained model, or trains one),
+#: ``search`` (a nearest-neighbour search), ``clustering`` (k-means and the other clusterers).
+DEVICE_WORK = frozenset({"model", "search", "clustering"})
 
 DEVICE_HELP = (
     "where models, searches and k-means run: auto (CUDA, then MPS, then CPU), cpu, cuda, "
@@ -27,28 +28,49 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 class Verbs:
-    """Adds a verb to the command line: ``verbs(name, help, example, handler)`` returns its parser.
+    """Adds a verb to the command line: ``verbs(name, help, example, handler, runs=...)`` returns
+    its parser.
 
     ``help`` is the line of the verb list and the verb's description (argparse %-formats the
-    former, so a literal % is written %%); ``example`` ends the verb's ``--help``.
+    former, so a literal % is written %%); ``example`` ends the verb's ``--help``. ``runs``: what
+    the verb runs among `DEVICE_WORK`; a verb that runs any of it takes ``--device``.
+    ``run_settings``: the verb's ``--seed`` and ``--device`` are generated run settings, the
+    TrainConfig fields of those names (`clusterable.cli._settings.add_run_flags`), not the
+    factory's.
     """
 
     def __init__(self, subparsers: Any) -> None:
         self._subparsers = subparsers
+        #: Verb name -> what it declared it runs.
+        self.runs: dict[str, frozenset[str]] = {}
 
     def __call__(
-        self, name: str, help: str, example: str, handler: Handler
+        self,
+        name: str,
+        help: str,
+        example: str,
+        handler: Handler,
+        *,
+        runs: Iterable[str] = (),
+        run_settings: bool = False,
     ) -> argparse.ArgumentParser:
+        work = frozenset(runs)
+        if not work <= DEVICE_WORK:
+            raise ValueError(
+                f"verb {name} runs {', '.join(sorted(work - DEVICE_WORK))}: "
+                f"declare it among {', '.join(sorted(DEVICE_WORK))}"
+            )
+        self.runs[name] = work
         sub = self._subparsers.add_parser(
             name, help=help, description=help.replace("%%", "%"), epilog=f"example: {example}"
         )
         sub.set_defaults(handler=handler)
-        if name in RUN_VERBS:
+        if run_settings:
             return sub
-        if name in DEVICE_VERBS:
+        if work:
             sub.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default: auto)")
         sub.add_argument(
-            "--seed", type=int, default=0, help="seed of random steps (default: %(default)s)"
+            "--seed", type=seed, default=0, help="seed of random steps (default: %(default)s)"
         )
         return sub
 

@@ -8,12 +8,18 @@ repeatable ``--loss-arg NAME=VALUE``; a field whose values a registry, a ``Liter
 beside the dataclass names (``OPTIMIZERS`` for ``optimizer``) offers them as choices. A field added
 to either dataclass is a flag without an edit here. ``--set NAME=VALUE`` sets any TrainConfig
 field too, and ``--config run.yaml`` any setting; flags override the file.
+
+The fields are read from the dataclasses' source, not imported (`declared_fields`): their modules
+import torch, and ``clusterable train --help`` should start at once. Where the source cannot be
+read (a field whose default is no literal), the dataclasses are imported instead.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import builtins
+import importlib
 import inspect
 import io
 import sys
@@ -21,18 +27,12 @@ import textwrap
 import tokenize
 import typing
 from collections.abc import Callable, Iterator
-from dataclasses import MISSING, Field, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from clusterable.data import available_datasets
-from clusterable.losses import available_losses
-from clusterable.mining import available_samplers
-from clusterable.models import available_models
-from clusterable.train.config_typing import field_types, typed_settings
+from clusterable.cli._names import registry_names
 
 #: Flags whose name is not their field's: the names users know, kept.
 FLAG_NAMES = {"labels": "--label-view"}
@@ -46,13 +46,20 @@ SWITCHES = frozenset({"normalize", "autoencoder", "unsupervised"})
 #: Values a field takes that neither a registry nor its type names.
 FIXED_CHOICES: dict[str, tuple[Any, ...]] = {"labels": ("fine", "coarse"), "channels": (1, 3)}
 
-#: Fields whose values a registry names: ``(names, closed)``; an open field also takes forms of
-#: its own (``folder:PATH``, ``timm:NAME``), so its help lists the names instead of enforcing them.
-REGISTRIES: dict[str, tuple[Callable[[], list[str]], bool]] = {
-    "data": (available_datasets, False),
-    "model": (available_models, False),
-    "loss": (available_losses, True),
-    "sampler": (available_samplers, True),
+#: Fields whose values a registry names: ``(registry, closed)``, the registry a key of
+#: `clusterable.cli._names.LISTINGS`; an open field also takes forms of its own (``folder:PATH``,
+#: ``timm:NAME``), so its help lists the names instead of enforcing them.
+REGISTRIES: dict[str, tuple[str, bool]] = {
+    "data": ("datasets", False),
+    "model": ("models", False),
+    "loss": ("losses", True),
+    "sampler": ("samplers", True),
+}
+
+#: The dataclasses whose fields are the run flags, by section: ``(module, class)``.
+RUN_CLASSES = {
+    "spec": ("clusterable.recipe", "RunSpec"),
+    "train": ("clusterable.train.config", "TrainConfig"),
 }
 
 #: What the command line adds to a field's comment.
@@ -66,18 +73,32 @@ CLI_NOTES = {
 
 
 @dataclass(frozen=True)
+class DeclaredField:
+    """A dataclass field as its class declares it."""
+
+    name: str
+    annotation: Any  # the resolved type
+    default: Any  # the default value (a default_factory's product)
+    comment: str | None  # the source comment on its line(s)
+    named_values: tuple[Any, ...] | None  # a constant beside the class that names its values:
+    # OPTIMIZERS for the field optimizer (None: no such constant)
+
+
+@dataclass(frozen=True)
 class RunFlag:
     """One generated flag: the field it sets, and where (``"spec"``: RunSpec, ``"train"``:
     TrainConfig, a YAML file's ``train:`` mapping)."""
 
-    field: Field
-    owner: type
+    field: DeclaredField
     section: str
-    annotation: Any
 
     @property
     def name(self) -> str:
         return self.field.name
+
+    @property
+    def annotation(self) -> Any:
+        return self.field.annotation
 
     @property
     def flag(self) -> str:
@@ -92,23 +113,190 @@ class RunFlag:
 
 def run_flags(skip: frozenset[str] = frozenset()) -> list[RunFlag]:
     """The flags of every RunSpec and TrainConfig field, in field order, but ``skip``."""
-    from clusterable.recipe import RunSpec
-    from clusterable.train.config import TrainConfig
+    return [
+        RunFlag(f, section)
+        for section in RUN_CLASSES
+        for f in declared_fields(section)
+        if f.name not in NOT_FLAGS | skip
+    ]
 
-    flags = []
-    for cls, section in ((RunSpec, "spec"), (TrainConfig, "train")):
-        types = field_types(cls)
-        for f in fields(cls):
-            if f.name not in NOT_FLAGS | skip:
-                flags.append(RunFlag(f, cls, section, types[f.name]))
-    return flags
+
+def run_defaults(section: str) -> dict[str, Any]:
+    """Field name -> default of the ``section`` dataclass (``"spec"`` or ``"train"``)."""
+    return {f.name: f.default for f in declared_fields(section)}
+
+
+class _Unreadable(Exception):
+    """A declaration that the source reader cannot evaluate without importing its module."""
+
+
+@cache
+def declared_fields(section: str) -> tuple[DeclaredField, ...]:
+    """The fields of the ``section`` dataclass (`RUN_CLASSES`), read from its module's source;
+    from the imported class where the source cannot be read."""
+    try:
+        return fields_in_source(*RUN_CLASSES[section])
+    except (_Unreadable, OSError, SyntaxError):
+        return imported_fields(*RUN_CLASSES[section])
+
+
+def imported_fields(module: str, name: str) -> tuple[DeclaredField, ...]:
+    """The fields of the dataclass ``module.name``, imported."""
+    from clusterable.train.config_typing import field_types
+
+    cls = getattr(importlib.import_module(module), name)
+    types, comments = field_types(cls), field_comments(cls)
+    found = []
+    for f in fields(cls):
+        named = getattr(sys.modules[cls.__module__], f"{f.name.upper()}S", None)
+        default = f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
+        found.append(
+            DeclaredField(
+                f.name,
+                types[f.name],
+                default,
+                comments.get(f.name),
+                tuple(named) if _names_values(named) else None,
+            )
+        )
+    return tuple(found)
+
+
+def fields_in_source(module: str, name: str) -> tuple[DeclaredField, ...]:
+    """The fields of the dataclass ``module.name``, read from the module's source without
+    importing it: annotations evaluated among the module's ``typing`` / ``collections.abc`` /
+    ``pathlib`` imports, defaults as literals (``field(default_factory=dict)`` too).
+
+    Raises
+    ------
+    _Unreadable
+        For a field whose annotation or default needs the module itself.
+    """
+    source, tree = _module_source(module)
+    node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+    if node is None:
+        raise _Unreadable(f"no class {name} at the top of {module}")
+    namespace = _annotation_namespace(tree)
+    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+    lines = source.splitlines(keepends=True)[first - 1 : node.end_lineno]
+    comments = _comments_in(textwrap.dedent("".join(lines)))
+    found = []
+    for item in node.body:
+        if not (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)):
+            continue
+        field_name, text = item.target.id, ast.unparse(item.annotation)
+        if text.split("[")[0].split(".")[-1] in ("ClassVar", "InitVar"):
+            continue
+        try:
+            annotation = eval(text, dict(namespace))  # the package's own source
+        except Exception as error:
+            raise _Unreadable(f"{name}.{field_name}: {text}") from error
+        named = _constant(module, f"{field_name.upper()}S")
+        found.append(
+            DeclaredField(
+                field_name,
+                annotation,
+                _literal_default(item.value, f"{name}.{field_name}"),
+                comments.get(field_name),
+                tuple(named) if _names_values(named) else None,
+            )
+        )
+    return tuple(found)
+
+
+#: The package's folder: modules are read from here (`fields_in_source`).
+_PACKAGE = Path(__file__).resolve().parents[1]
+
+#: Modules whose names a field's annotation may use (imported to evaluate it: all light).
+_ANNOTATION_MODULES = frozenset({"typing", "collections.abc", "pathlib", "types"})
+
+
+@cache
+def _module_source(module: str) -> tuple[str, ast.Module]:
+    """The source text and tree of ``clusterable.X.Y``, found in the package without importing."""
+    path = _PACKAGE.joinpath(*module.split(".")[1:])
+    path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+    source = path.read_text()
+    return source, ast.parse(source)
+
+
+def _annotation_namespace(tree: ast.Module) -> dict[str, Any]:
+    """The names a module's top-level ``typing`` / ``collections.abc`` / ``pathlib`` imports
+    bind."""
+    namespace: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.level == 0:
+            if node.module in _ANNOTATION_MODULES:
+                imported = importlib.import_module(node.module)
+                for alias in node.names:
+                    namespace[alias.asname or alias.name] = getattr(imported, alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in _ANNOTATION_MODULES:
+                    bound = alias.name if alias.asname else alias.name.split(".")[0]
+                    importlib.import_module(alias.name)
+                    namespace[alias.asname or bound] = importlib.import_module(bound)
+    return namespace
+
+
+def _literal_default(node: ast.expr | None, where: str) -> Any:
+    """The default a field's source gives: a literal, or ``field(default=...)`` /
+    ``field(default_factory=dict)`` (or list, set, tuple)."""
+    if node is None:
+        raise _Unreadable(f"{where} has no default")
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "field":
+        keywords = {k.arg: k.value for k in node.keywords}
+        factory = keywords.get("default_factory")
+        if "default" in keywords:
+            node = keywords["default"]
+        elif isinstance(factory, ast.Name) and factory.id in ("dict", "list", "set", "tuple"):
+            return getattr(builtins, factory.id)()
+        else:
+            raise _Unreadable(f"{where}: {ast.unparse(node)}")
+    try:
+        return ast.literal_eval(node)
+    except ValueError as error:
+        raise _Unreadable(f"{where}: {ast.unparse(node)}") from error
+
+
+def _constant(module: str, name: str) -> Any:
+    """The literal value of ``name`` at the top of ``module``, following ``from clusterable.X
+    import name``; None where it is absent or no literal."""
+    _, tree = _module_source(module)
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("clusterable."):
+            for alias in node.names:
+                if (alias.asname or alias.name) == name and node.level == 0:
+                    return _constant(node.module, alias.name)  # type: ignore[arg-type]
+            continue
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets = [node.target]
+        else:
+            continue
+        if any(isinstance(target, ast.Name) and target.id == name for target in targets):
+            try:
+                return ast.literal_eval(node.value)  # type: ignore[arg-type]
+            except ValueError:
+                return None
+    return None
+
+
+def _names_values(named: Any) -> bool:
+    """Whether a constant beside a field names its values (``OPTIMIZERS``: a tuple of text)."""
+    return isinstance(named, (tuple, list, dict)) and all(isinstance(v, str) for v in named)
 
 
 @cache
 def field_comments(cls: type) -> dict[str, str]:
     """Field name -> its source comment: the ``# ...`` on its line(s), continued by comment lines
     right beneath it (a blank line or code ends it)."""
-    source = textwrap.dedent(inspect.getsource(cls))
+    return _comments_in(textwrap.dedent(inspect.getsource(cls)))
+
+
+def _comments_in(source: str) -> dict[str, str]:
+    """:func:`field_comments` of the source text of one class."""
     comments: dict[int, str] = {}
     code: set[int] = set()
     skipped = {tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}
@@ -135,30 +323,26 @@ def field_comments(cls: type) -> dict[str, str]:
     return found
 
 
-def _default_of(f: Field) -> Any:
-    return f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
-
-
 def _choices(flag: RunFlag) -> tuple[list[Any] | None, str]:
     """Enforced choices, and names the help lists (an open registry's)."""
     if flag.name in FIXED_CHOICES:
         return list(FIXED_CHOICES[flag.name]), ""
     if flag.name in REGISTRIES:
-        names, closed = REGISTRIES[flag.name]
-        return (names(), "") if closed else (None, ", ".join(names()))
+        registry, closed = REGISTRIES[flag.name]
+        listed = registry_names(registry)
+        return (listed, "") if closed else (None, ", ".join(listed))
     options = [a for a in typing.get_args(flag.annotation) if a is not type(None)]
     if typing.get_origin(flag.annotation) is typing.Literal:
         return list(typing.get_args(flag.annotation)), ""
     if len(options) == 1 and typing.get_origin(options[0]) is typing.Literal:
         return list(typing.get_args(options[0])), ""
-    named = getattr(sys.modules[flag.owner.__module__], f"{flag.name.upper()}S", None)
-    if isinstance(named, (tuple, list, dict)) and all(isinstance(v, str) for v in named):
-        return list(named), ""  # OPTIMIZERS beside the field optimizer
+    if flag.field.named_values is not None:
+        return list(flag.field.named_values), ""  # OPTIMIZERS beside the field optimizer
     return None, ""
 
 
 def _help(flag: RunFlag, comment: str | None, known: str) -> str:
-    default = _default_of(flag.field)
+    default = flag.field.default
     parts = [comment or flag.name.replace("_", " ")]
     if flag.is_keywords:  # loss_args: typed against the loss's constructor
         parts[0] += f", typed as the {flag.name.removesuffix('_args')} declares it"
@@ -180,6 +364,8 @@ def _typed(name: str, annotation: Any) -> Callable[[str], Any]:
     """An argparse ``type``: the text as the field's type, or a message naming the field."""
 
     def convert(text: str) -> Any:
+        from clusterable.train.config_typing import typed_settings
+
         try:
             return typed_settings({name: text}, {name: annotation}, "setting")[name]
         except ValueError as error:
@@ -202,6 +388,8 @@ def _assignment(flag: str) -> Callable[[str], tuple[str, Any]]:
 
 def parse_assignments(pairs: list[str], flag: str) -> dict[str, Any]:
     """``["margin=0.5", "mining=all"]`` -> ``{"margin": 0.5, "mining": "all"}`` (YAML values)."""
+    import yaml
+
     values = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")
@@ -216,9 +404,6 @@ def add_run_flags(
 ) -> argparse.ArgumentParser:
     """``--config``, a flag for each RunSpec and TrainConfig field but ``skip``, and ``--set``:
     the settings of ``train`` and ``tune``, read back by :func:`given_settings`."""
-    from clusterable.recipe import RunSpec
-    from clusterable.train.config import TrainConfig
-
     parser.add_argument("--config", help="YAML run file: RunSpec keys and a `train:` mapping")
     groups = {
         "spec": parser.add_argument_group(
@@ -228,10 +413,9 @@ def add_run_flags(
             "training settings", "how to train (TrainConfig; the `train:` mapping of --config)"
         ),
     }
-    comments = {"spec": field_comments(RunSpec), "train": field_comments(TrainConfig)}
     for flag in run_flags(skip):
         choices, known = _choices(flag)
-        text = _help(flag, comments[flag.section].get(flag.name), known)
+        text = _help(flag, flag.field.comment, known)
         group = groups[flag.section]
         if flag.is_keywords:
             group.add_argument(
@@ -260,18 +444,13 @@ def add_run_flags(
     return parser
 
 
-def defaults_of(cls: type) -> dict[str, Any]:
-    return {f.name: _default_of(f) for f in fields(cls)}
-
-
 def config_file(args: argparse.Namespace) -> dict[str, Any]:
     """The mapping of the ``--config`` YAML file (empty without one)."""
     if not args.config:
         return {}
-    values = yaml.safe_load(Path(args.config).read_text()) or {}
-    if not isinstance(values, dict):
-        raise ValueError(f"{args.config} must hold a mapping of setting: value")
-    return values
+    from clusterable.train.config_typing import read_settings_file
+
+    return read_settings_file(args.config)  # one line naming the file and line where it fails
 
 
 def _named(args: argparse.Namespace) -> Iterator[tuple[RunFlag, Any]]:

@@ -5,41 +5,51 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from clusterable.cli._clusters import clusters_to_ask, n_clusters_flag
 from clusterable.cli._files import (
+    ROLES_FILE,
     Embedded,
     add_source,
     embeddings_of,
     load_array,
     load_labels,
+    roles_beside,
     write_json,
 )
+from clusterable.cli._flag_types import ks_list
+from clusterable.cli._names import registry_names
 from clusterable.cli._parser import Verbs
-from clusterable.cluster import available_clusterings
-from clusterable.data import labelled_mask
-from clusterable.evaluate import available_metrics, evaluate_embeddings
-from clusterable.metric_table import clustering_heading, format_metric_table
-from clusterable.train.run_folder import check_parent_writable, check_writable
 
-#: The scores of ``cluster --labels``: those of the partition alone.
-PARTITION_SCORES = ("nmi", "precision", "recall", "f1", "accuracy", "ari")
+if TYPE_CHECKING:
+    import numpy as np
+
+
+def partition_scores() -> list[str]:
+    """The scores of ``cluster --labels``: those of the partition alone, read from the metric
+    registry (`clusterable.evaluate.partition_metric_names`), so that a metric registered with
+    ``needs={"partition"}`` is among them."""
+    from clusterable.evaluate import partition_metric_names
+
+    return partition_metric_names()
 
 
 def _add_clustering(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument(
         "--clustering",
-        choices=available_clusterings(aliases=True),
+        choices=registry_names("clusterings"),
         default="kmeans",
         help=f"{help} (default: %(default)s)",
     )
 
 
 def command_evaluate(args: argparse.Namespace) -> int:
+    from clusterable.data import labelled_mask
+    from clusterable.evaluate import evaluate_embeddings
     from clusterable.evaluate.registry import needs_of, select_metrics
-    from clusterable.evaluate.table import partition
+    from clusterable.metric_table import format_metric_table, partition_heading
+    from clusterable.train.run_folder import check_parent_writable
 
     if args.json:
         check_parent_writable(args.json)
@@ -47,22 +57,23 @@ def command_evaluate(args: argparse.Namespace) -> int:
     keep = labelled_mask(source.labels)
     embeddings, labels = source.embeddings[keep], source.labels[keep]
     queries = query_roles(args, source)
-    heading = f"evaluated: {len(labels)} items"
-    clusters: np.ndarray | str = args.clustering
-    if "partition" in needs_of(select_metrics(args.metrics)):
+    k = None
+    if "partition" in needs_of(select_metrics(args.metrics)):  # the flags checked, in its words
         k = clusters_to_ask(args.clustering, args.n_clusters, labels, len(embeddings))
-        clusters = partition(embeddings, args.clustering, k, args.seed)
-        found = len(set(clusters.tolist()) - {-1})
-        heading = clustering_heading(args.clustering, k, found, len(labels), "evaluated")
     table = evaluate_embeddings(
         embeddings,
         labels,
         metrics=args.metrics,
-        clustering=clusters,
-        ks=tuple(int(k) for k in args.ks.split(",")),
+        clustering=args.clustering,
+        n_clusters=k,
+        ks=tuple(int(value) for value in args.ks.split(",")),
         seed=args.seed,
         queries=None if queries is None else queries[keep],
+        device=getattr(args, "device", None) or "auto",
     )
+    heading = f"evaluated: {len(labels)} items"
+    if table.partition is not None:  # the partition the scores were computed on
+        heading = partition_heading(table.partition, len(labels), "evaluated")
     if queries is not None:
         heading += f"; retrieval: {int(queries[keep].sum())} queries ranking the gallery"
     print(format_metric_table(table, heading))
@@ -71,10 +82,13 @@ def command_evaluate(args: argparse.Namespace) -> int:
 
 
 def query_roles(args: argparse.Namespace, source: Embedded) -> np.ndarray | None:
-    """``(n,)`` query flags of the evaluated items: ``--queries FILE``, else the split's own
-    (In-Shop's test split, a folder's ``query/`` and ``gallery/``), else None (leave-one-out)."""
+    """``(n,)`` query flags of the evaluated items: ``--queries FILE``, else the source's own
+    (In-Shop's test split, a folder's ``query/`` and ``gallery/``, the ``is_query.npy`` beside
+    saved embeddings), else None (leave-one-out)."""
+    if args.queries is None and source.dataset is None:
+        return roles_beside(Path(args.source), len(source.labels))
     if args.queries is None:
-        return None if source.dataset is None else source.dataset.is_query
+        return source.is_query
     flags = load_array(args.queries, "--queries")
     if flags.dtype != bool or flags.shape != source.labels.shape:
         raise ValueError(
@@ -86,23 +100,23 @@ def query_roles(args: argparse.Namespace, source: Embedded) -> np.ndarray | None
 
 
 def add_evaluate(verbs: Verbs) -> argparse.ArgumentParser:
-    from clusterable.evaluate.registry import select_metrics
-
     evaluate = verbs(
         "evaluate",
         "score a trained model on a dataset split, or saved embeddings: Recall@K, MAP@R, NMI, F1, "
         "Hungarian accuracy, ARI, V-measure, silhouette (printed in %%)",
         "clusterable evaluate emb.npy labels.npy --clustering spectral --json table.json",
         command_evaluate,
+        runs=("model", "search", "clustering"),
     )
     add_source(evaluate)
-    left_out = [name for name in available_metrics() if name not in select_metrics(None)]
+    metrics, default = registry_names("metrics"), registry_names("default metrics")
+    left_out = [name for name in metrics if name not in default]
     evaluate.add_argument(
         "--metrics",
         nargs="+",
-        choices=available_metrics(),
+        choices=metrics,
         metavar="METRIC",
-        help=f"the scores to compute, among {', '.join(available_metrics())}; only what they "
+        help=f"the scores to compute, among {', '.join(metrics)}; only what they "
         f"read is computed (default: all but {', '.join(left_out)})",
     )
     _add_clustering(evaluate, "partition the cluster scores are computed on")
@@ -112,7 +126,9 @@ def add_evaluate(verbs: Verbs) -> argparse.ArgumentParser:
         help="clusters to ask for, or auto (default: the number of classes; aas and hdbscan "
         "find their own)",
     )
-    evaluate.add_argument("--ks", default="1,2,4,8", help="Recall@K list (default: %(default)s)")
+    evaluate.add_argument(
+        "--ks", type=ks_list, default="1,2,4,8", help="Recall@K list (default: %(default)s)"
+    )
     evaluate.add_argument(
         "--queries",
         help="a .npy of booleans, one per item: the True items query, each ranking the False "
@@ -124,16 +140,20 @@ def add_evaluate(verbs: Verbs) -> argparse.ArgumentParser:
 
 
 def command_embed(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from clusterable.train.run_folder import check_writable
+
     out = check_writable(args.out)
     source = embeddings_of(args)
     np.save(out / "embeddings.npy", source.embeddings)
     np.save(out / "labels.npy", source.labels)
     np.save(out / "fine_labels.npy", source.fine_labels)
-    roles = None if source.dataset is None else source.dataset.is_query
+    roles = source.is_query
     if roles is not None:
-        np.save(out / "is_query.npy", roles)  # for evaluate --queries
-    if source.embedder is not None:
-        source.embedder.identity(args.data, args.root, args.split).save(out)
+        np.save(out / ROLES_FILE, roles)  # read back by evaluate
+    if source.run is not None:
+        source.run.identity(args.data, args.root, args.split).save(out)
     rows, dim = source.embeddings.shape
     roles_note = "" if roles is None else " (and is_query.npy: the query and gallery roles)"
     print(f"wrote {rows} x {dim} embeddings and labels to {out}{roles_note}")
@@ -146,6 +166,7 @@ def add_embed(verbs: Verbs) -> argparse.ArgumentParser:
         "write the embeddings of a dataset split under a trained model as .npy files",
         "clusterable embed runs/digits-lifted --split test --out emb/",
         command_embed,
+        runs=("model",),
     )
     add_source(embed)
     embed.add_argument("--out", required=True, help="folder for embeddings.npy and labels.npy")
@@ -153,8 +174,14 @@ def add_embed(verbs: Verbs) -> argparse.ArgumentParser:
 
 
 def command_cluster(args: argparse.Namespace) -> int:
+    import numpy as np
+
     from clusterable import cluster
-    from clusterable.cluster import clusterer_info
+    from clusterable.cluster import canonical_clustering, clusterer_info
+    from clusterable.data import labelled_mask
+    from clusterable.evaluate import describe_kmeans, evaluate_embeddings, kmeans_rule
+    from clusterable.metric_table import clustering_heading, format_metric_table
+    from clusterable.train.run_folder import check_parent_writable
 
     embeddings = load_array(args.embeddings, "embeddings")
     labels = None if args.labels is None else load_labels(args.labels, len(embeddings), "--labels")
@@ -162,12 +189,20 @@ def command_cluster(args: argparse.Namespace) -> int:
     if args.save:
         check_parent_writable(args.save)
     k = clusters_to_ask(args.clustering, args.n_clusters, labels, len(embeddings), announce=True)
-    partition = cluster.fit(embeddings, args.clustering, k, seed=args.seed)
+    # k-means by the one rule `evaluate` uses too (seeding, restarts), stated under the table.
+    rule = kmeans_rule(k) if canonical_clustering(args.clustering) == "kmeans" else {}
+    partition = cluster.fit(
+        embeddings, args.clustering, k, seed=args.seed, device=args.device, **rule
+    )
     clusters = partition.labels_
     if k == "auto":
         k = partition.n_clusters
         print(f"n_clusters = {k}: chosen by {clusterer_info(args.clustering).auto}")
     if args.save:
+        from clusterable.trained_run import ModelIdentity
+
+        identity = ModelIdentity.beside(args.embeddings)  # assign refuses other models' items
+        partition.model = None if identity is None else identity.model
         print(f"saved the partition ({partition.RULE}) to {partition.save(args.save)}")
     out = Path(args.out)
     np.save(out, clusters)
@@ -176,9 +211,15 @@ def command_cluster(args: argparse.Namespace) -> int:
     if labels is not None:
         keep = labelled_mask(labels)
         table = evaluate_embeddings(
-            embeddings[keep], labels[keep], metrics=PARTITION_SCORES, clustering=clusters[keep]
+            embeddings[keep],
+            labels[keep],
+            metrics=partition_scores(),
+            clustering=clusters[keep],
+            seed=args.seed,
+            device=args.device,
         )
-        heading = clustering_heading(args.clustering, k, found, int(keep.sum()), "scored")
+        how = describe_kmeans(partition.options) if rule else ""
+        heading = clustering_heading(args.clustering, k, found, int(keep.sum()), "scored", how)
         print(format_metric_table(table, heading))
     return 0
 
@@ -186,9 +227,10 @@ def command_cluster(args: argparse.Namespace) -> int:
 def add_cluster(verbs: Verbs) -> argparse.ArgumentParser:
     cluster = verbs(
         "cluster",
-        "partition saved embeddings (k-means, DSCL spectral, AAS, affinity propagation, GMM)",
+        f"partition saved embeddings: {', '.join(registry_names('clustering labels'))}",
         "clusterable cluster emb.npy --clustering spectral --n-clusters 10 --labels labels.npy",
         command_cluster,
+        runs=("clustering",),
     )
     cluster.add_argument("embeddings", help="(n, d) .npy file")
     _add_clustering(cluster, "the partition method")
@@ -215,9 +257,11 @@ def add_cluster(verbs: Verbs) -> argparse.ArgumentParser:
 
 def command_plot(args: argparse.Namespace) -> int:
     from clusterable.plots import plot_retrieval_grid, plot_training_curves, plot_tsne
+    from clusterable.train.run_folder import check_writable
 
-    out = check_writable(args.out)
+    given = check_writable(args.out) if args.out else None  # checked before any work
     source = embeddings_of(args)
+    out = given or check_writable(plots_folder(source, args.source))
     dataset = source.dataset
     names = dataset.class_names if dataset is not None else None
     fine_names = dataset.fine_class_names if dataset is not None else None
@@ -232,8 +276,9 @@ def command_plot(args: argparse.Namespace) -> int:
             subclass_names=fine_names,
         )
     ]
-    log = Path(args.source) / "log.jsonl"
-    if log.is_file():
+    run_folder = None if source.run is None else source.run.folder
+    log = None if run_folder is None else run_folder / "log.jsonl"
+    if log is not None and log.is_file():
         written.append(plot_training_curves(log, out / "curves.png"))
     if dataset is not None and len(dataset.input_shape) == 3:
         images, _ = dataset.features()
@@ -252,15 +297,25 @@ def command_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def plots_folder(source: Embedded, given: str) -> Path:
+    """Where ``plot`` writes by default: ``plots/`` in the run folder, else beside the array."""
+    if source.run is not None and source.run.folder is not None:
+        return source.run.folder / "plots"
+    return Path(given).parent / "plots"
+
+
 def add_plot(verbs: Verbs) -> argparse.ArgumentParser:
     plot = verbs(
         "plot",
         "PNG figures: t-SNE by class and sub-class, training curves, retrieval grid for images",
         "clusterable plot runs/digits-lifted --out plots/",
         command_plot,
+        runs=("model",),
     )
     add_source(plot)
     plot.add_argument(
-        "--out", default="plots", help="folder for the PNG files (default: %(default)s)"
+        "--out",
+        help="folder for the PNG files (default: plots/ in the run folder, or beside the "
+        "embeddings .npy)",
     )
     return plot

@@ -6,12 +6,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from clusterable.cli._flag_types import whole_number
+from clusterable.cli._names import registry_names
 from clusterable.cli._parser import Verbs
-from clusterable.train.run_folder import check_writable
 
 
 def command_demo(args: argparse.Namespace) -> int:
     from clusterable.demo import run_demo
+    from clusterable.train.run_folder import check_writable
 
     run_demo(check_writable(args.out), quick=args.quick, seed=args.seed)
     return 0
@@ -23,6 +25,7 @@ def add_demo(verbs: Verbs) -> argparse.ArgumentParser:
         "train every loss on the bundled digits, evaluate each, print and write one table",
         "clusterable demo --quick --out /tmp/demo",
         command_demo,
+        runs=("model", "search", "clustering"),
     )
     demo.add_argument("--out", default="reports/demo", help="report folder (default: %(default)s)")
     demo.add_argument("--quick", action="store_true", help="a few epochs only (seconds)")
@@ -49,30 +52,25 @@ def command_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
-def _experiment_choices() -> list[str] | None:
-    """``all`` and the registered experiments; None (any name) when the reproductions cannot be
-    imported, so that ``reproduce`` itself says which extra is missing."""
-    try:
-        from clusterable.reproduce import available_experiments
-    except ImportError:
-        return None
-    return ["all", *available_experiments()]
-
-
 def add_reproduce(verbs: Verbs) -> argparse.ArgumentParser:
     reproduce = verbs(
         "reproduce",
         "run a paper's experiment (or all) and print our numbers beside the paper's",
         "clusterable reproduce aas-synthetic --quick",
         command_reproduce,
+        runs=("model", "search", "clustering"),
     )
     reproduce.add_argument(
-        "experiment", choices=_experiment_choices(), help="an experiment, or all of them"
+        "experiment",
+        choices=["all", *registry_names("experiments")],
+        help="an experiment, or all of them",
     )
     budget = reproduce.add_mutually_exclusive_group()
     budget.add_argument("--quick", action="store_true", help="about a minute (for tests)")
     budget.add_argument("--full", action="store_true", help="the paper's own budget")
-    reproduce.add_argument("--seeds", type=int, help="number of seeds (default: per experiment)")
+    reproduce.add_argument(
+        "--seeds", type=whole_number(1), help="number of seeds (default: per experiment)"
+    )
     reproduce.add_argument(
         "--from-json", action="store_true", help="with all: rebuild OUT.md from OUT/*/results.json"
     )

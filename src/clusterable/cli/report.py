@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from clusterable.cli._files import load_array
+from clusterable.cli._files import load_array, load_run
 from clusterable.cli._parser import Verbs
-from clusterable.train.run_folder import check_parent_writable
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def command_report(args: argparse.Namespace) -> int:
     from clusterable import reports
+    from clusterable.train.run_folder import check_parent_writable
 
     source = Path(args.source)
     if not source.exists():
@@ -29,7 +30,8 @@ def command_report(args: argparse.Namespace) -> int:
         report = reports.ExperimentReport.from_json(source / "results.json")
         written = reports.write_reproduction_report(report, source, out)
     elif source.is_dir():
-        written = reports.write_run_report(source, out, seed=args.seed)
+        device = getattr(args, "device", None) or "auto"
+        written = reports.write_run_report(source, out, seed=args.seed, device=device)
     else:
         written = _clustering_report(source, out, args)
     print(f"wrote {written}")
@@ -55,7 +57,7 @@ def _clustering_report(source: Path, out: Path | None, args: argparse.Namespace)
     beside = embeddings_path.with_name("labels.npy")
     labels_path = Path(args.labels) if args.labels else beside if beside.is_file() else None
     labels = None if labels_path is None else load_array(labels_path, "labels")
-    class_names, items = _items_of(embeddings_path, len(embeddings))
+    class_names, items = _items_of(embeddings_path, len(embeddings), args)
     settings = {"method": method, "clusters file": source.resolve(), "embeddings": embeddings_path}
     if labels_path is not None:
         settings["labels"] = labels_path
@@ -72,27 +74,19 @@ def _clustering_report(source: Path, out: Path | None, args: argparse.Namespace)
     )
 
 
-def _items_of(embeddings_path: Path, count: int) -> tuple[list[str] | None, np.ndarray | None]:
+def _items_of(
+    embeddings_path: Path, count: int, args: argparse.Namespace
+) -> tuple[list[str] | None, np.ndarray | None]:
     """Class names and item images of embeddings written by ``clusterable embed``, when the
-    identity beside them names the run and split they came from; ``(None, None)`` otherwise."""
-    from clusterable.embedder import ModelIdentity
+    identity beside them names the run and split they came from (read in the run's view);
+    ``(None, None)`` otherwise."""
+    from clusterable.reports.run_report import item_images
+    from clusterable.trained_run import ModelIdentity
 
     identity = ModelIdentity.beside(embeddings_path)
-    if identity is None or identity.split is None:
+    if identity is None or identity.split is None or not Path(identity.run).is_dir():
         return None, None
-    record = Path(identity.run) / "run.json"
-    if not record.is_file():
-        return None, None
-    from clusterable.data import load_dataset
-    from clusterable.reports.run_report import item_images
-
-    spec = json.loads(record.read_text())["spec"]
-    data = load_dataset(
-        identity.data or spec["data"],
-        root=identity.root or spec["root"],
-        split=identity.split,
-        labels=spec["labels"],
-    )
+    data = load_run(identity.run, args).split(identity.split, identity.data, identity.root)
     if len(data) != count:
         return None, None
     return data.class_names, item_images(data)
@@ -104,6 +98,7 @@ def add_report(verbs: Verbs) -> argparse.ArgumentParser:
         "write one self-contained HTML page of a run, a clustering or a reproduction",
         "clusterable report runs/fm; clusterable report fm.npz --embeddings emb/embeddings.npy",
         command_report,
+        runs=("model", "clustering"),
     )
     report.add_argument(
         "source",

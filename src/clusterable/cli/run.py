@@ -8,17 +8,20 @@ import os
 import sys
 from pathlib import Path
 
+from clusterable.cli._flag_types import whole_number
+from clusterable.cli._given import settings_named_as_given
+from clusterable.cli._names import registry_names
 from clusterable.cli._parser import Verbs
 from clusterable.cli._settings import (
     add_run_flags,
     config_file,
-    defaults_of,
     given_settings,
     resumed_settings,
+    run_defaults,
 )
-from clusterable.evaluate.registry import table_keys
 
 
+@settings_named_as_given
 def command_train(args: argparse.Namespace) -> int:
     from clusterable.recipe import RunSpec, train_run
     from clusterable.train import TrainConfig
@@ -43,17 +46,27 @@ def command_train(args: argparse.Namespace) -> int:
     if main_process:
         print(f"run folder: {out}")
         if args.report:
-            from clusterable.reports import write_run_report
-
-            print(f"report (open it in a browser): {write_run_report(out, seed=config.seed)}")
+            _write_report(out, config.device)
     return 0
 
 
-def add_train(verbs: Verbs) -> argparse.ArgumentParser:
-    from clusterable.recipe import RunSpec
-    from clusterable.train.config import TrainConfig
+def _write_report(out: Path, device: str) -> None:
+    """The end-of-run report; a failure is a warning that says how to retry, never the
+    training's exit status (the run folder holds the trained model either way)."""
+    from clusterable.reports import write_run_report
 
-    spec, config = defaults_of(RunSpec), defaults_of(TrainConfig)
+    try:
+        print(f"report (open it in a browser): {write_run_report(out, device=device)}")
+    except Exception as error:  # the training succeeded: report the report's failure only
+        print(
+            f"clusterable train: warning: the run trained, but its report failed ({error}); "
+            f"retry with `clusterable report {out}`",
+            file=sys.stderr,
+        )
+
+
+def add_train(verbs: Verbs) -> argparse.ArgumentParser:
+    spec, config = run_defaults("spec"), run_defaults("train")
     train = verbs(
         "train",
         "train an embedding on a dataset with a loss; checkpoints, logs and test metrics. "
@@ -61,6 +74,8 @@ def add_train(verbs: Verbs) -> argparse.ArgumentParser:
         f"{spec['data']}/{spec['loss']} for {config['epochs']} epochs",
         "clusterable train --data digits --loss lifted --loss-arg margin=1.0 --epochs 20",
         command_train,
+        runs=("model", "search", "clustering"),
+        run_settings=True,
     )
     add_run_flags(train)
     train.add_argument(
@@ -86,6 +101,7 @@ def add_train(verbs: Verbs) -> argparse.ArgumentParser:
     return train
 
 
+@settings_named_as_given
 def command_tune(args: argparse.Namespace) -> int:
     from clusterable.recipe import RunSpec
     from clusterable.train import TrainConfig
@@ -138,6 +154,8 @@ def add_tune(verbs: Verbs) -> argparse.ArgumentParser:
         "killed search; writes the best settings as a YAML file `train --config` takes",
         "clusterable tune --data digits --loss msdnn --param sigma=log:0.001:1000 --trials 20",
         command_tune,
+        runs=("model", "search", "clustering"),
+        run_settings=True,
     )
     add_run_flags(tune, skip=frozenset({"progress"}))  # a search trains quietly
     tune.add_argument(
@@ -149,8 +167,12 @@ def add_tune(verbs: Verbs) -> argparse.ArgumentParser:
         "choice:A,B,C (repeatable; or a `search:` mapping in --config); NAME a loss keyword, "
         "a training setting or run.embedding_dim",
     )
-    tune.add_argument("--trials", type=int, default=20, help="trials in all (default: %(default)s)")
-    tune.add_argument("--folds", type=int, default=3, help="folds (default: %(default)s)")
+    tune.add_argument(
+        "--trials", type=whole_number(1), default=20, help="trials in all (default: %(default)s)"
+    )
+    tune.add_argument(
+        "--folds", type=whole_number(2), default=3, help="folds (default: %(default)s)"
+    )
     tune.add_argument(
         "--protocol",
         choices=("stratified", "class-disjoint"),
@@ -161,8 +183,8 @@ def add_tune(verbs: Verbs) -> argparse.ArgumentParser:
     tune.add_argument(
         "--metric",
         default="map@r",
-        help=f"what to maximise: {', '.join(table_keys())}, or knn@K (k-NN accuracy from the "
-        "fold's training items) (default: %(default)s)",
+        help=f"what to maximise: {', '.join(registry_names('table keys'))}, or knn@K (k-NN "
+        "accuracy from the fold's training items) (default: %(default)s)",
     )
     tune.add_argument(
         "--out",

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from clusterable._arrays import as_embeddings
+
 #: Elements of the float64 blocks `Rescaling.of` works through.
 _BLOCK_ELEMENTS = 1 << 20
 
@@ -47,46 +49,25 @@ def too_few_distinct_points(points: np.ndarray, k: int) -> str | None:
     return f"the {points.shape[0]} points hold only {distinct} distinct {noun}"
 
 
-def check_points(x: object, *, dtype: type = np.float64) -> np.ndarray:
-    """Return ``x`` as a C-contiguous ``(n, d)`` array of ``dtype`` with finite values.
-
-    Torch tensors are accepted (moved to CPU and detached) so that embeddings can be passed as they
-    come out of a model.
+def check_points(x: object, *, dtype: type | None = None) -> np.ndarray:
+    """The points of a clustering call, checked by the package's one embedding rule
+    (`clusterable._arrays.as_embeddings`: ``(n, d)``, finite; float32 and float64 kept, other
+    real types converted exactly), then converted to ``dtype`` where one is asked for (a step
+    that computes at that precision).
 
     Raises
     ------
     ValueError
-        If ``x`` is not two-dimensional, is empty, or holds NaN or infinite values.
+        If ``x`` is not two-dimensional, is empty, is not real numbers, or holds NaN or infinite
+        values.
     """
-    if hasattr(x, "detach"):  # torch.Tensor, without importing torch here
-        x = x.detach().cpu().numpy()
-    array = np.asarray(x)
-    if array.ndim != 2:
-        raise ValueError(
-            f"expected a 2-D array of points (n_samples, n_features), got shape {array.shape}; "
-            "reshape a single feature with x.reshape(-1, 1)"
-        )
-    if array.shape[0] == 0 or array.shape[1] == 0:
-        raise ValueError(f"expected at least one point and one feature, got shape {array.shape}")
-    if not np.issubdtype(array.dtype, np.number) or np.issubdtype(array.dtype, np.complexfloating):
-        raise ValueError(f"expected real numbers, got dtype {array.dtype}")
-    array = np.ascontiguousarray(array, dtype=dtype)
-    finite = np.isfinite(array).all(axis=1)
-    if not finite.all():
-        bad = np.flatnonzero(~finite)
-        raise ValueError(
-            f"{bad.size} point(s) hold NaN or infinite values (first rows: {bad[:5].tolist()}); "
-            "drop or impute them before clustering"
-        )
-    return array
+    points = as_embeddings(x, "points")
+    return points if dtype is None else points.astype(dtype, copy=False)
 
 
 def as_points(x: object) -> np.ndarray:
-    """`check_points` that keeps float32 points float32 (no copy) and makes others float64: the
-    one validation of the points a clustering call makes."""
-    dtype = getattr(x, "dtype", None)
-    single = str(dtype) in ("float32", "torch.float32")
-    return check_points(x, dtype=np.float32 if single else np.float64)
+    """The one validation of the points a clustering call makes (`check_points`)."""
+    return check_points(x)
 
 
 def check_n_clusters(k: object, n_samples: int) -> int:

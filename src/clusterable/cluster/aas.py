@@ -19,7 +19,6 @@ import numbers
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.neighbors import NearestNeighbors
 
 from clusterable.cluster._validation import Rescaling
 from clusterable.cluster.partition import NeighbourVotePartition
@@ -52,6 +51,8 @@ def knn_graph(points: np.ndarray, k_graph: int) -> tuple[np.ndarray, np.ndarray]
     squared_distances : np.ndarray
         ``(n, k_graph)`` float64 squared Euclidean distances, clipped at 0.
     """
+    from sklearn.neighbors import NearestNeighbors
+
     n, d = points.shape
     if d <= KD_TREE_MAX_DIM:
         distances, neighbours = (
@@ -74,6 +75,8 @@ def knn_graph(points: np.ndarray, k_graph: int) -> tuple[np.ndarray, np.ndarray]
 def _brute_force_knn(points: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """``(n, k)`` squared distances and neighbours of every point, in float32: faiss (the
     optional ``faiss`` extra) when installed, scikit-learn's brute force otherwise."""
+    from sklearn.neighbors import NearestNeighbors
+
     single = np.ascontiguousarray(points, dtype=np.float32)  # (n, d)
     try:
         import faiss

@@ -6,9 +6,6 @@ import sys
 import warnings
 
 import numpy as np
-from sklearn.cluster import affinity_propagation as sklearn_affinity_propagation
-from sklearn.exceptions import ConvergenceWarning
-from tqdm import tqdm
 
 from clusterable.cluster._validation import (
     ClusterCountWarning,
@@ -29,6 +26,9 @@ def _run(
     similarity: np.ndarray, preference: float, damping: float
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """Labels and exemplar rows of one affinity-propagation run, or None if it did not converge."""
+    from sklearn.cluster import affinity_propagation as sklearn_affinity_propagation
+    from sklearn.exceptions import ConvergenceWarning
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         exemplars, labels = sklearn_affinity_propagation(
@@ -172,6 +172,8 @@ def _affinity_propagation(
     """Labels and each cluster's exemplar row (empty when ``k == 1``: one cluster needs none);
     every point's cluster is that of its most similar (nearest) exemplar. Prior validation of
     every argument is assumed."""
+    from tqdm import tqdm
+
     n = points.shape[0]
     if n > MAX_POINTS:
         raise ValueError(

@@ -29,7 +29,6 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from sklearn.metrics import silhouette_score
 
 from clusterable.cluster._validation import Rescaling
 
@@ -63,6 +62,8 @@ def by_silhouette(
     there is nothing to compare: ``min(n, 2)``. A candidate whose partition has one cluster in
     the sample, or only singletons, scores -1 (the silhouette is undefined there).
     """
+    from sklearn.metrics import silhouette_score
+
     n = points.shape[0]
     candidates = list(range(2, min(max_clusters, n - 1) + 1))
     if not candidates:

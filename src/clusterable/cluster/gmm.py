@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from sklearn.mixture import GaussianMixture
 
 from clusterable.cluster._validation import Rescaling, warn_if_fewer_clusters
 from clusterable.cluster.partition import (
@@ -84,6 +83,8 @@ class GaussianMixtureClusterer(Clusterer):
         return self.partition(points, Rescaling.of(points)).labels_
 
     def partition(self, points: np.ndarray, frame: Rescaling) -> Partition:
+        from sklearn.mixture import GaussianMixture
+
         k = int(self.n_clusters)  # type: ignore[arg-type]
         if k == 1:  # one component holds every point; scikit-learn also refuses a single sample
             labels = np.zeros(points.shape[0], dtype=np.int64)

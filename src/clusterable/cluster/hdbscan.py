@@ -37,8 +37,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from sklearn.cluster import HDBSCAN
-from sklearn.neighbors import NearestNeighbors
 
 from clusterable.cluster._validation import Rescaling
 from clusterable.cluster.partition import Partition
@@ -154,6 +152,8 @@ class HDBSCANClusterer(Clusterer):
         return self._fit(frame.apply(points), frame)
 
     def partition(self, points: np.ndarray, frame: Rescaling) -> NearestCorePointPartition:
+        from sklearn.neighbors import NearestNeighbors
+
         z = frame.apply(points)  # (n, d)
         labels = self._fit(z, frame)
         distances = NearestNeighbors(n_neighbors=self.min_samples).fit(z).kneighbors(z)[0]
@@ -163,6 +163,8 @@ class HDBSCANClusterer(Clusterer):
 
     def _fit(self, z: np.ndarray, frame: Rescaling) -> np.ndarray:
         """Labels of the rescaled points ``z`` (scikit-learn's)."""
+        from sklearn.cluster import HDBSCAN
+
         if z.shape[0] < self.min_samples:
             raise ValueError(
                 f"hdbscan needs at least min_samples = {self.min_samples} points, got "
@@ -170,7 +172,22 @@ class HDBSCANClusterer(Clusterer):
             )
         options = dict(self.options)
         options["cluster_selection_epsilon"] /= frame.peak * frame.spread  # into z's units
-        return HDBSCAN(**options, copy=True).fit(z).labels_.astype(np.int64)
+        try:
+            return HDBSCAN(**options, copy=True).fit(z).labels_.astype(np.int64)
+        except TypeError as error:
+            if not self.options["cluster_selection_epsilon"] > 0:
+                raise
+            import sklearn
+
+            # scikit-learn #33219: its epsilon search casts an array to float, which NumPy 2.4
+            # refuses deep in Cython.
+            epsilon = self.options["cluster_selection_epsilon"]
+            raise ValueError(
+                f"hdbscan with cluster_selection_epsilon={epsilon} fails inside scikit-learn "
+                f"{sklearn.__version__} under NumPy {np.__version__} "
+                f"(scikit-learn issue #33219: {error}); give cluster_selection_epsilon=0, or run "
+                "with NumPy below 2.4 (pip install 'numpy<2.4') until scikit-learn fixes it"
+            ) from None
 
 
 @dataclass(kw_only=True)
@@ -189,6 +206,8 @@ class NearestCorePointPartition(Partition):
     core_distances: np.ndarray  # (n,)
 
     def _assign(self, z: np.ndarray) -> np.ndarray:
+        from sklearn.neighbors import NearestNeighbors
+
         out = np.full(z.shape[0], -1, dtype=np.int64)
         clustered = np.flatnonzero(self.labels_ >= 0)
         if clustered.size:

@@ -28,8 +28,6 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
-from sklearn.mixture import GaussianMixture
-from sklearn.neighbors import NearestNeighbors
 
 from clusterable.archive import load_archive, save_archive
 from clusterable.cluster._validation import Rescaling, check_points
@@ -64,6 +62,10 @@ class Partition:
     options : dict
         ``n_clusters`` as asked (an int, ``"auto"`` or None), ``seed``, the algorithm's options,
         and for ``"auto"`` the count it chose (``chosen_n_clusters``) and by what criterion.
+    model : str, optional
+        The checksum of the model whose embeddings were clustered (`clusterable.trained_run.
+        ModelIdentity`), saved with the partition so that ``assign`` refuses another model's
+        embeddings; None when the points came with no identity.
     """
 
     RULE: ClassVar[str] = ""
@@ -74,6 +76,7 @@ class Partition:
     rescaling: Rescaling
     method: str = ""
     options: dict[str, Any] = field(default_factory=dict)
+    model: str | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -135,6 +138,7 @@ class Partition:
             spread=self.rescaling.spread,
             options=self.options,
             n_features=self.n_features,
+            model=self.model,
             **self._settings(),
         )
 
@@ -164,6 +168,7 @@ class Partition:
             "labels_": arrays.pop("labels"),
             "rescaling": Rescaling(manifest["peak"], arrays.pop("centre"), manifest["spread"]),
             "options": manifest["options"],
+            "model": manifest.get("model"),  # None in files saved before identities
         }
         return rule._restore(common, arrays, manifest)
 
@@ -219,6 +224,8 @@ class GaussianMixturePartition(Partition):
     weights: np.ndarray  # (k,)
 
     def _assign(self, z: np.ndarray) -> np.ndarray:
+        from sklearn.mixture import GaussianMixture
+
         mixture = GaussianMixture(n_components=self.weights.size, covariance_type="diag")
         mixture.weights_, mixture.means_, mixture.covariances_ = (
             self.weights,
@@ -247,6 +254,8 @@ class NeighbourVotePartition(Partition):
     vote_neighbours: int = VOTE_NEIGHBOURS
 
     def _assign(self, z: np.ndarray) -> np.ndarray:
+        from sklearn.neighbors import NearestNeighbors
+
         k = min(self.vote_neighbours, self.reference.shape[0])
         search = NearestNeighbors(n_neighbors=k).fit(self.reference)
         distances, rows = search.kneighbors(z)  # (m, k) ascending

@@ -11,15 +11,20 @@ the registration:
 - ``auto``: the criterion by which it chooses one for ``n_clusters="auto"``, or None;
 - ``seeded``: has random steps that ``seed`` fixes;
 - ``label``: the name shown to people; ``memory``: ``"linear"`` or ``"quadratic"`` in the points;
-- ``noise``: may mark points as noise (-1).
+- ``noise``: may mark points as noise (-1);
+- ``takes_device``: can use a GPU, so takes ``device`` (derived: a ``device`` keyword of its
+  ``__init__``, or of the registered function).
 
 The dispatcher, :func:`fit` (a `Partition`) and :func:`run_clustering` (the ids alone), checks
 the points once, decides the number of clusters by the one rule :func:`resolve_n_clusters`,
-checks the options against the estimator's keywords, and calls the estimator, whose core
-assumes valid input. The evaluation, the command line's choices, ``assign`` and the reports all
-read this registry: a clusterer registered by a user is everywhere at once, and nothing falls
-back to k-means. A plain function ``f(x, [k], [seed=], **options) -> ids`` may be registered
-too (:func:`register_clusterer`); its partition places a new point with its nearest fitted point.
+checks the options against the estimator's keywords, hands ``device`` to the estimators that
+take one (the others run on the CPU), and calls the estimator, whose core assumes valid input.
+No clusterer reads an ambient device: ``device="auto"`` is the detection
+(:func:`clusterable.device.explicit_device`). The evaluation, the command line's choices,
+``assign`` and the reports all read this registry: a clusterer registered by a user is
+everywhere at once, and nothing falls back to k-means. A plain function
+``f(x, [k], [seed=], **options) -> ids`` may be registered too (:func:`register_clusterer`); its
+partition places a new point with its nearest fitted point.
 """
 
 from __future__ import annotations
@@ -28,16 +33,19 @@ import json
 import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from clusterable._register import Registry, check_keywords
+from clusterable._register import Registry, accepted_keywords, check_keywords
 from clusterable.cluster._validation import Rescaling, as_points, check_n_clusters
 from clusterable.cluster.partition import NeighbourVotePartition, Partition
 
 #: Short names accepted besides the registered ones.
 ALIASES = {"ap": "affinity_propagation"}
+
+if TYPE_CHECKING:  # torch is imported by the clusterers that use it, not by the registry
+    from clusterable.device import DeviceSpec
 
 NClusters = int | Literal["auto"] | None
 
@@ -46,7 +54,9 @@ class Clusterer:
     """Base of a registered partition algorithm (an estimator, as scikit-learn's ``KMeans``).
 
     A subclass takes its options as keyword-only ``__init__`` parameters after ``n_clusters`` and
-    ``seed``, checks them there, and implements :meth:`cluster`; it overrides :meth:`partition`
+    ``seed``, checks them there, and implements :meth:`cluster`; one that can use a GPU takes a
+    ``device`` keyword (``"auto"``: the detection, never an ambient device), which :func:`fit`
+    hands over. It overrides :meth:`partition`
     when it has an assignment rule of its own (the default places a new point with its nearest
     fitted point). Both receive points the dispatcher has checked: ``(n, d)``, finite, float32
     or float64, with ``n_clusters`` an int in ``[1, n]``, ``"auto"`` or None as its metadata
@@ -102,6 +112,7 @@ class ClustererInfo:
     auto: str | None
     memory: str
     noise: bool
+    takes_device: bool = False
 
 
 CLUSTERERS: Registry[type[Clusterer]] = Registry("clustering", aliases=ALIASES)
@@ -155,6 +166,7 @@ def register_clusterer(
             auto=auto,
             memory=memory,
             noise=(not takes_n_clusters) if noise is None else noise,
+            takes_device="device" in (accepted_keywords(target) or ()),
         )
         return target
 
@@ -204,6 +216,7 @@ def clusterer_info(name: str) -> ClustererInfo:
         auto=meta["auto"],
         memory=meta["memory"],
         noise=meta["noise"],
+        takes_device=meta["takes_device"],
     )
 
 
@@ -269,10 +282,15 @@ def _names(keep: Callable[[ClustererInfo], bool]) -> list[str]:
 
 
 def _prepare(
-    x: Any, method: str, n_clusters: NClusters | str, seed: int, options: dict[str, Any]
-) -> tuple[str, Clusterer, np.ndarray]:
+    x: Any,
+    method: str,
+    n_clusters: NClusters | str,
+    seed: int,
+    device: DeviceSpec,
+    options: dict[str, Any],
+) -> tuple[str, Clusterer, np.ndarray, dict[str, Any]]:
     """Check everything once: the name, the points, the count, the options; build the
-    estimator."""
+    estimator, with ``device`` where it takes one. Returns the options it was given too."""
     name = canonical_clustering(method)
     n_clusters = resolve_n_clusters(name, n_clusters)
     points = as_points(x)
@@ -280,11 +298,20 @@ def _prepare(
         n_clusters = check_n_clusters(n_clusters, points.shape[0])
     estimator_class = CLUSTERERS[name]
     check_keywords(f"clustering {name!r}", estimator_class, options, ("n_clusters", "seed"))
-    return name, estimator_class(n_clusters=n_clusters, seed=seed, **options), points
+    if device is not None and clusterer_info(name).takes_device:
+        options = {**options, "device": device}
+    estimator = estimator_class(n_clusters=n_clusters, seed=seed, **options)
+    return name, estimator, points, options
 
 
 def fit(
-    x: Any, method: str, n_clusters: NClusters | str = None, seed: int = 0, **options: Any
+    x: Any,
+    method: str,
+    n_clusters: NClusters | str = None,
+    seed: int = 0,
+    *,
+    device: DeviceSpec = None,
+    **options: Any,
 ) -> Partition:
     """Cluster ``x`` with ``method`` and keep the rule that places new points.
 
@@ -300,6 +327,11 @@ def fit(
         others need an int (`resolve_n_clusters`).
     seed : int
         Seed of the algorithm's random steps.
+    device : str or torch.device, optional
+        Where a clusterer that can use a GPU runs (``clusterer_info(method).takes_device``:
+        k-means, spectral): ``"cpu"``, ``"cuda"``, ``"cuda:N"``, or ``"auto"``, CUDA where torch
+        sees a GPU. None: the clusterer's own default (``"auto"``). The others run on the CPU
+        and are not given it. No ambient device is read.
     **options
         The algorithm's own keywords (e.g. ``k_graph`` and ``eps`` for ``aas``, ``rank`` for
         ``spectral``, ``min_cluster_size`` for ``hdbscan``).
@@ -324,7 +356,7 @@ def fit(
     ...     partition.labels_[2], partition.labels_[0]]
     True
     """
-    name, estimator, points = _prepare(x, method, n_clusters, seed, options)
+    name, estimator, points, options = _prepare(x, method, n_clusters, seed, device, options)
     partition = estimator.partition(points, Rescaling.of(points))
     partition.method = name
     partition.options = _record(estimator, seed, options)
@@ -332,17 +364,24 @@ def fit(
 
 
 def run_clustering(
-    x: Any, method: str, n_clusters: NClusters | str = None, *, seed: int = 0, **options: Any
+    x: Any,
+    method: str,
+    n_clusters: NClusters | str = None,
+    *,
+    seed: int = 0,
+    device: DeviceSpec = None,
+    **options: Any,
 ) -> np.ndarray:
     """``(n,)`` int64 cluster ids of ``x`` by ``method`` (-1: noise), without keeping an
-    assignment rule: the same dispatcher as :func:`fit`, for callers that need the ids only.
+    assignment rule: the same dispatcher as :func:`fit` (``device`` as there), for callers
+    that need the ids only.
 
     Raises
     ------
     ValueError
         As :func:`fit`.
     """
-    _, estimator, points = _prepare(x, method, n_clusters, seed, options)
+    _, estimator, points, _ = _prepare(x, method, n_clusters, seed, device, options)
     return estimator.cluster(points)
 
 
@@ -352,6 +391,8 @@ def _record(estimator: Clusterer, seed: int, options: dict[str, Any]) -> dict[st
     for key, value in options.items():
         if isinstance(value, np.generic):
             value = value.item()
+        elif key == "device":
+            value = str(value)  # a torch.device as its name
         try:
             json.dumps(value)
         except TypeError:

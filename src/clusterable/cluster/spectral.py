@@ -10,10 +10,10 @@ import numpy as np
 
 from clusterable.cluster._validation import Rescaling, check_points
 from clusterable.cluster.auto import AUTO_MAX_CLUSTERS, by_eigengap, check_auto_settings
-from clusterable.cluster.kmeans import MAX_ITER, N_INIT, _kmeans
+from clusterable.cluster.kmeans import MAX_ITER, N_INIT, kmeans_restarts
 from clusterable.cluster.partition import NearestCentrePartition, member_means
 from clusterable.cluster.registry import Clusterer, register_clusterer, run_clustering
-from clusterable.device import search_device
+from clusterable.device import DeviceSpec, check_device_name, explicit_search_device
 
 
 def spectral_embedding(x: np.ndarray, rank: int | None = None) -> np.ndarray:
@@ -112,6 +112,7 @@ def spectral(
     *,
     rank: int | Literal["k"] | None = "k",
     max_clusters: int = AUTO_MAX_CLUSTERS,
+    device: DeviceSpec = "auto",
 ) -> np.ndarray:
     """Partition points with DSCL's normalized spectral clustering (Algorithm 2).
 
@@ -144,6 +145,10 @@ def spectral(
         Number of singular vectors kept, see above.
     max_clusters : int
         For ``k="auto"``: the largest count considered.
+    device : torch.device or str, optional
+        Where the k-means step's assignments run, as :func:`~clusterable.cluster.kmeans`'s
+        ``device`` (``"auto"``: CUDA where torch sees a GPU, else the CPU); no ambient device is
+        read.
 
     Returns
     -------
@@ -171,7 +176,9 @@ def spectral(
     >>> bool((labels[:20] == labels[0]).all() and (labels[20:] != labels[0]).all())
     True
     """
-    return run_clustering(x, "spectral", k, seed=seed, rank=rank, max_clusters=max_clusters)
+    return run_clustering(
+        x, "spectral", k, seed=seed, device=device, rank=rank, max_clusters=max_clusters
+    )
 
 
 @register_clusterer("spectral", auto="eigengap", label="DSCL spectral clustering")
@@ -189,11 +196,14 @@ class SpectralClusterer(Clusterer):
         *,
         rank: int | Literal["k"] | None = "k",
         max_clusters: int = AUTO_MAX_CLUSTERS,
+        device: DeviceSpec = "auto",
     ) -> None:
         super().__init__(n_clusters, seed)
         self.rank = _checked_rank(rank, allow_k=True)
         check_auto_settings(max_clusters, 2)
+        check_device_name(device)
         self.max_clusters = int(max_clusters)
+        self.device = device
 
     def cluster(self, points: np.ndarray) -> np.ndarray:
         return self._fit(points, Rescaling.of(points))[0]
@@ -226,8 +236,10 @@ class SpectralClusterer(Clusterer):
                 f"clustering has nothing to partition into {k} clusters; use k=1 or check the "
                 "embeddings"
             )
-        device = search_device("auto")
-        labels = _kmeans(embedding, k, self.seed, N_INIT, MAX_ITER, "k-means++", device, None)
+        device = explicit_search_device(self.device)
+        labels = kmeans_restarts(
+            embedding, k, self.seed, N_INIT, MAX_ITER, "k-means++", device, None
+        )
         return labels, projection, embedding
 
 

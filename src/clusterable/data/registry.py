@@ -9,6 +9,7 @@ file; or ``table:PATH``). Each is registered by its loader's module with
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,40 @@ def available_datasets() -> list[str]:
     return DATASETS.names()
 
 
+def check_dataset_name(name: str) -> None:
+    """Refuse a name :func:`load_dataset` does not know, before any file is read: a registered
+    name, or ``PREFIX:PATH`` with a known prefix (``folder:``, ``table:``).
+
+    Raises
+    ------
+    ValueError
+        Naming the datasets, the ``PREFIX:PATH`` forms and the closest name.
+    """
+    key, sep, path = name.partition(":")
+    key = key.strip().lower()
+    prefixes = _path_prefixes()
+    with_path = ", ".join(f"{p}:PATH" for p in prefixes)
+    if sep and path:
+        if key not in prefixes:
+            raise ValueError(f"unknown dataset {name!r}: only {with_path} take a path in the name")
+        return
+    if key not in DATASETS:
+        close = difflib.get_close_matches(key, available_datasets(), n=1, cutoff=0.7)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        path_like = any(c in name for c in "/\\") or name.startswith((".", "~"))
+        if path_like and not Path(name).expanduser().exists():
+            raise FileNotFoundError(
+                f"no folder or file {name!r} exists, and no dataset has that name (those are "
+                f"{', '.join(available_datasets())})"
+            )
+        if Path(name).expanduser().is_dir():
+            hint = f"; for the folder of that name give folder:{name}"
+        raise ValueError(
+            f"unknown dataset {name!r}; available: {', '.join(available_datasets())}, "
+            f"{with_path}{hint}"
+        )
+
+
 def load_dataset(
     name: str,
     root: str | Path | None = None,
@@ -165,18 +200,11 @@ def load_dataset(
     >>> test = load_dataset("fashion-mnist", split="test")  # doctest: +SKIP
     >>> birds = load_dataset("cub200", root="~/data", image_size=128)  # doctest: +SKIP
     """
+    check_dataset_name(name)
     key, _, path = name.partition(":")
     key = key.strip().lower()
-    prefixes = _path_prefixes()
-    with_path = ", ".join(f"{p}:PATH" for p in prefixes)
     if path:
-        if key not in prefixes:
-            raise ValueError(f"unknown dataset {name!r}: only {with_path} take a path in the name")
-        key, root = prefixes[key], path
-    if key not in DATASETS:
-        raise ValueError(
-            f"unknown dataset {name!r}; available: {', '.join(available_datasets())}, {with_path}"
-        )
+        key, root = _path_prefixes()[key], path
     if labels not in ("fine", "coarse"):
         raise ValueError(f"labels must be 'fine' or 'coarse', got {labels!r}")
     ds = DATASETS[key](None if root is None else Path(root), split, image_size, channels)

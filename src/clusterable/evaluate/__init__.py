@@ -3,9 +3,12 @@
 Inputs are numpy arrays or torch tensors, validated once by the public function called. Retrieval
 metrics use one exact, chunked kNN search (`neighbors`); partition metrics use one sparse
 contingency table (`partition_metrics`). `evaluate_embeddings` computes any set of the metrics its
-modules register (`registry`), each shared step once.
+modules register (`registry`), each shared step once, and returns an `Evaluation`: the scores
+and the partition they were computed on (`ScoredPartition`, k-means by `kmeans_rule`, the rule
+the command line's ``cluster`` uses too).
 """
 
+from clusterable.evaluate.clustering import ScoredPartition, describe_kmeans, kmeans_rule
 from clusterable.evaluate.neighbors import faiss_available, iter_knn, knn_search
 from clusterable.evaluate.partition_metrics import (
     Contingency,
@@ -19,6 +22,7 @@ from clusterable.evaluate.partition_metrics import (
 from clusterable.evaluate.registry import (
     available_metrics,
     metric_of_key,
+    partition_metric_names,
     register_metric,
     table_keys,
 )
@@ -30,23 +34,29 @@ from clusterable.evaluate.retrieval import (
     recall_at_k,
 )
 from clusterable.evaluate.silhouette import silhouette
-from clusterable.evaluate.table import evaluate_embeddings
+from clusterable.evaluate.table import Evaluation, EvaluationOptions, evaluate_embeddings
 
 __all__ = [
     "Contingency",
+    "Evaluation",
+    "EvaluationOptions",
+    "ScoredPartition",
     "ari",
     "available_metrics",
     "cluster_accuracy",
     "contingency_table",
+    "describe_kmeans",
     "evaluate_embeddings",
     "faiss_available",
     "iter_knn",
+    "kmeans_rule",
     "knn_accuracy",
     "knn_search",
     "map_at_r",
     "metric_of_key",
     "nmi",
     "pairwise_f1",
+    "partition_metric_names",
     "precision_at_1",
     "r_precision",
     "recall_at_k",

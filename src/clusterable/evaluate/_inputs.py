@@ -3,7 +3,8 @@
 Every public function of `clusterable.evaluate` accepts numpy arrays or torch tensors and turns them
 into clean numpy arrays here, once, at its start, so that a wrong input fails early with a message
 that says what to do, instead of deep inside faiss or scipy. The private cores behind the public
-functions take those clean arrays and check nothing again.
+functions take those clean arrays and check nothing again. Embeddings and labels are checked by
+the package's one rule (`clusterable._arrays`), which clustering and the search index apply too.
 """
 
 from __future__ import annotations
@@ -12,75 +13,47 @@ from typing import Any, Literal
 
 import numpy as np
 
+from clusterable._arrays import as_embeddings, as_labels, to_numpy
+
+__all__ = [
+    "NOISE",
+    "Metric",
+    "as_clusters",
+    "as_embeddings",
+    "as_labels",
+    "as_points",
+    "check_k",
+    "check_ks",
+    "check_same_dimension",
+    "require_classes",
+    "to_numpy",
+]
+
 Metric = Literal["euclidean", "cosine"]
 
 #: Cluster id that marks noise (as `clusterable.cluster.aas` returns it).
 NOISE = -1
 
 
-def to_numpy(x: Any, name: str) -> np.ndarray:
-    """A numpy view or copy of ``x`` (numpy array, torch tensor, or nested sequence)."""
-    if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor, without importing torch here
-        x = x.detach().cpu().numpy()
-    try:
-        return np.asarray(x)
-    except (TypeError, ValueError) as err:
-        raise ValueError(
-            f"{name} could not be read as an array ({err}); pass a numpy array or a torch tensor."
-        ) from err
-
-
-def as_embeddings(x: Any, name: str = "emb") -> np.ndarray:
-    """Embeddings as a C-contiguous ``(n, d)`` array with finite values: float64 stays float64,
-    every other type becomes float32 (so a float64 set is ranked at float64 resolution).
+def as_points(x: np.ndarray, distance: Metric, name: str = "emb") -> np.ndarray:
+    """The points the ``distance`` compares: ``x`` itself (euclidean) or its rows l2-normalised
+    (cosine, where ``|a - b|^2 = 2 - 2 cos``), from the output of `as_embeddings`.
 
     Raises
     ------
     ValueError
-        If ``x`` is not 2-D, is empty, is not numeric, or has rows with NaN or inf.
+        If ``distance`` is neither, or (cosine) a row is all zeros.
     """
-    arr = to_numpy(x, name)
-    if arr.ndim != 2:
-        raise ValueError(
-            f"{name} must be a 2-D array (n items, d dimensions), got shape "
-            f"{arr.shape}; reshape it to (n, d)."
-        )
-    if arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise ValueError(
-            f"{name} is empty (shape {arr.shape}); pass at least one item and one dimension."
-        )
-    if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
-        raise ValueError(f"{name} must hold real numbers, got dtype {arr.dtype}.")
-    arr = np.ascontiguousarray(arr, dtype=np.float64 if arr.dtype == np.float64 else np.float32)
-    bad = ~np.isfinite(arr).all(axis=1)
-    if bad.any():
-        rows = np.flatnonzero(bad)
-        raise ValueError(
-            f"{name} has {rows.size} row(s) with NaN or inf (first: row {rows[0]}); "
-            "drop or fix those items before evaluating."
-        )
-    return arr
-
-
-def as_points(x: np.ndarray, metric: Metric, name: str = "emb") -> np.ndarray:
-    """The points the distance ``metric`` compares: ``x`` itself (euclidean) or its rows
-    l2-normalised (cosine, where ``|a - b|^2 = 2 - 2 cos``), from the output of `as_embeddings`.
-
-    Raises
-    ------
-    ValueError
-        If ``metric`` is neither, or (cosine) a row is all zeros.
-    """
-    if metric == "euclidean":
+    if distance == "euclidean":
         return x
-    if metric != "cosine":
-        raise ValueError(f"metric must be 'euclidean' or 'cosine', got {metric!r}.")
+    if distance != "cosine":
+        raise ValueError(f"distance must be 'euclidean' or 'cosine', got {distance!r}.")
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     if (norms == 0).any():
         row = int(np.flatnonzero(norms[:, 0] == 0)[0])
         raise ValueError(
             f"{name} row {row} is all zeros and has no direction for cosine distance; "
-            "drop it or use metric='euclidean'."
+            "drop it or use distance='euclidean'."
         )
     return np.ascontiguousarray(x / norms, dtype=x.dtype)
 
@@ -92,80 +65,6 @@ def check_same_dimension(query: np.ndarray, reference: np.ndarray) -> None:
             f"query has dimension {query.shape[1]} but reference has {reference.shape[1]}; "
             "embed both with the same model."
         )
-
-
-def as_labels(y: Any, n: int, name: str = "labels") -> tuple[np.ndarray, np.ndarray]:
-    """Encode labels as compact codes ``0 .. C-1``.
-
-    Labels only need to be sorted together. Numbers and strings cannot be: an object array that
-    mixes them (``[3, "cat"]``) is an error rather than a guess, since ``1`` and ``"1"`` could be
-    one class or two; convert every label to one type first.
-
-    Parameters
-    ----------
-    y : array-like
-        ``(n,)`` labels of any type ``numpy.unique`` can sort (ints, integral floats, strings, an
-        object array of either); ``(n, 1)`` is accepted too.
-    n : int
-        The number of items the labels must describe.
-    name : str
-        Argument name used in error messages.
-
-    Returns
-    -------
-    codes : numpy.ndarray
-        ``(n,)`` int64, ``codes[i]`` is the rank of ``y[i]`` among the distinct labels.
-    classes : numpy.ndarray
-        ``(C,)`` the distinct labels, sorted; ``classes[codes] == y``.
-
-    Raises
-    ------
-    ValueError
-        If the labels have the wrong shape or length, are missing (NaN, inf, None), are
-        non-integer floats, or mix types that cannot be sorted together.
-    """
-    arr = to_numpy(y, name)
-    if arr.ndim == 2 and arr.shape[1] == 1:
-        arr = arr[:, 0]
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D (one label per item), got shape {arr.shape}.")
-    if arr.shape[0] != n:
-        raise ValueError(
-            f"{name} has {arr.shape[0]} entries but there are {n} items; pass one "
-            "label per embedding row."
-        )
-    if np.issubdtype(arr.dtype, np.floating):
-        if not np.isfinite(arr).all():
-            raise ValueError(f"{name} contains NaN or inf; every item needs a label.")
-        if not (arr == np.round(arr)).all():
-            raise ValueError(f"{name} holds non-integer floats; pass integer class ids.")
-    if arr.dtype == object:
-        missing = np.flatnonzero(
-            [
-                value is None or (isinstance(value, (float, np.floating)) and np.isnan(value))
-                for value in arr
-            ]
-        )
-        if missing.size:
-            raise ValueError(
-                f"{name} has {missing.size} missing label(s) (None or NaN; first: row "
-                f"{missing[0]}); every item needs a label: drop those items or give them a class."
-            )
-    try:
-        classes, codes = np.unique(arr, return_inverse=True)
-    except TypeError:  # an object array whose labels Python cannot order, e.g. 3 and "cat"
-        first_row_of_type: dict[type, int] = {}
-        for row, value in enumerate(arr):
-            first_row_of_type.setdefault(type(value), row)
-        examples = ", ".join(
-            f"{type(arr[row]).__name__} {arr[row]!r} (row {row})"
-            for row in sorted(first_row_of_type.values())
-        )
-        raise ValueError(
-            f"{name} mixes label types that cannot be sorted together: {examples}; give every "
-            "item a label of one type, e.g. labels.astype(str) or integer class ids."
-        ) from None
-    return codes.reshape(-1).astype(np.int64), classes
 
 
 def as_clusters(c: Any, n: int, name: str = "clusters") -> np.ndarray:

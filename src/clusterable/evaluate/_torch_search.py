@@ -3,20 +3,26 @@
 `TorchSearch` computes each chunk's distances and selects its candidates (`select_smallest`,
 by `TOPK_STRATEGY`), and re-scores candidates exactly in float64. The
 ranking steps of `clusterable.evaluate.neighbors` have their torch forms here:
-`order_by_value_then_id` (one sort of 64-bit keys, as `neighbors._sort_rows` on the host),
+`order_by_value_then_id` (one sort of 64-bit keys, as `_host_search.sort_rows` on the host),
 `order_by_key_then_id` (float64 keys: two stable sorts) and `near_ties` (the runs of
-`neighbors._near_ties` numbered densely: no per-row loop, no host round trip). A chunk's
-candidates never leave the device; `neighbors.knn_chunks_on_device` strings these steps together.
+`_host_search.near_ties` numbered densely: no per-row loop, no host round trip). A chunk's
+candidates never leave the device; `DeviceSteps` are these steps as the search loop of
+`clusterable.evaluate.neighbors` takes them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import torch
+
+from clusterable.evaluate._inputs import Metric as Distance
+
+if TYPE_CHECKING:
+    from clusterable.evaluate.neighbors import Points
 
 TopkStrategy = Literal["sorted", "unsorted", "segmented"]
 
@@ -94,7 +100,7 @@ def order_by_key_then_id(
 
 
 def near_ties(keys: torch.Tensor, tol: torch.Tensor, same: torch.Tensor | None) -> torch.Tensor:
-    """``(c, kk)`` mask of the candidates to re-score exactly: `neighbors._near_ties` on a
+    """``(c, kk)`` mask of the candidates to re-score exactly: `_host_search.near_ties` on a
     device, for ``(c, kk)`` ascending float64 ``keys``, ``(c,)`` ``tol`` and ``(c, kk)`` bool
     ``same`` (or None).
 
@@ -163,3 +169,96 @@ class TorchSearch:
             diff = reference[cols[s : s + step]].double() - queries[rows[s : s + step]].double()
             out[s : s + step] = diff.square().sum(1)  # (b,)
         return out
+
+
+class DeviceSteps:
+    """The steps of the search loop (`neighbors._ranked_chunks`) in torch, every one on
+    ``device`` (`TorchSearch`).
+
+    Candidates come ordered by (float32 distance, id), so only the rows whose near-ties were
+    re-scored are ordered again (every row, by its exact keys, for float64 inputs). On a GPU a
+    chunk waits on the device only to learn where its near-ties are (and, for float64 inputs,
+    its doubtful rows).
+    """
+
+    def __init__(
+        self, points: Points, kk: int, codes: np.ndarray | None, device: torch.device
+    ) -> None:
+        self.points, self.kk, self.device = points, kk, device
+        exact_ref = None if points.exact is None else points.exact[1]
+        self.search = TorchSearch(points.ref, device, exact_ref)
+        self.codes = None if codes is None else torch.from_numpy(codes).to(device)
+        self.tolerances = torch.from_numpy(points.tolerances()).to(device)  # (m,)
+
+    def chunk(self, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The queries ``start:stop`` and their float32 candidates, ordered by (distance, id)."""
+        if self.points.exclude_self:
+            qc = self.search.ref[start:stop]  # (c, d)
+        else:
+            qc = torch.from_numpy(self.points.q[start:stop]).to(self.device)
+        sq, idx = self.search.candidates(qc, self.kk)  # (c, kk)
+        if self.points.exclude_self:
+            # The query itself to the end, to be cut off; a row without it loses its farthest.
+            own = torch.arange(start, stop, device=self.device)[:, None]
+            sq.masked_fill_(idx == own, torch.inf)
+        sq, idx = order_by_value_then_id(sq, idx)
+        if self.points.exclude_self:
+            sq, idx = sq[:, :-1], idx[:, :-1].contiguous()
+        return qc, sq, idx
+
+    @staticmethod
+    def widen(values: torch.Tensor) -> torch.Tensor:
+        return values.double()
+
+    def rescore_every(self, start: int, stop: int, idx: torch.Tensor) -> torch.Tensor:
+        """``(c, kk')`` exact float64 keys of every candidate (float64 inputs)."""
+        if self.points.exclude_self:
+            exact_qc = self.search.exact_ref[start:stop]  # (c, d) float64
+        else:
+            exact_qc = torch.from_numpy(self.points.exact[0][start:stop]).to(self.device)
+        rows = torch.arange(stop - start, device=self.device).repeat_interleave(idx.shape[1])
+        return self.search.rescore(exact_qc, rows, idx.reshape(-1), exact=True).view(idx.shape)
+
+    @staticmethod
+    def kth(keys: torch.Tensor, k: int) -> torch.Tensor:
+        return keys.kthvalue(k, dim=1).values
+
+    @staticmethod
+    def row_list(mask: torch.Tensor) -> list[int]:
+        return mask.nonzero()[:, 0].tolist()
+
+    @staticmethod
+    def put_row(
+        idx: torch.Tensor, keys: torch.Tensor, row: int, ids: np.ndarray, row_keys: np.ndarray
+    ) -> None:
+        idx[row], keys[row] = torch.from_numpy(ids), torch.from_numpy(row_keys)
+
+    def rescore_near_ties(
+        self,
+        start: int,
+        stop: int,
+        qc: torch.Tensor,
+        keys: torch.Tensor,
+        tol: torch.Tensor,
+        idx: torch.Tensor,
+    ) -> torch.Tensor:
+        """Re-score ``keys`` in place where near-ties need it; the rows to order again."""
+        same = None if self.codes is None else self.codes[idx] == self.codes[start:stop, None]
+        rows, cols = near_ties(keys, tol, same).nonzero(as_tuple=True)
+        if rows.numel():
+            keys[rows, cols] = self.search.rescore(qc, rows, idx[rows, cols], exact=False)
+        return rows.unique()
+
+    @staticmethod
+    def order(
+        keys: torch.Tensor, idx: torch.Tensor, k: int, rows: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if rows is None:
+            keys, idx = order_by_key_then_id(keys, idx)
+        elif rows.numel():
+            keys[rows], idx[rows] = order_by_key_then_id(keys[rows], idx[rows])
+        return keys[:, :k], idx[:, :k]
+
+    def distances(self, keys: torch.Tensor, distance: Distance) -> torch.Tensor:
+        dist = keys.sqrt() / self.points.unit if distance == "euclidean" else keys / 2.0
+        return dist.to(torch.float32 if self.points.exact is None else torch.float64)

@@ -11,8 +11,9 @@ embeddings and labels:
 once, and nothing else: a selection without partition metrics never clusters, one without
 neighbour metrics never searches. A new metric is one decorated function in one module (and its
 test); the names a user can select are :func:`available_metrics`, the keys a table holds (and
-``clusterable tune`` can maximise) :func:`table_keys`, each shown under the label it was
-registered with (``clusterable.metric_table``).
+``clusterable tune`` can maximise) :func:`table_keys`, those that score a partition alone
+:func:`partition_metric_names` (``cluster --labels``, the clustering report), each shown under the
+label it was registered with (``clusterable.metric_table``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from clusterable._register import Registry
-from clusterable.evaluate._inputs import Metric
+from clusterable.evaluate._inputs import Metric as Distance
 
 if TYPE_CHECKING:
     from clusterable.evaluate.partition_metrics import Contingency
@@ -41,12 +42,12 @@ class Artefacts:
     Attributes
     ----------
     points : numpy.ndarray
-        ``(n, d)`` validated embeddings, rows l2-normalised under ``metric="cosine"``.
+        ``(n, d)`` validated embeddings, rows l2-normalised under ``distance="cosine"``.
     codes : numpy.ndarray
         ``(n,)`` int64 class codes ``0 .. C-1``.
     ks : tuple of int
         The K of Recall@K (validated when the neighbours are needed).
-    metric, seed, silhouette_sample
+    distance, seed, silhouette_sample
         The evaluation's distance, seed and silhouette sample (see `evaluate_embeddings`).
     per_query : dict of str to numpy.ndarray, optional
         ``(n,)`` per-query retrieval scores (``"neighbours"``; with ``map@r`` and
@@ -64,7 +65,7 @@ class Artefacts:
     points: np.ndarray
     codes: np.ndarray
     ks: tuple[int, ...]
-    metric: Metric
+    distance: Distance
     seed: int
     silhouette_sample: int | Literal["auto"] | None
     per_query: dict[str, np.ndarray] | None = None
@@ -192,6 +193,18 @@ def select_metrics(metrics: Sequence[str] | None) -> list[str]:
             f"{', '.join(available_metrics())}."
         )
     return [name for name in available_metrics() if name in names]
+
+
+def partition_metric_names(default_only: bool = True) -> list[str]:
+    """The metrics that score a partition alone (they read it, and no kNN search), in table
+    order: those of the default table, or with ``default_only=False`` every one (``v_measure``
+    too). What ``cluster --labels``, the clustering report and the reports' partition panels
+    show, so that a metric registered with ``needs={"partition"}`` reaches them all."""
+    return [
+        name
+        for name in available_metrics()
+        if METRICS[name].needs == {"partition"} and (METRICS[name].default or not default_only)
+    ]
 
 
 def needs_of(names: Iterable[str]) -> frozenset[Need]:

@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from clusterable.device import DeviceSpec
+from clusterable.evaluate._inputs import Metric as Distance
 from clusterable.evaluate._inputs import (
-    Metric,
     as_embeddings,
     as_labels,
     as_points,
@@ -30,6 +31,7 @@ from clusterable.evaluate._inputs import (
     check_same_dimension,
     to_numpy,
 )
+from clusterable.evaluate._keywords import refuse_renamed
 from clusterable.evaluate.neighbors import (
     DistanceBlocks,
     drop_self,
@@ -54,19 +56,16 @@ def _first_places(match: np.ndarray) -> np.ndarray:
 
 
 def _retrieval_chunk(
-    neighbour_codes: np.ndarray,
-    query_codes: np.ndarray,
-    r: np.ndarray,
-    r_max: int | None,
+    match: np.ndarray, r: np.ndarray, r_max: int | None
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """Per-query scores of one chunk, NaN where ``r == 0`` (lone query), and the ``(c,)`` place
-    of the first item of the query's class (`_first_places`).
+    """Per-query scores of one chunk from its ``(c, k)`` ``match`` (whether each neighbour shares
+    the query's class), NaN where ``r == 0`` (lone query), and the ``(c,)`` place of the first
+    item of the query's class (`_first_places`).
 
     ``r_max``: the largest ``R`` of the whole set, for MAP@R and R-precision (None: neither).
     They are summed over the first ``r_max`` places whatever the search's depth, so that their
     rounding does not depend on it.
     """
-    match = neighbour_codes == query_codes[:, None]  # (c, k)
     lone = r == 0
     out = {"precision@1": np.where(lone, np.nan, match[:, 0])}
     if r_max is not None:
@@ -83,9 +82,9 @@ def _retrieval_chunk(
 def _retrieval_chunk_on_device(
     match: torch.Tensor, r: torch.Tensor, r_max: int | None
 ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-    """`_retrieval_chunk` on the search's device, from ``(c, k)`` ``match`` (whether each
-    neighbour shares the query's class) and ``(c,)`` float64 ``r``: the same values, MAP@R to
-    within the order of its sum over the first ``R`` places (a few units in the last place)."""
+    """`_retrieval_chunk` on the search's device, with ``(c,)`` float64 ``r``: the same values,
+    MAP@R to within the order of its sum over the first ``R`` places (a few units in the last
+    place)."""
     out = {"precision@1": match[:, 0].double().masked_fill(r == 0, torch.nan)}
     if r_max is not None:
         ranks = torch.arange(1, r_max + 1, dtype=torch.float64, device=match.device)
@@ -97,7 +96,46 @@ def _retrieval_chunk_on_device(
     return out, torch.where(match, places, match.shape[1]).amin(dim=1)
 
 
-def _scores_on_device(
+class _HostArrays:
+    """The arrays of `_scored_chunks` for faiss's search: numpy, the inputs as they are."""
+
+    chunk_scores = staticmethod(_retrieval_chunk)
+
+    @staticmethod
+    def put(values: np.ndarray, dtype: str | None = None) -> np.ndarray:
+        return values  # the counts stay integers: the same quotients
+
+    @staticmethod
+    def full(n: int, fill: float, dtype: str) -> np.ndarray:
+        return np.full(n, fill, dtype=dtype)
+
+    @staticmethod
+    def get(values: np.ndarray) -> np.ndarray:
+        return values
+
+
+class _DeviceArrays:
+    """The arrays of `_scored_chunks` for the torch back ends: tensors on the search's
+    ``device``, brought to the host once, at the end."""
+
+    chunk_scores = staticmethod(_retrieval_chunk_on_device)
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+
+    def put(self, values: np.ndarray, dtype: str | None = None) -> torch.Tensor:
+        tensor = torch.from_numpy(values).to(self.device)
+        return tensor if dtype is None else tensor.to(getattr(torch, dtype))
+
+    def full(self, n: int, fill: float, dtype: str) -> torch.Tensor:
+        return torch.full((n,), fill, dtype=getattr(torch, dtype), device=self.device)
+
+    @staticmethod
+    def get(values: torch.Tensor) -> np.ndarray:
+        return values.cpu().numpy()
+
+
+def _scored_chunks(
     points: np.ndarray,
     codes: np.ndarray,
     r_all: np.ndarray,
@@ -105,30 +143,35 @@ def _scores_on_device(
     r_max: int | None,
     search: dict[str, Any],
     neighbours: np.ndarray | None,
+    blocks: DistanceBlocks | None,
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """The chunk loop of `retrieval_per_query` for the torch back ends: the search
-    (`knn_chunks_on_device`) and every chunk's scores stay on the search's device, and only the
-    ``(n,)`` scores, first places and the kept ``neighbours`` come to the host, once."""
-    device = search_device_of(search["backend"])
+    """The chunk loop of `retrieval_per_query`, for every back end: each chunk's ``k`` neighbours
+    scored where the search left them (numpy for faiss; the search's device for torch, whence
+    only the ``(n,)`` scores, first places and kept ``neighbours`` come to the host, once)."""
+    on = search_device_of(search["backend"], search["device"])
+    arrays: _HostArrays | _DeviceArrays
+    if on is None:
+        arrays, chunks = _HostArrays(), knn_chunks(points, k, codes=codes, blocks=blocks, **search)
+    else:
+        arrays, chunks = _DeviceArrays(on), knn_chunks_on_device(points, k, codes=codes, **search)
     n = codes.shape[0]
-    codes_t = torch.from_numpy(codes).to(device)
-    r_t = torch.from_numpy(r_all).to(device, torch.float64)
-    first_hit = torch.full((n,), -1, dtype=torch.int64, device=device)  # -1: another shard's row
-    kept = None if neighbours is None else torch.from_numpy(neighbours).to(device)
-    out: dict[str, torch.Tensor] = {}
-    for start, _, idx in knn_chunks_on_device(points, k, codes=codes, **search):
+    codes_x, r_x = arrays.put(codes), arrays.put(r_all, "float64")
+    first_hit = arrays.full(n, -1, "int64")  # -1: another shard's row
+    kept = None if neighbours is None else arrays.put(neighbours)
+    out: dict[str, Any] = {}
+    for start, _, idx in chunks:
         stop = start + idx.shape[0]
         if kept is not None:
             kept[start:stop] = idx[:, : kept.shape[1]]  # (c, m)
-        match = codes_t[idx] == codes_t[start:stop, None]  # (c, k)
-        part, first_hit[start:stop] = _retrieval_chunk_on_device(match, r_t[start:stop], r_max)
+        match = codes_x[idx] == codes_x[start:stop, None]  # (c, k)
+        part, first_hit[start:stop] = arrays.chunk_scores(match, r_x[start:stop], r_max)
         for name, values in part.items():
             if name not in out:
-                out[name] = torch.full((n,), torch.nan, dtype=torch.float64, device=device)
+                out[name] = arrays.full(n, np.nan, "float64")
             out[name][start:stop] = values
-    if neighbours is not None:
-        neighbours[:] = kept.cpu().numpy()
-    return {name: values.cpu().numpy() for name, values in out.items()}, first_hit.cpu().numpy()
+    if kept is not None and kept is not neighbours:
+        neighbours[:] = arrays.get(kept)
+    return {name: arrays.get(values) for name, values in out.items()}, arrays.get(first_hit)
 
 
 def _first_hits(
@@ -136,14 +179,15 @@ def _first_hits(
     codes: np.ndarray,
     rows: np.ndarray,
     depth: int,
-    metric: Metric,
-    backend: str,
+    search: dict[str, Any],
 ) -> np.ndarray:
     """``(m,)`` place of the first item of its class among the ``depth`` nearest others of each
-    query row (leave-one-out), ``depth`` where none is: a search of those rows alone."""
+    query row (leave-one-out), ``depth`` where none is: a search of those rows alone, with the
+    ``search`` settings (``distance``, ``backend``, ``device``) of the whole one."""
     places = np.empty(rows.size, dtype=np.int64)
     kk = min(depth + 1, points.shape[0])  # the query itself is among the references
-    for start, dist, idx in knn_chunks(points[rows], kk, points, metric=metric, backend=backend):
+    settings = {key: search[key] for key in ("distance", "backend", "device")}
+    for start, dist, idx in knn_chunks(points[rows], kk, points, **settings):
         own = rows[start : start + idx.shape[0]]
         _, others = drop_self(dist, idx, own)  # (c, kk - 1)
         match = codes[others[:, :depth]] == codes[own][:, None]  # (c, depth)
@@ -157,8 +201,9 @@ def retrieval_per_query(
     ks: Sequence[int] = (1,),
     *,
     at_r: bool = True,
-    metric: Metric = "euclidean",
+    distance: Distance = "euclidean",
     backend: str = "auto",
+    device: DeviceSpec = "auto",
     chunk_size: int | None = None,
     shard: tuple[int, int] = (0, 1),
     neighbours: np.ndarray | None = None,
@@ -184,8 +229,9 @@ def retrieval_per_query(
         The K of Recall@K, already validated; empty for none.
     at_r : bool
         Also compute AP@R and R-precision (needs ``R_max`` neighbours).
-    metric, backend, chunk_size, shard
-        Passed to `knn_chunks`.
+    distance, backend, device, chunk_size, shard
+        Passed to `knn_chunks` (``device``: where ``backend="auto"`` searches; ``"auto"``: a
+        GPU when torch sees one).
     neighbours : numpy.ndarray, optional
         ``(n, m)`` integer array filled with each query's first ``m`` neighbours, nearest first
         (ties within float32 rounding between items of one kind in any order), for a k-means to
@@ -213,23 +259,17 @@ def retrieval_per_query(
     shallow = r_max is not None and r_max >= SHALLOW_MIN_SHARE * deepest
     k = floor if shallow else max(deepest, floor)
     n = codes.shape[0]
-    search = {"metric": metric, "backend": backend, "chunk_size": chunk_size, "shard": shard}
-    if search_device_of(backend) is not None:
-        out, first_hit = _scores_on_device(points, codes, r_all, k, r_max, search, neighbours)
-    else:
-        out, first_hit = {}, np.full(n, -1, dtype=np.int64)  # -1: a row of another shard
-        for start, _, idx in knn_chunks(points, k, codes=codes, blocks=blocks, **search):
-            stop = start + idx.shape[0]
-            if neighbours is not None:
-                neighbours[start:stop] = idx[:, : neighbours.shape[1]]  # (c, m)
-            part, first_hit[start:stop] = _retrieval_chunk(
-                codes[idx], codes[start:stop], r_all[start:stop], r_max
-            )
-            for name, values in part.items():
-                out.setdefault(name, np.full(n, np.nan))[start:stop] = values
+    search = {
+        "distance": distance,
+        "backend": backend,
+        "device": device,
+        "chunk_size": chunk_size,
+        "shard": shard,
+    }
+    out, first_hit = _scored_chunks(points, codes, r_all, k, r_max, search, neighbours, blocks)
     missed = np.flatnonzero((first_hit == k) & (r_all > 0))
     if deepest > k and missed.size:
-        first_hit[missed] = _first_hits(points, codes, missed, deepest, metric, backend)
+        first_hit[missed] = _first_hits(points, codes, missed, deepest, search)
     unscored = (r_all == 0) | (first_hit < 0)  # lone queries, other shards' rows
     for kk in ks:
         out[f"recall@{kk}"] = np.where(unscored, np.nan, first_hit < kk)
@@ -246,8 +286,9 @@ def query_gallery_per_query(
     ks: Sequence[int] = (1,),
     *,
     at_r: bool = True,
-    metric: Metric = "euclidean",
+    distance: Distance = "euclidean",
     backend: str = "auto",
+    device: DeviceSpec = "auto",
 ) -> dict[str, np.ndarray]:
     """Per-query retrieval scores where each query ranks a gallery, not the other items.
 
@@ -265,7 +306,7 @@ def query_gallery_per_query(
         `retrieval_per_query`).
     is_query : numpy.ndarray
         ``(n,)`` bool: True for a query, False for a gallery item; at least one of each.
-    ks, at_r, metric, backend
+    ks, at_r, distance, backend, device
         As in `retrieval_per_query`; each K at most the gallery's size.
 
     Returns
@@ -288,12 +329,11 @@ def query_gallery_per_query(
     first_hit = np.empty(queries.size, dtype=np.int64)
     scores: dict[str, np.ndarray] = {}
     for start, _, idx in knn_chunks(
-        points[queries], k, points[gallery], metric=metric, backend=backend
+        points[queries], k, points[gallery], distance=distance, backend=backend, device=device
     ):
         stop = start + idx.shape[0]
-        part, first_hit[start:stop] = _retrieval_chunk(
-            gallery_codes[idx], query_codes[start:stop], r[start:stop], r_max
-        )
+        match = gallery_codes[idx] == query_codes[start:stop, None]  # (c, k)
+        part, first_hit[start:stop] = _retrieval_chunk(match, r[start:stop], r_max)
         for name, values in part.items():
             scores.setdefault(name, np.empty(queries.size))[start:stop] = values
     for kk in ks:
@@ -330,17 +370,23 @@ def _table_r_precision(a: Artefacts) -> float:
     return _mean_over_queries(a.per_query["r_precision"])
 
 
-def _prepare(emb: Any, labels: Any, metric: Metric) -> tuple[np.ndarray, np.ndarray]:
+def _prepare(emb: Any, labels: Any, distance: Distance) -> tuple[np.ndarray, np.ndarray]:
     """The validation of every public retrieval metric: ``(points, codes)``."""
     x = as_embeddings(emb)
     codes, _ = as_labels(labels, x.shape[0])
     if x.shape[0] < 2:
         raise ValueError("retrieval needs at least two items; pass a larger set.")
-    return as_points(x, metric), codes
+    return as_points(x, distance), codes
 
 
+@refuse_renamed(metric="distance")
 def recall_at_k(
-    emb: Any, labels: Any, ks: Sequence[int] | int = (1, 2, 4, 8), *, metric: Metric = "euclidean"
+    emb: Any,
+    labels: Any,
+    ks: Sequence[int] | int = (1, 2, 4, 8),
+    *,
+    distance: Distance = "euclidean",
+    device: DeviceSpec = "auto",
 ) -> dict[int, float]:
     """Recall@K as the deep-metric-learning papers define it.
 
@@ -355,8 +401,10 @@ def recall_at_k(
         ``(n,)`` class labels.
     ks : sequence of int or int
         The values of K, each at most ``n - 1``.
-    metric : {"euclidean", "cosine"}
+    distance : {"euclidean", "cosine"}
         Distance used to rank neighbours.
+    device : str or torch.device
+        Where the search runs (a CUDA device, or the CPU); ``"auto"``: a GPU when torch sees one.
 
     Returns
     -------
@@ -372,21 +420,27 @@ def recall_at_k(
     >>> recall_at_k([[0.0], [0.1], [5.0], [5.2]], [0, 0, 1, 1], ks=(1,))
     {1: 1.0}
     """
-    x, codes = _prepare(emb, labels, metric)
+    x, codes = _prepare(emb, labels, distance)
     kk = check_ks(ks, x.shape[0] - 1)
-    per_query = retrieval_per_query(x, codes, kk, at_r=False, metric=metric)
+    per_query = retrieval_per_query(x, codes, kk, at_r=False, distance=distance, device=device)
     return {k: _mean_over_queries(per_query[f"recall@{k}"]) for k in kk}
 
 
-def precision_at_1(emb: Any, labels: Any, *, metric: Metric = "euclidean") -> float:
-    """Share of queries whose nearest other item has the query's class (equals Recall@1)."""
-    x, codes = _prepare(emb, labels, metric)
-    return _mean_over_queries(
-        retrieval_per_query(x, codes, (1,), at_r=False, metric=metric)["precision@1"]
-    )
+@refuse_renamed(metric="distance")
+def precision_at_1(
+    emb: Any, labels: Any, *, distance: Distance = "euclidean", device: DeviceSpec = "auto"
+) -> float:
+    """Share of queries whose nearest other item has the query's class (equals Recall@1);
+    ``distance`` and ``device`` as in `recall_at_k`."""
+    x, codes = _prepare(emb, labels, distance)
+    per_query = retrieval_per_query(x, codes, (1,), at_r=False, distance=distance, device=device)
+    return _mean_over_queries(per_query["precision@1"])
 
 
-def map_at_r(emb: Any, labels: Any, *, metric: Metric = "euclidean") -> float:
+@refuse_renamed(metric="distance")
+def map_at_r(
+    emb: Any, labels: Any, *, distance: Distance = "euclidean", device: DeviceSpec = "auto"
+) -> float:
     """Mean average precision at R (MAP@R).
 
     For a query with R other items of its class, ``AP@R = (1/R) sum_{i=1}^{R} P(i) rel(i)``, where
@@ -399,8 +453,10 @@ def map_at_r(emb: Any, labels: Any, *, metric: Metric = "euclidean") -> float:
         ``(n, d)`` embeddings.
     labels : array-like
         ``(n,)`` class labels.
-    metric : {"euclidean", "cosine"}
+    distance : {"euclidean", "cosine"}
         Distance used to rank neighbours.
+    device : str or torch.device
+        Where the search runs (a CUDA device, or the CPU); ``"auto"``: a GPU when torch sees one.
 
     Returns
     -------
@@ -411,19 +467,25 @@ def map_at_r(emb: Any, labels: Any, *, metric: Metric = "euclidean") -> float:
     ----------
     Musgrave, Belongie and Lim, "A Metric Learning Reality Check", ECCV 2020.
     """
-    x, codes = _prepare(emb, labels, metric)
-    return _mean_over_queries(retrieval_per_query(x, codes, (1,), metric=metric)["map@r"])
+    x, codes = _prepare(emb, labels, distance)
+    per_query = retrieval_per_query(x, codes, (1,), distance=distance, device=device)
+    return _mean_over_queries(per_query["map@r"])
 
 
-def r_precision(emb: Any, labels: Any, *, metric: Metric = "euclidean") -> float:
-    """Mean R-precision: the share of same-class items among each query's R nearest neighbours.
+@refuse_renamed(metric="distance")
+def r_precision(
+    emb: Any, labels: Any, *, distance: Distance = "euclidean", device: DeviceSpec = "auto"
+) -> float:
+    """Mean R-precision: the share of same-class items among each query's R nearest neighbours;
+    ``distance`` and ``device`` as in `map_at_r`.
 
     References
     ----------
     Musgrave, Belongie and Lim, "A Metric Learning Reality Check", ECCV 2020.
     """
-    x, codes = _prepare(emb, labels, metric)
-    return _mean_over_queries(retrieval_per_query(x, codes, (1,), metric=metric)["r_precision"])
+    x, codes = _prepare(emb, labels, distance)
+    per_query = retrieval_per_query(x, codes, (1,), distance=distance, device=device)
+    return _mean_over_queries(per_query["r_precision"])
 
 
 def majority_vote(neighbour_codes: np.ndarray) -> np.ndarray:
@@ -446,6 +508,7 @@ def majority_vote(neighbour_codes: np.ndarray) -> np.ndarray:
     return neighbour_codes[np.arange(neighbour_codes.shape[0]), best]
 
 
+@refuse_renamed(metric="distance")
 def knn_accuracy(
     train_emb: Any,
     train_y: Any,
@@ -453,7 +516,8 @@ def knn_accuracy(
     test_y: Any = None,
     k: int | Sequence[int] = (1, 3, 5, 7),
     *,
-    metric: Metric = "euclidean",
+    distance: Distance = "euclidean",
+    device: DeviceSpec = "auto",
 ) -> float | dict[int, float]:
     """k-nearest-neighbour classification accuracy, train -> test or leave-one-out.
 
@@ -470,8 +534,10 @@ def knn_accuracy(
         item is classified by the others.
     k : int or sequence of int
         One k, or several (answered from one search).
-    metric : {"euclidean", "cosine"}
+    distance : {"euclidean", "cosine"}
         Distance used to rank neighbours.
+    device : str or torch.device
+        Where the search runs (a CUDA device, or the CPU); ``"auto"``: a GPU when torch sees one.
 
     Returns
     -------
@@ -483,7 +549,7 @@ def knn_accuracy(
     >>> knn_accuracy([[0.0], [1.0], [10.0]], [0, 0, 1], [[0.4], [9.0]], [0, 1], k=1)
     1.0
     """
-    train = as_points(as_embeddings(train_emb, "train_emb"), metric, "train_emb")
+    train = as_points(as_embeddings(train_emb, "train_emb"), distance, "train_emb")
     leave_one_out = test_emb is None and test_y is None
     if (test_emb is None) != (test_y is None):
         raise ValueError("pass both test_emb and test_y, or neither for leave-one-out.")
@@ -492,7 +558,7 @@ def knn_accuracy(
     if leave_one_out:
         queries, raw_test = train, raw_train
     else:
-        queries = as_points(as_embeddings(test_emb, "test_emb"), metric, "test_emb")
+        queries = as_points(as_embeddings(test_emb, "test_emb"), distance, "test_emb")
         check_same_dimension(queries, train)
         raw_test = to_numpy(test_y, "test_y")
         as_labels(raw_test, queries.shape[0], "test_y")
@@ -510,7 +576,8 @@ def knn_accuracy(
         check_k(kk, train.shape[0] - int(leave_one_out), "k")
     correct = dict.fromkeys(ks, 0)
     reference = None if leave_one_out else train
-    for start, _, idx in knn_chunks(queries, max(ks), reference, metric=metric):
+    search = {"distance": distance, "device": device}
+    for start, _, idx in knn_chunks(queries, max(ks), reference, **search):
         truth = test_codes[start : start + idx.shape[0]]
         neighbour_codes = train_codes[idx]  # (c, k_max)
         for kk in ks:

@@ -11,7 +11,9 @@ import numpy as np
 from scipy import sparse
 
 from clusterable._distances import squared_distances
-from clusterable.evaluate._inputs import Metric, as_clusters, as_embeddings, as_points
+from clusterable.evaluate._inputs import Metric as Distance
+from clusterable.evaluate._inputs import as_clusters, as_embeddings, as_points
+from clusterable.evaluate._keywords import refuse_renamed
 from clusterable.evaluate.neighbors import power_of_two_scale
 from clusterable.evaluate.registry import Artefacts, register_metric
 
@@ -40,11 +42,12 @@ def _rows_per_block(n: int, sampled: int) -> int:
     return max(1, min(sampled, max(_MIN_BLOCK_ROWS, _BLOCK // n), _MAX_BLOCK // n))
 
 
+@refuse_renamed(metric="distance")
 def silhouette(
     emb: Any,
     clusters: Any,
     *,
-    metric: Metric = "euclidean",
+    distance: Distance = "euclidean",
     sample_size: int | Literal["auto"] | None = "auto",
     seed: int = 0,
 ) -> float:
@@ -66,7 +69,7 @@ def silhouette(
         ``(n, d)`` embeddings.
     clusters : array-like
         ``(n,)`` cluster ids, -1 for noise.
-    metric : {"euclidean", "cosine"}
+    distance : {"euclidean", "cosine"}
         Euclidean distance or cosine distance ``1 - cos``.
     sample_size : int, "auto" or None
         When ``n`` exceeds it, average the coefficients of this many items drawn uniformly without
@@ -92,9 +95,9 @@ def silhouette(
     Rousseeuw, "Silhouettes: a graphical aid to the interpretation and validation of cluster
     analysis", Journal of Computational and Applied Mathematics, 1987.
     """
-    x = as_points(as_embeddings(emb), metric)
+    x = as_points(as_embeddings(emb), distance)
     codes = as_clusters(clusters, x.shape[0])
-    return silhouette_of_codes(x, codes, metric, check_sample_size(sample_size), seed)
+    return silhouette_of_codes(x, codes, distance, check_sample_size(sample_size), seed)
 
 
 #: Centre offset, in units of the points' spread, up to which squared distances are taken on the
@@ -120,10 +123,10 @@ def _well_placed(x: np.ndarray) -> tuple[np.ndarray, bool]:
     return x, False
 
 
-def _placed(x: np.ndarray, metric: Metric) -> tuple[np.ndarray, bool]:
+def _placed(x: np.ndarray, distance: Distance) -> tuple[np.ndarray, bool]:
     """The C-contiguous points whose distances the silhouette takes (`_well_placed` under
     ``"euclidean"``), and whether they were centred."""
-    placed, centred = _well_placed(x) if metric == "euclidean" else (x, False)
+    placed, centred = _well_placed(x) if distance == "euclidean" else (x, False)
     return np.ascontiguousarray(placed), centred
 
 
@@ -205,11 +208,11 @@ def _squared_blocks(
 
 
 def silhouette_distances(
-    x: np.ndarray, metric: Metric, sample_size: int | Literal["auto"] | None, seed: int
+    x: np.ndarray, distance: Distance, sample_size: int | Literal["auto"] | None, seed: int
 ) -> SilhouetteDistances:
     """The distances `silhouette_of_codes` would compute for these arguments, computed now and
     kept (``(n, s)`` elements for ``s`` scored items), for it and others to read."""
-    pts, centred = _placed(x, metric)
+    pts, centred = _placed(x, distance)
     scored = _scored_items(x.shape[0], sample_size, seed)
     return SilhouetteDistances(pts, list(_squared_blocks(pts, scored, keep=True)), centred)
 
@@ -217,14 +220,14 @@ def silhouette_distances(
 def silhouette_of_codes(
     x: np.ndarray,
     codes: np.ndarray,
-    metric: Metric,
+    distance: Distance,
     sample_size: int | Literal["auto"] | None,
     seed: int,
     distances: SilhouetteDistances | None = None,
 ) -> float:
     """`silhouette` of validated points (`as_points`) and compact cluster codes (`as_clusters`).
 
-    ``distances``: `silhouette_distances` of the same ``x``, ``metric``, ``sample_size`` and
+    ``distances``: `silhouette_distances` of the same ``x``, ``distance``, ``sample_size`` and
     ``seed``, already computed (their blocks are overwritten).
 
     Raises
@@ -240,7 +243,7 @@ def silhouette_of_codes(
             "partition into one group or into singletons has no silhouette."
         )
     if distances is None:
-        pts, _ = _placed(x, metric)
+        pts, _ = _placed(x, distance)
         scored = _scored_items(n, sample_size, seed)
         blocks = _squared_blocks(pts, scored)
     else:
@@ -257,7 +260,7 @@ def silhouette_of_codes(
     scores = np.empty(scored.size, dtype=np.float64)
     s = 0
     for rows, dist in blocks:
-        if metric == "cosine":
+        if distance == "cosine":
             dist *= 0.5  # |a - b|^2 = 2 - 2 cos of unit rows
         else:
             np.sqrt(dist, out=dist)
@@ -282,7 +285,7 @@ def _table_silhouette(a: Artefacts) -> float:
     """The silhouette of the evaluation's partition; NaN with a warning where it has none."""
     try:
         return silhouette_of_codes(
-            a.points, a.clusters, a.metric, a.silhouette_sample, a.seed, a.silhouette_distances
+            a.points, a.clusters, a.distance, a.silhouette_sample, a.seed, a.silhouette_distances
         )
     except ValueError as err:
         # stacklevel 4: the caller of evaluate_embeddings, which calls this through its loop.

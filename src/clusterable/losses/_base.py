@@ -146,7 +146,8 @@ class EmbeddingLoss(nn.Module):
     set ``(m, d)``, ``(m,)`` (``None`` when there is none or it is empty), in the same dtype.
 
     What the training loop (:class:`~clusterable.train.Trainer`) reads from a loss is declared
-    here, each with a default that asks for nothing: :attr:`takes_inputs` and :meth:`predict`.
+    here, each with a default that asks for nothing: :attr:`takes_inputs`, :attr:`needs_pairs` and
+    :meth:`predict`.
 
     Examples
     --------
@@ -177,6 +178,11 @@ class EmbeddingLoss(nn.Module):
     #: other processes what must be global itself; its parameters' gradients are then averaged
     #: over the processes, as the model's are.
     takes_inputs: ClassVar[bool] = False
+
+    #: Whether the loss is 0 on a batch without both a positive pair (two items of a class) and
+    #: a negative (an item of another class): the trainer then refuses, before the first step,
+    #: batches that can never hold both (a batch of one, one class per batch).
+    needs_pairs: ClassVar[bool] = False
 
     def predict(self, embeddings: Tensor) -> Tensor | None:
         """Class ids ``(n,)`` the loss's own classifier gives ``embeddings`` ``(n, d)``, or None

@@ -113,6 +113,11 @@ class AutoencoderLoss(EmbeddingLoss):
         self.decoder = decoder
         self.weight = weight
 
+    @property  # type: ignore[misc]
+    def needs_pairs(self) -> bool:  # type: ignore[override]
+        """The wrapped loss's: the reconstruction term alone does not make a batch train."""
+        return self.loss.needs_pairs
+
     def forward(self, embeddings: Tensor, labels: Tensor, inputs: Tensor) -> Tensor:  # type: ignore[override]
         value = loss_on_global_batch(self.loss, embeddings, labels)
         if self.weight == 0.0:

@@ -142,6 +142,8 @@ class PairLoss(EmbeddingLoss):
 
     accepts_references: ClassVar[bool] = True
 
+    needs_pairs: ClassVar[bool] = True
+
     #: Whether the loss uses the points themselves through their differences (MsDNN's expected
     #: hit and miss): they then reach :meth:`loss_on_pairs` centred (see :func:`partner_pairs`).
     centres_points: ClassVar[bool] = False

@@ -98,6 +98,26 @@ def build_sampler(
     return SAMPLERS[name].for_training(_as_labels(labels), settings, **sampler_args)
 
 
+def pairs_shortfall_of_labels(labels: ArrayLike) -> str | None:
+    """Why no batch drawn from ``labels`` ``(n,)`` (-1: never sampled) can hold a positive pair
+    and a negative, whatever the sampler: fewer than two classes, or no class of two items; None
+    where the labels allow both."""
+    counts = np.bincount(_as_labels(labels)[labelled_mask(_as_labels(labels))])
+    counts = counts[counts > 0]
+    if len(counts) < 2:
+        return (
+            f"the training items hold {len(counts)} class(es), so no batch has a negative (an "
+            "item of another class); give data of two classes or more"
+        )
+    if counts.max() < 2:
+        return (
+            f"each of the {len(counts)} training classes holds one item, so no batch has a "
+            "positive pair (two items of a class); give two items per class or more (with a "
+            "validation split: more items per class, or a smaller val_fraction)"
+        )
+    return None
+
+
 def _replicas(settings: SamplerSettings) -> dict[str, int | None]:
     return {"num_replicas": settings.num_replicas, "rank": settings.rank}
 
@@ -174,6 +194,14 @@ class DistributedBatchSampler(Sampler[list[int]]):
         """The sampler a training run uses on ``labels`` ``(n,)`` (-1: unlabelled, never
         sampled) with ``settings``; ``sampler_args`` go to the constructor."""
         raise NotImplementedError
+
+    def pair_shortfall(self) -> tuple[str, str, str] | None:
+        """Why none of this sampler's batches can hold both a positive pair (two items of a
+        class) and a negative (an item of another class), as ``(setting, why, remedy)``: the
+        training setting that makes it so (``"batch_size"``, ``"items_per_class"``), the rest of
+        the sentence, and what to give instead. None where batches can, the labels permitting
+        (two classes, one of them with two items: :func:`pairs_shortfall_of_labels`)."""
+        return None
 
     def update_embeddings(self, embeddings: np.ndarray | Tensor) -> None:
         """Take the ``(n, d)`` embeddings of every dataset item, row ``i`` for index ``i``
@@ -288,6 +316,11 @@ class RandomBatchSampler(DistributedBatchSampler):
             labelled, settings.batch_size, settings.seed, **_replicas(settings), **sampler_args
         )
 
+    def pair_shortfall(self) -> tuple[str, str, str] | None:
+        if self.batch_size < 2:
+            return "batch_size", "puts one item in each batch: no pair", "give 2 or more"
+        return None
+
     def global_batches(self) -> Iterator[list[int]]:
         order = self._rng().permutation(self.indices).tolist()
         for i in range(len(self)):
@@ -378,6 +411,29 @@ class ClassBalancedBatchSampler(DistributedBatchSampler):
         classes = max(min(settings.batch_size // settings.items_per_class, num_classes), 1)
         items = max(settings.batch_size // classes, 1)
         return cls(labels, classes, items, settings.seed, **_replicas(settings), **sampler_args)
+
+    def pair_shortfall(self) -> tuple[str, str, str] | None:
+        p, m = self.classes_per_batch, self.items_per_class
+        if p * m < 4 and (p < 2 or m < 2):  # two classes of two items need four
+            why = (
+                "puts one item in each batch: no pair"
+                if p * m == 1
+                else (f"makes batches of {p * m}, too few for two classes of two items")
+            )
+            return "batch_size", why, "give 4 or more"
+        if p < 2:
+            return (
+                "items_per_class",
+                f"fills each batch of {p * m} with one class: no negative",
+                f"give items_per_class at most {p * m // 2} (half the batch)",
+            )
+        if m < 2:
+            return (
+                "items_per_class",
+                f"puts one item of each of {p} classes in a batch: no positive pair",
+                "give items_per_class 2 or more",
+            )
+        return None
 
     def _take(
         self, label: int, queues: dict[int, np.ndarray], rng: np.random.Generator

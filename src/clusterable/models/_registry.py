@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from typing import Any
 
 from torch import nn
 
-from clusterable._register import Entry, Registry, check_keywords
+from clusterable._register import Entry, Registry, accepted_keywords, check_keywords
 from clusterable.models.embedding_net import EmbeddingNet
 
 #: ``builder(input_shape, **kwargs) -> (backbone, feature_dim)``.
@@ -59,19 +60,30 @@ def model_builder(name: str) -> BackboneBuilder | None:
     return _entry(name).value
 
 
+def model_arguments(name: str) -> list[str] | None:
+    """The model arguments (``--model-arg``) the built-in model ``name`` takes; None for a
+    pretrained backbone, whose library checks its own."""
+    if _split_pretrained(name) is not None:
+        return None
+    return accepted_keywords(_entry(name).value, _GIVEN)
+
+
 def _entry(name: str) -> Entry[BackboneBuilder]:
     """The built-in architecture ``name``; unknown names get the list, pretrained forms too."""
     if name not in MODELS:
-        raise ValueError(f"unknown model {name!r}; choose one of: {_choices()}")
+        raise ValueError(f"unknown model {name!r}; choose one of: {_choices(name)}")
     return MODELS.entry(name)
 
 
-def _choices() -> str:
-    return (
+def _choices(name: str = "") -> str:
+    """The built-in names and the pretrained forms, and the name closest to ``name``."""
+    listed = (
         ", ".join(available_models())
         + ", or "
         + " / ".join(f"{p}:NAME" for p in PRETRAINED_PREFIXES)
     )
+    close = difflib.get_close_matches(name, available_models(), n=1) if name else []
+    return f"{listed}; did you mean {close[0]}?" if close else listed
 
 
 def _split_pretrained(name: str) -> tuple[str, str] | None:
@@ -82,6 +94,39 @@ def _split_pretrained(name: str) -> tuple[str, str] | None:
     if source not in PRETRAINED_PREFIXES or not arch:
         raise ValueError(f"unknown model {name!r}; choose one of: {_choices()}")
     return source, arch
+
+
+def check_model_name(name: str) -> None:
+    """Refuse a model :func:`build_model` cannot build, before any data is read: a built-in name,
+    or ``timm:NAME`` / ``torchvision:NAME`` with a name that library lists (checked where the
+    library is installed; where it is not, the build says how to install it).
+
+    Raises
+    ------
+    ValueError
+        Naming the choices and the closest name (the library's own names for ``timm:`` and
+        ``torchvision:``).
+    """
+    pretrained = _split_pretrained(name)
+    if pretrained is None:
+        _entry(name)
+        return
+    from clusterable.models.pretrained import is_architecture, pretrained_architectures
+
+    source, arch = pretrained
+    names = pretrained_architectures(source)
+    if names is None or is_architecture(source, arch, names):
+        return
+    close = (
+        difflib.get_close_matches(arch, names, n=3) or [n for n in names if n.startswith(arch)][:3]
+    )
+    listing = "timm.list_models()" if source == "timm" else "torchvision.models.list_models()"
+    hint = (
+        f"did you mean {', '.join(f'{source}:{c}' for c in close)}?"
+        if close
+        else f"{listing} names the {len(names)} it has"
+    )
+    raise ValueError(f"unknown model {name!r}: {source} has no model {arch!r}; {hint}")
 
 
 def build_model(

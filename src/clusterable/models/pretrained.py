@@ -8,7 +8,9 @@ file. Nothing is ever downloaded.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -28,6 +30,56 @@ def _import_optional(module: str, model_name: str) -> ModuleType:
             f"model {model_name!r} needs the optional package {package!r}, which is not "
             f"installed: pip install 'clusterable[vision]' (or pip install {package})"
         ) from error
+
+
+#: Model arguments a pretrained backbone never takes: its weights come from ``weights=PATH``.
+NOT_ARGUMENTS = {
+    "pretrained": "weights come from a local file: --model-arg weights=PATH (YAML: model_args: "
+    "{weights: PATH}); nothing is downloaded",
+    "weights_only": "weights are read as tensors only, always",
+}
+
+
+def pretrained_architectures(source: str) -> tuple[str, ...] | None:
+    """The model names ``source`` (``"timm"`` or ``"torchvision"``) builds, as its own listing
+    (``timm.list_models()``, ``torchvision.models.list_models()``) gives them; None where the
+    package is not installed (the build then says how to install it) or lists none."""
+    module = "timm" if source == "timm" else "torchvision.models"
+    if module not in sys.modules:
+        try:
+            if importlib.util.find_spec(module.split(".")[0]) is None:
+                return None
+        except (ValueError, ImportError):  # a stand-in module without a spec
+            return None
+    try:
+        listing = getattr(importlib.import_module(module), "list_models", None)
+    except ImportError:
+        return None
+    return None if listing is None else tuple(listing())
+
+
+def is_architecture(source: str, arch: str, names: tuple[str, ...]) -> bool:
+    """Whether ``arch`` is among ``names`` (timm's ``NAME.TAG`` by its ``NAME``)."""
+    return (arch.split(".", 1)[0] if source == "timm" else arch) in names
+
+
+def _built(build: object, name: str, *args: object, **kwargs: object) -> nn.Module:
+    """``build(*args, **kwargs)``; an argument the library refuses (its TypeError) is a
+    ValueError naming the model."""
+    try:
+        return build(*args, **kwargs)  # type: ignore[operator]
+    except TypeError as error:
+        given = ", ".join(f"{k}={v!r}" for k, v in kwargs.items() if k not in _BUILD_KEYWORDS)
+        raise ValueError(
+            f"model {name!r} refused its arguments ({given or 'none given'}): {error}; give the "
+            "keywords its library documents for it as --model-arg NAME=VALUE"
+        ) from None
+
+
+#: Keywords the builders below pass themselves.
+_BUILD_KEYWORDS = frozenset(
+    {"num_classes", "in_chans", "pretrained", "pretrained_cfg_overlay", "weights"}
+)
 
 
 def _load_state_dict(path: str | os.PathLike[str], model_name: str) -> dict[str, Tensor]:
@@ -100,7 +152,9 @@ def _timm_backbone(
         if not Path(weights).is_file():
             raise FileNotFoundError(f"weights file for model 'timm:{arch}' not found: {weights}")
         pretrained = {"pretrained": True, "pretrained_cfg_overlay": {"file": str(weights)}}
-    model = timm.create_model(
+    model = _built(
+        timm.create_model,
+        f"timm:{arch}",
         arch,
         num_classes=0,
         in_chans=input_shape[0],
@@ -117,7 +171,7 @@ def _torchvision_backbone(
 ) -> tuple[nn.Module, int]:
     name = f"torchvision:{arch}"
     models = _import_optional("torchvision.models", name)
-    model = models.get_model(arch, weights=None, **kwargs)
+    model = _built(models.get_model, name, arch, weights=None, **kwargs)
     if weights is not None:
         # Extra keys (e.g. GoogLeNet's auxiliary heads when built with aux_logits=False) are
         # harmless; a missing key means the file is for another architecture.

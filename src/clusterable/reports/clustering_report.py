@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from clusterable.evaluate import evaluate_embeddings
+from clusterable.evaluate import evaluate_embeddings, partition_metric_names
 from clusterable.reports.page import render, write_page
 from clusterable.reports.panels import (
     cluster_section,
@@ -20,24 +20,13 @@ from clusterable.reports.panels import (
     settings_section,
 )
 
-#: The keys of the evaluation table that score a partition.
-PARTITION_METRICS = (
-    "nmi",
-    "precision",
-    "recall",
-    "f1",
-    "accuracy",
-    "ari",
-    "silhouette",
-)
-
 #: Points on the map at most (a seeded sample beyond).
 MAP_ITEMS = 2_000
 
 
 def write_clustering_report(
     embeddings: np.ndarray,
-    clusters: np.ndarray,
+    clusters: Any,
     out: str | os.PathLike[str],
     *,
     labels: np.ndarray | None = None,
@@ -47,7 +36,11 @@ def write_clustering_report(
     title: str = "Clustering",
     seed: int = 0,
 ) -> Path:
-    """Write the report of ``clusters`` (``(n,)`` ids, -1 noise) of ``embeddings`` ``(n, d)``.
+    """Write the report of ``clusters`` of ``embeddings`` ``(n, d)``.
+
+    ``clusters``: ``(n,)`` ids (-1: noise), or a partition of the embeddings that holds them
+    (``labels_``): the one an evaluation scored (`clusterable.evaluate.Evaluation.partition`,
+    whose clusterer and k-means rule the settings then show) or `clusterable.cluster.fit`'s.
 
     Parameters
     ----------
@@ -59,7 +52,8 @@ def write_clustering_report(
         What produced the clustering (method, k, source files), shown first.
     """
     embeddings = np.asarray(embeddings, dtype=np.float32)
-    clusters = np.asarray(clusters, dtype=np.int64)
+    settings = {**_partition_settings(clusters), **(settings or {})}
+    clusters = np.asarray(getattr(clusters, "labels_", clusters), dtype=np.int64)
     if clusters.shape != (len(embeddings),):
         raise ValueError(
             f"{len(clusters)} cluster ids for {len(embeddings)} embeddings: give the clusters of "
@@ -68,11 +62,13 @@ def write_clustering_report(
     if labels is not None and np.shape(labels) != clusters.shape:
         raise ValueError(f"{len(labels)} labels for {len(clusters)} items: give one per item")
     found = len(np.unique(clusters[clusters >= 0]))
-    sections = [settings_section({"items": len(clusters), "clusters": found, **(settings or {})})]
+    sections = [settings_section({"items": len(clusters), "clusters": found, **settings})]
     if labels is not None:
         labels = np.asarray(labels, dtype=np.int64)
+        # The partition's scores, read from the metric registry: a metric registered with
+        # needs={"partition"} shows here too.
         scores = evaluate_embeddings(
-            embeddings, labels, metrics=PARTITION_METRICS, clustering=clusters, seed=seed
+            embeddings, labels, metrics=partition_metric_names(), clustering=clusters, seed=seed
         )
         classes = len(np.unique(labels))
         sections.append(metrics_section(scores, f"These clusters against the {classes} classes."))
@@ -85,3 +81,13 @@ def write_clustering_report(
     sections.append(cluster_section(clusters, labels, class_names, items, seed=seed))
     page = render(title, f"{found} clusters of {len(clusters):,} items", sections, title)
     return write_page(page, out)
+
+
+def _partition_settings(partition: Any) -> dict[str, Any]:
+    """What a partition says of how it was found (its method, and k-means' rule); nothing for
+    plain ids or a given partition."""
+    method = getattr(partition, "method", "")
+    if not method or method == "given":
+        return {}
+    rule = getattr(partition, "rule", "")  # an evaluation's partition states its k-means rule
+    return {"method": method, **({"rule": rule} if rule else {})}

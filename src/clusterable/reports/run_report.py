@@ -8,15 +8,17 @@ sampled (seeded) for them, and the t-SNE map takes a smaller sample still: the p
 
 from __future__ import annotations
 
-import json
 import os
+from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from clusterable import cluster
-from clusterable.data import LabelledDataset, labelled_mask, load_dataset
+from clusterable.data import LabelledDataset, labelled_mask
+from clusterable.device import DeviceSpec
 from clusterable.evaluate import evaluate_embeddings
+from clusterable.evaluate.clustering import describe_kmeans, kmeans_rule
 from clusterable.plots.curves import read_epoch_records
 from clusterable.reports.page import Section, render, write_page
 from clusterable.reports.panels import (
@@ -30,6 +32,9 @@ from clusterable.reports.panels import (
 )
 from clusterable.versions import library_versions
 
+if TYPE_CHECKING:
+    from clusterable.trained_run import TrainedRun
+
 #: Test items the panels use at most (a seeded sample beyond), and the t-SNE map at most.
 PANEL_ITEMS = 5_000
 MAP_ITEMS = 2_000
@@ -39,57 +44,60 @@ REPORT_NAME = "report.html"
 
 
 def write_run_report(
-    run: str | os.PathLike[str], out: str | os.PathLike[str] | None = None, seed: int = 0
+    run: str | os.PathLike[str] | TrainedRun,
+    out: str | os.PathLike[str] | None = None,
+    seed: int | None = None,
+    device: DeviceSpec = "auto",
 ) -> Path:
     """Write the report of the training run in folder ``run``; returns its path.
 
+    The test split is the run's own (:meth:`~clusterable.trained_run.TrainedRun.split`): the
+    view, size and channels its test table embedded.
+
     Parameters
     ----------
-    run : path
-        The folder ``clusterable train`` wrote (``run.json``, ``checkpoints/``, ``log.jsonl``).
+    run : path or TrainedRun
+        The folder ``clusterable train`` wrote (``run.json``, ``checkpoints/``, ``log.jsonl``),
+        or that run already loaded.
     out : path, optional
         The HTML file to write; ``RUN/report.html`` by default.
-    seed : int
-        Seed of the samples, the t-SNE map and the clustering.
+    seed : int, optional
+        Seed of the samples, the t-SNE map and the clustering (default: the run's).
+    device : str or torch.device
+        Where the model embeds the test items (a loaded run keeps its own).
 
     Raises
     ------
     FileNotFoundError
         If ``run`` is not a run folder (no ``run.json``) or holds no checkpoint.
     """
-    from clusterable.embedder import Embedder
+    from clusterable.trained_run import TrainedRun
 
-    folder = Path(run)
-    record_path = folder / "run.json"
-    if not record_path.is_file():
-        raise FileNotFoundError(
-            f"{folder} is not a run folder (no run.json): give the folder `clusterable train` wrote"
-        )
-    record = json.loads(record_path.read_text())
-    spec = record["spec"]
-    embedder = Embedder.from_run(folder)
-    test = load_dataset(spec["data"], root=spec.get("root"), split="test", labels=spec["labels"])
+    trained = run if isinstance(run, TrainedRun) else _load_run_folder(Path(run), device)
+    folder = trained.folder
+    spec = trained.spec
+    seed = trained.seed if seed is None else seed
+    test = trained.split("test")
     sample = _sample(test, PANEL_ITEMS, seed)
-    embeddings = embedder.embed(sample, progress=False).embeddings  # (m, d)
+    embeddings = trained.embed(sample, progress=False).embeddings  # (m, d)
     labelled = labelled_mask(sample.labels)  # distractors take part in retrieval only as gallery
-    config = dict(record.get("config", {}))
-    sections = [settings_section({"run": spec, "train": config})]
+    sections = [settings_section({"run": asdict(spec), "train": trained.config})]
     sections.append(settings_section(library_versions(), "Versions", "versions"))
-    metrics_file = folder / "test_metrics.json"
-    if metrics_file.is_file():
-        metrics = json.loads(metrics_file.read_text())
+    metrics = trained.test_metrics
+    if metrics is not None:
         sections.append(
             metrics_section(
                 metrics,
                 f"The run's test evaluation: all {len(test):,} items of the {test.name} test "
-                "split, k-means with k = the number of classes for the clustering metrics.",
+                f"split, k-means with k = the number of classes ({test.num_classes}; "
+                f"{describe_kmeans(kmeans_rule(test.num_classes))}) for the clustering metrics.",
             )
         )
     log = folder / "log.jsonl"
     records = read_epoch_records(log) if log.is_file() else []
     if records:
         sections.append(curves_section(records))
-    described = _sample_description(len(sample), len(test), spec["data"])
+    described = _sample_description(len(sample), len(test), spec.data)
     items = item_images(sample)
     names = test.class_names
     sections += _embedding_sections(
@@ -101,13 +109,25 @@ def write_run_report(
         seed,
         subclasses=sample.fine_labels[labelled],
         subclass_names=test.fine_class_names,
+        device=trained.device,
     )
-    title = f"{folder.resolve().name}: {spec['loss']} on {spec['data']}"
-    subtitle = (
-        f"model {spec['model']}, embedding {spec['embedding_dim']}-d, labels {spec['labels']}"
-    )
-    page = render(title, subtitle, sections, f"clusterable report of {folder.resolve()}")
+    title = f"{folder.name}: {spec.loss} on {spec.data}"
+    subtitle = f"model {spec.model}, embedding {spec.embedding_dim}-d, labels {spec.labels}"
+    page = render(title, subtitle, sections, f"clusterable report of {folder}")
     return write_page(page, out if out is not None else folder / REPORT_NAME)
+
+
+def _load_run_folder(folder: Path, device: DeviceSpec) -> TrainedRun:
+    """The run in ``folder``, which must be a run folder (a checkpoint has no test table)."""
+    from clusterable.train.run_folder import RUN_RECORD
+    from clusterable.trained_run import TrainedRun
+
+    if not (folder / RUN_RECORD).is_file():
+        raise FileNotFoundError(
+            f"{folder} is not a run folder (no {RUN_RECORD}): give the folder `clusterable train` "
+            "wrote"
+        )
+    return TrainedRun.load(folder, device=device)
 
 
 def _embedding_sections(
@@ -119,12 +139,15 @@ def _embedding_sections(
     seed: int,
     subclasses: np.ndarray | None = None,
     subclass_names: list[str] | None = None,
+    device: DeviceSpec = "auto",
 ) -> list[Section]:
-    """Per-class results, the map, retrieval and k-means clusters of labelled embeddings."""
-    clusters = cluster.kmeans(embeddings, len(np.unique(labels)), seed=seed)
+    """Per-class results, the map, retrieval and k-means clusters of labelled embeddings (the
+    partition the per-class table scored, `Evaluation.partition`)."""
     table = evaluate_embeddings(
-        embeddings, labels, clustering=clusters, ks=(1,), seed=seed, per_class=True
+        embeddings, labels, ks=(1,), seed=seed, per_class=True, device=device
     )
+    partition = table.partition
+    clusters = partition.labels_
     rng = np.random.default_rng(seed)
     on_map = np.sort(rng.choice(len(labels), size=min(MAP_ITEMS, len(labels)), replace=False))
     return [
@@ -143,8 +166,8 @@ def _embedding_sections(
             labels,
             class_names,
             items,
-            description=f"k-means, k = {len(np.unique(labels))} (the number of classes). "
-            + described,
+            description=f"k-means, k = {partition.asked} (the number of classes; "
+            f"{partition.rule}). " + described,
             seed=seed,
         ),
     ]

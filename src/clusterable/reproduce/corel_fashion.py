@@ -211,7 +211,7 @@ def score(
         scores[f"{name} ARI"] = ari(labels, clusters)
         scores[f"{name} V-M"] = v_measure(labels, clusters)
         scores[f"{name} sil."] = silhouette(
-            points, clusters, metric="cosine" if cosine else "euclidean", sample_size=None
+            points, clusters, distance="cosine" if cosine else "euclidean", sample_size=None
         )
     return scores, embeddings
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from clusterable.data import first_per_class, load_dataset, noisy_digit_distractors
 from clusterable.data import with_distractors as add_distractors
-from clusterable.evaluate import evaluate_embeddings
+from clusterable.evaluate import EvaluationOptions, evaluate_embeddings
 from clusterable.reports import Claim, ExperimentReport, Row
 from clusterable.reproduce._shared import CLAIM_KMEANS, log
 from clusterable.reproduce.experiment import Budget, experiment
@@ -95,7 +95,8 @@ def run_protocol(
         int((train_y < 0).sum()),
         len(test_y),
     )
-    tables = {RAW: evaluate_embeddings(test_x, test_y, seed=seed, cluster_kwargs=CLAIM_KMEANS)}
+    claim = EvaluationOptions(cluster_kwargs=CLAIM_KMEANS)
+    tables = {RAW: evaluate_embeddings(test_x, test_y, seed=seed, options=claim)}
     labels_of: dict[str, np.ndarray] = {}
     for variant in variants:
         start = time.perf_counter()
@@ -107,7 +108,7 @@ def run_protocol(
         labels = labels_of[variant.method]
         model = OPML(seed=seed, maxiter=maxiter, **variant.opml).fit(train_x, labels)
         tables[variant.name] = evaluate_embeddings(
-            model.transform(test_x), test_y, seed=seed, cluster_kwargs=CLAIM_KMEANS
+            model.transform(test_x), test_y, seed=seed, options=claim
         )
         log.info(
             "opml-fashion: %s: %d pseudo-classes, %d noise; %d triplets; cost %.4f -> %.4f; "

@@ -17,7 +17,7 @@ import numpy as np
 from clusterable._threads import single_thread
 from clusterable.cluster import spectral_embedding
 from clusterable.data import LabelledDataset, class_split, first_per_class, load_dataset
-from clusterable.evaluate import evaluate_embeddings
+from clusterable.evaluate import EvaluationOptions, evaluate_embeddings
 from clusterable.plots import plot_tsne_maps
 from clusterable.recipe import RunSpec
 from clusterable.reports import Claim, ExperimentReport, Row
@@ -206,9 +206,8 @@ def zero_shot_scores(
     features = embedding / np.linalg.norm(embedding, axis=1, keepdims=True).clip(min=1e-12)
     if spectral:
         features = spectral_embedding(features, rank=len(np.unique(labels)))
-    table = evaluate_embeddings(
-        features, labels, clustering="kmeans", seed=seed, cluster_kwargs=CLAIM_KMEANS
-    )
+    claim = EvaluationOptions(cluster_kwargs=CLAIM_KMEANS)
+    table = evaluate_embeddings(features, labels, clustering="kmeans", seed=seed, options=claim)
     return {m: float(table[m]) for m in METRICS}
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from clusterable.evaluate.registry import METRICS, available_metrics
+from clusterable.evaluate.registry import METRICS, available_metrics, select_metrics
 
 
 def ks_within(
@@ -63,12 +63,30 @@ def answerable_table(
     where queries rank a gallery), retrieval where no class has two items."""
     kept, note = ks_within(ks, len(labels) - 1 if candidates is None else candidates)
     notes = [note] if note is not None else []
+    silhouette_note = _silhouette_left_out(labels)
     if np.bincount(labels).max(initial=0) >= 2:
-        return Answerable(None, kept or (1,), notes)
+        if silhouette_note is None:
+            return Answerable(None, kept or (1,), notes)
+        table = [name for name in select_metrics(None) if name != "silhouette"]
+        return Answerable(table, kept or (1,), [*notes, silhouette_note])
     clustering = [
         name
         for name in available_metrics()
-        if METRICS[name].default and METRICS[name].needs == {"partition"}
+        if METRICS[name].default
+        and METRICS[name].needs == {"partition"}
+        and not (name == "silhouette" and silhouette_note)
     ]
     notes = ["retrieval metrics left out: no class has two items to retrieve"]
-    return Answerable(clustering, (1,), notes)
+    return Answerable(clustering, (1,), notes + ([silhouette_note] if silhouette_note else []))
+
+
+def _silhouette_left_out(labels: np.ndarray) -> str | None:
+    """The note for a silhouette the table's partition (k-means, k = the classes) cannot have:
+    it needs between 2 and n - 1 clusters of the ``n`` items; None where it can."""
+    n, k = len(labels), len(np.unique(labels))
+    if 2 <= k <= n - 1:
+        return None
+    return (
+        f"silhouette left out: {k} cluster(s) of {n} item(s), and a silhouette needs between 2 "
+        "and n - 1 clusters"
+    )

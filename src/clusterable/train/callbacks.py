@@ -15,7 +15,8 @@ points of :meth:`~clusterable.train.Trainer.fit`:
 ``on_evaluate(trainer, embeddings, labels) -> metrics``
     On each validation, with the labelled validation embeddings ``(n, d)`` and labels ``(n,)``
     (under torchrun this process's shard); the metrics it returns join the epoch's record, so
-    ``TrainConfig.eval_metric`` may name one.
+    ``TrainConfig.eval_metric`` may name one that the callback class declares in
+    :attr:`~TrainerCallback.metrics` (a name nothing declares is refused when the config is made).
 
 What the loop reads from its other pieces is declared on them, not hooked: the loss's
 :attr:`~clusterable.losses.EmbeddingLoss.takes_inputs` and
@@ -26,7 +27,7 @@ What the loop reads from its other pieces is declared on them, not hooked: the l
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -34,8 +35,26 @@ if TYPE_CHECKING:
     from clusterable.train.trainer import Trainer
 
 
+#: The validation metrics callback classes declare (``TrainerCallback.metrics``): names
+#: ``TrainConfig.eval_metric`` may take besides the evaluation table's keys.
+_DECLARED_METRICS: set[str] = set()
+
+
+def declared_metrics() -> list[str]:
+    """Every validation metric a defined callback class declares, sorted."""
+    return sorted(_DECLARED_METRICS)
+
+
 class TrainerCallback:
     """Base of the trainer's hooks; see the module docstring for where each is called."""
+
+    #: The keys :meth:`on_evaluate` returns, declared so that ``TrainConfig.eval_metric`` may
+    #: name one (an unknown name is refused before training, not found missing after it).
+    metrics: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _DECLARED_METRICS.update(cls.metrics)
 
     def on_epoch_start(self, trainer: Trainer) -> None:
         """Before the epoch's first batch."""

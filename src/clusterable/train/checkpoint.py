@@ -21,6 +21,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
+from clusterable._atomic import atomic_write_text, replacing
+
 WEIGHTS, STATE, META = "weights.safetensors", "state.pt", "meta.json"
 
 #: Below this much free space, a failed checkpoint write is reported as a full disk (torch's
@@ -30,15 +32,6 @@ _NEARLY_FULL_BYTES = 64 * 2**20
 
 class CheckpointWriteError(OSError):
     """A checkpoint that could not be written; the previous one is untouched."""
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    descriptor, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(descriptor, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
 
 
 def module_tensors(model: nn.Module, loss: nn.Module) -> dict[str, torch.Tensor]:
@@ -62,9 +55,12 @@ def save_checkpoint(
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{name}."))
     try:
-        save_file(module_tensors(model, loss), str(tmp / WEIGHTS))
-        torch.save(state, tmp / STATE)
-        (tmp / META).write_text(json.dumps(meta, indent=2, default=str))
+        # Each file on disk before the folder is renamed into place.
+        with replacing(tmp / WEIGHTS) as weights:
+            save_file(module_tensors(model, loss), str(weights))
+        with replacing(tmp / STATE) as state_file:
+            torch.save(state, state_file)
+        atomic_write_text(tmp / META, json.dumps(meta, indent=2, default=str))
     except (OSError, RuntimeError) as error:
         shutil.rmtree(tmp, ignore_errors=True)
         full = getattr(error, "errno", None) == errno.ENOSPC
@@ -79,7 +75,7 @@ def save_checkpoint(
         shutil.rmtree(final)
     os.replace(tmp, final)
     for pointer in pointers:
-        _write_atomically(root / pointer, name)
+        atomic_write_text(root / pointer, name)
     return final
 
 

@@ -6,11 +6,26 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
-from clusterable.device import check_device_name
-from clusterable.mining.samplers import SAMPLERS, check_sampler_args
-from clusterable.train.config_typing import field_types, parameter_types, typed_settings
+from clusterable.device import DEVICE_CHOICES, check_device_name
+from clusterable.evaluate.registry import metric_of_key, table_keys
+from clusterable.mining.samplers import (
+    SAMPLERS,
+    DistributedBatchSampler,
+    check_sampler_args,
+    pairs_shortfall_of_labels,
+)
+from clusterable.train.callbacks import declared_metrics
+from clusterable.train.config_typing import (
+    Bounds,
+    SettingError,
+    check_bounds,
+    check_choice,
+    field_types,
+    parameter_types,
+    read_settings_file,
+    settings_file_line,
+    typed_settings,
+)
 from clusterable.train.optim import OPTIMIZERS, SCHEDULES
 from clusterable.train.precision import PRECISIONS
 
@@ -19,6 +34,54 @@ _SET_ELSEWHERE = {
     "reconstruction_weight": "MsDNN-AE's weight is an argument of the autoencoder loss: "
     "--autoencoder --loss-arg reconstruction_weight=VALUE (YAML: loss_args)",
 }
+
+#: The range of each numeric training setting (NaN and infinity are never one).
+BOUNDS = {
+    "epochs": Bounds(1),
+    "batch_size": Bounds(1),
+    "items_per_class": Bounds(1),
+    "lr": Bounds(0, low_open=True),
+    "head_lr_multiplier": Bounds(0, low_open=True),
+    "momentum": Bounds(0, 1, high_open=True),
+    "weight_decay": Bounds(0),
+    "warmup_epochs": Bounds(0),
+    "grad_clip": Bounds(0, low_open=True, none="no clipping"),
+    "chunk_size": Bounds(1, none="the whole batch at once"),
+    "eval_every": Bounds(0),
+    "patience": Bounds(0, none="never stop early"),
+    "checkpoint_every": Bounds(0),
+    "keep_checkpoints": Bounds(0),
+    "workers": Bounds(0, none="0 for in-memory data, else from the CPUs"),
+    "num_workers": Bounds(0, none="0 for in-memory data, else from the CPUs"),
+    "seed": Bounds(0, 2**32 - 1),  # NumPy's global generator takes seeds below 2**32
+}
+
+#: The range of the samplers' own numeric arguments (``sampler_args``), by keyword.
+SAMPLER_ARG_BOUNDS = {
+    "batches_per_epoch": Bounds(1, none="about one pass over the training items"),
+    "pool_size": Bounds(1, none="every training item"),
+}
+
+#: The validation metric of a loss with its own classifier (``EmbeddingLoss.predict``).
+CLASSIFICATION_ACCURACY = "classification_accuracy"
+
+
+def check_eval_metric(name: str, what: str = "training setting") -> None:
+    """Refuse an ``eval_metric`` that no validation can hold: a key of the evaluation table
+    (``recall@4``, ``map@r``, ...), ``classification_accuracy``, or a metric a
+    :class:`~clusterable.train.TrainerCallback` declares.
+
+    Raises
+    ------
+    SettingError
+        Naming the metrics a validation holds, and the closest one.
+    """
+    if metric_of_key(name) is not None or name in (CLASSIFICATION_ACCURACY, *declared_metrics()):
+        return
+    shown = [*table_keys(), CLASSIFICATION_ACCURACY, *declared_metrics()]
+    # Concrete keys for the "did you mean": recall@l is recall@1, not recall@K.
+    keys = [key.replace("@K", f"@{k}") for key in shown for k in (1, 2, 4, 8)]
+    check_choice(what, "eval_metric", name, list(dict.fromkeys(keys)), shown=shown)
 
 
 @dataclass
@@ -73,31 +136,38 @@ class TrainConfig:
     seed: int = 0  # seed of every random step
 
     def __post_init__(self) -> None:
-        # Text and YAML 1.1 values ("1e-3") become the fields' types here, before any training.
-        typed = typed_settings(vars(self), field_types(type(self)), "training setting")
+        # Text and YAML 1.1 values ("1e-3") become the fields' types here, before any training;
+        # then each is checked against its range and its choices, once, here.
+        what = "training setting"
+        typed = typed_settings(vars(self), field_types(type(self)), what)
         for name, value in typed.items():
             setattr(self, name, value)
+        check_bounds(typed, BOUNDS, what)
+        check_choice(what, "sampler", self.sampler, SAMPLERS.names(aliases=True))
         # The sampler's own arguments typed against its constructor, and checked, like a loss's.
         self.sampler_args = typed_settings(
             self.sampler_args,
             parameter_types(SAMPLERS[self.sampler]),
             f"sampler {self.sampler!r} argument",
+            field="sampler_args",
         )
-        check_sampler_args(self.sampler, self.sampler_args)
-        if self.optimizer not in OPTIMIZERS:
-            raise ValueError(
-                f"optimizer {self.optimizer!r} unknown; choose one of {', '.join(OPTIMIZERS)}"
-            )
-        if self.schedule not in SCHEDULES:
-            raise ValueError(
-                f"schedule {self.schedule!r} unknown; choose one of {', '.join(SCHEDULES)}"
-            )
-        if self.precision not in PRECISIONS:
-            raise ValueError(
-                f"precision {self.precision!r} unknown; choose one of {', '.join(PRECISIONS)}"
-            )
-        if self.warmup_epochs < 0:
-            raise ValueError(f"warmup_epochs must be 0 or more, got {self.warmup_epochs}")
+        try:
+            check_sampler_args(self.sampler, self.sampler_args)
+        except ValueError as error:
+            message = str(error)  # names the keyword refused
+            key = next((k for k in self.sampler_args if k in message), None)
+            value = self.sampler_args.get(key) if key is not None else None
+            raise SettingError(what, "sampler_args", value, message, key, sentence=True) from None
+        check_bounds(
+            self.sampler_args,
+            SAMPLER_ARG_BOUNDS,
+            f"sampler {self.sampler!r} argument",
+            "sampler_args",
+        )
+        check_choice(what, "optimizer", self.optimizer, OPTIMIZERS)
+        check_choice(what, "schedule", self.schedule, SCHEDULES)
+        check_choice(what, "precision", self.precision, PRECISIONS)
+        check_eval_metric(self.eval_metric, what)
         if self.num_workers is not None:
             if self.workers is not None and self.workers != self.num_workers:
                 raise ValueError(
@@ -105,14 +175,16 @@ class TrainConfig:
                     "num_workers is the old name of workers; give workers alone"
                 )
             self.workers = self.num_workers
-        if self.workers is not None and self.workers < 0:
-            raise ValueError(f"workers must be 0 or more (or None), got {self.workers}")
-        for name in ("epochs", "batch_size", "items_per_class"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        check_device_name(self.device)
-        if self.chunk_size is not None and self.chunk_size < 1:
-            raise ValueError(f"chunk_size must be at least 1 or None, got {self.chunk_size}")
+        try:
+            check_device_name(self.device)
+        except ValueError:
+            raise SettingError(
+                what,
+                "device",
+                self.device,
+                f"is not a device; choose one of {', '.join(DEVICE_CHOICES)} (cuda:N being the "
+                "number of a visible GPU)",
+            ) from None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -133,7 +205,40 @@ class TrainConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> TrainConfig:
-        values = yaml.safe_load(Path(path).read_text()) or {}
-        if not isinstance(values, dict):
-            raise ValueError(f"{path} must hold a mapping of setting: value")
-        return cls.from_dict(values)
+        """The settings of a YAML file of ``setting: value`` lines; a file that does not parse,
+        or a value that is refused, is one line naming the file and the line."""
+        values = read_settings_file(path)
+        try:
+            return cls.from_dict(values)
+        except SettingError as error:
+            line = settings_file_line(path, (error.setting, *filter(None, [error.key])))
+            where = f"{path}, line {line}" if line is not None else str(path)
+            raise ValueError(f"{where}: {error}") from None
+
+
+def check_batches_hold_pairs(
+    config: TrainConfig, sampler: DistributedBatchSampler, labels: Any, loss: Any
+) -> None:
+    """Refuse, before the first step, a run whose batches can never hold both a positive pair
+    and a negative, for a loss that is 0 without them (``loss.needs_pairs``: the pair and
+    triplet losses); every step's loss would be 0 and the model would not train.
+
+    Raises
+    ------
+    SettingError
+        Where a setting makes it so (a batch of one, one class per batch): naming it and what
+        to give instead.
+    ValueError
+        Where the training labels do (one class, or one item per class).
+    """
+    if not getattr(loss, "needs_pairs", False):
+        return
+    name = type(getattr(loss, "loss", loss)).__name__  # the wrapped loss of an autoencoder
+    reason = pairs_shortfall_of_labels(labels)
+    if reason is not None:
+        raise ValueError(f"{name} cannot train: {reason}")
+    shortfall = sampler.pair_shortfall()
+    if shortfall is not None:
+        setting, why, remedy = shortfall
+        reason = f"{why}, and {name} is 0 on such a batch (no step would train); {remedy}"
+        raise SettingError("training setting", setting, getattr(config, setting), reason)

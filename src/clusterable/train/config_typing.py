@@ -3,21 +3,75 @@
 Values reach a run as text (``--set lr=1e-3``, ``--loss-arg margin=1e-1``) or as YAML, whose 1.1
 rules read ``1e-3`` as a string. Each value is converted here to the type its receiver declares,
 once, before anything is built or trained, so a wrong value is a one-line error naming the setting
-rather than a ``TypeError`` from inside the training step.
+rather than a ``TypeError`` from inside the training step. A float setting is never NaN or
+infinite. :class:`Bounds` states a numeric setting's range once, beside its field, and
+:func:`check_bounds` refuses a value outside it with the range in words.
+
+Every refusal is a :class:`SettingError`: it names the setting it is about, so that the command
+line can name the flag, the ``--set`` or the ``--config`` line the value came from instead
+(``--grad-clip -1.0 must be above 0`` rather than ``grad_clip=-1.0 ...``).
 """
 
 from __future__ import annotations
 
 import collections.abc
+import difflib
 import inspect
+import math
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 _NONE_WORDS = {"none", "null", "~", ""}
 _TRUE_WORDS = {"true", "yes", "on", "1"}
 _FALSE_WORDS = {"false", "no", "off", "0"}
+
+
+class SettingError(ValueError):
+    """A setting whose value cannot be used, with what it is about.
+
+    Attributes
+    ----------
+    what : str
+        What the settings are, in words: ``"training setting"``, ``"loss 'lifted' argument"``.
+    setting : str
+        The field the value was given for: ``"grad_clip"``; ``"loss_args"`` for a loss's keyword.
+    key : str or None
+        The keyword within a mapping field (``"margin"`` of ``loss_args``); None for a plain one.
+    value : object
+        The value as given.
+    reason : str
+        The rest of the sentence: ``"must be above 0, or none (no clipping)"``; or, where
+        ``sentence`` is set, that whole sentence (``"loss 'lifted' takes no argument margn; ..."``).
+
+    ``str(error)`` is ``"{what} {key or setting}={value!r} {reason}"`` (or the sentence);
+    :meth:`as_given` puts another subject in front (a flag and its value).
+    """
+
+    def __init__(
+        self,
+        what: str,
+        setting: str,
+        value: Any,
+        reason: str,
+        key: str | None = None,
+        sentence: bool = False,
+    ) -> None:
+        self.what, self.setting, self.key, self.value = what, setting, key, value
+        self.reason, self.sentence = reason, sentence
+        super().__init__(reason if sentence else f"{what} {key or setting}={value!r} {reason}")
+
+    def as_given(self, subject: str) -> str:
+        """The message about ``subject`` (``"--grad-clip -1.0"``): ``"--grad-clip -1.0 must be
+        above 0, ..."``."""
+        return f"{subject}: {self.reason}" if self.sentence else f"{subject} {self.reason}"
+
+
+class _NotFinite(ValueError):
+    """A float setting given as NaN or infinity."""
 
 
 def _describe(annotation: Any) -> str:
@@ -29,7 +83,10 @@ def _describe(annotation: Any) -> str:
 def _to_float(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError
-    return float(value.strip() if isinstance(value, str) else value)
+    number = float(value.strip() if isinstance(value, str) else value)
+    if not math.isfinite(number):
+        raise _NotFinite
+    return number
 
 
 def _to_int(value: Any) -> int:
@@ -85,6 +142,8 @@ def _convert(value: Any, annotation: Any) -> Any:
                 continue
             try:
                 return _convert(value, option)
+            except _NotFinite:
+                raise
             except (ValueError, TypeError):
                 continue
         raise ValueError
@@ -112,7 +171,10 @@ def _convert(value: Any, annotation: Any) -> Any:
 
 
 def typed_settings(
-    values: Mapping[str, Any], annotations: Mapping[str, Any], what: str
+    values: Mapping[str, Any],
+    annotations: Mapping[str, Any],
+    what: str,
+    field: str | None = None,
 ) -> dict[str, Any]:
     """Each of ``values`` converted to the type ``annotations`` gives its name.
 
@@ -125,12 +187,15 @@ def typed_settings(
         through unchanged.
     what : str
         What the settings are for, e.g. ``"training setting"``: named in the error.
+    field : str, optional
+        The mapping field these are the keywords of (``"loss_args"``), for
+        :attr:`SettingError.setting`; None: each name is a field itself.
 
     Raises
     ------
-    ValueError
-        A value that is not of its setting's type; the message names the setting, the value and
-        the type wanted.
+    SettingError
+        A value that is not of its setting's type, or a float that is NaN or infinite; the
+        message names the setting, the value and the type wanted.
 
     Examples
     --------
@@ -142,19 +207,96 @@ def typed_settings(
         if name not in annotations:
             typed[name] = value
             continue
+        setting, key = (name, None) if field is None else (field, name)
         try:
             typed[name] = _convert(value, annotations[name])
+        except _NotFinite:
+            raise SettingError(
+                what, setting, value, "is not a finite number; give a number", key
+            ) from None
         except (ValueError, TypeError, OverflowError):
             if typing.get_origin(annotations[name]) is typing.Literal:
                 choices = ", ".join(repr(v) for v in typing.get_args(annotations[name]))
-                raise ValueError(
-                    f"{what} {name}={value!r} is not one of {choices}; give one of them"
+                raise SettingError(
+                    what, setting, value, f"is not one of {choices}; give one of them", key
                 ) from None
-            raise ValueError(
-                f"{what} {name}={value!r} is not a {_describe(annotations[name])}; "
-                f"give {name} a value of that type"
+            raise SettingError(
+                what,
+                setting,
+                value,
+                f"is not a {_describe(annotations[name])}; give {name} a value of that type",
+                key,
             ) from None
     return typed
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The range of a numeric setting.
+
+    ``low`` / ``high``: its ends (None: unbounded); ``low_open`` / ``high_open``: the end itself
+    is excluded; ``none``: what None means where the setting may be None (shown in the message).
+
+    Examples
+    --------
+    >>> Bounds(0, low_open=True, none="no clipping").describe()
+    'must be above 0, or none (no clipping)'
+    >>> Bounds(0, 1, high_open=True).describe()
+    'must be in [0, 1)'
+    """
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    none: str | None = None
+
+    def holds(self, value: Any) -> bool:
+        if value is None:
+            return True  # the type allowed it
+        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+            return False
+        return self.high is None or (value < self.high if self.high_open else value <= self.high)
+
+    def describe(self) -> str:
+        low, high = _number(self.low), _number(self.high)
+        if self.low is not None and self.high is not None:
+            ends = f"{'(' if self.low_open else '['}{low}, {high}"
+            text = f"must be in {ends}{')' if self.high_open else ']'}"
+        elif self.low is not None:
+            text = f"must be {'above' if self.low_open else 'at least'} {low}"
+        elif self.high is not None:
+            text = f"must be {'below' if self.high_open else 'at most'} {high}"
+        else:
+            text = "may be any number"
+        return text if self.none is None else f"{text}, or none ({self.none})"
+
+
+def _number(value: float | None) -> str:
+    """``1`` for 1.0, ``0.5``, ``4294967295``: as a person writes it."""
+    if value is None:
+        return ""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def check_bounds(
+    values: Mapping[str, Any],
+    bounds: Mapping[str, Bounds],
+    what: str,
+    field: str | None = None,
+) -> None:
+    """Refuse a value of ``values`` outside its setting's ``bounds`` (typed values; names
+    without bounds pass).
+
+    Raises
+    ------
+    SettingError
+        Naming the setting, its value and its range.
+    """
+    for name, value in values.items():
+        if name in bounds and not bounds[name].holds(value):
+            setting, key = (name, None) if field is None else (field, name)
+            raise SettingError(what, setting, value, bounds[name].describe(), key)
 
 
 def field_types(cls: type) -> dict[str, Any]:
@@ -172,3 +314,90 @@ def parameter_types(constructor: Callable[..., Any]) -> dict[str, Any]:
         hints = {}
     names = inspect.signature(target).parameters
     return {name: hints[name] for name in names if name in hints and name != "return"}
+
+
+def did_you_mean(value: Any, names: Sequence[str]) -> str:
+    """``"; did you mean NAME?"`` for the name closest to ``value`` (the first of equals, so the
+    order of ``names`` breaks ties: ``recall@l`` is ``recall@1``); empty where none is close."""
+    best, best_score = None, 0.6  # difflib.get_close_matches' cut-off
+    for name in names:
+        score = difflib.SequenceMatcher(None, str(value), str(name)).ratio()
+        if score > best_score:
+            best, best_score = name, score
+    return f"; did you mean {best}?" if best is not None else ""
+
+
+def check_choice(
+    what: str,
+    setting: str,
+    value: Any,
+    choices: Sequence[Any],
+    key: str | None = None,
+    shown: Sequence[str] | None = None,
+) -> None:
+    """Refuse a ``value`` outside ``choices``, listing them (``shown`` instead, where the
+    choices are too many to list) with the closest as a "did you mean".
+
+    Raises
+    ------
+    SettingError
+    """
+    if value in choices:
+        return
+    listed = ", ".join(str(c) for c in (choices if shown is None else shown))
+    reason = f"is not one of {listed}{did_you_mean(value, [str(c) for c in choices])}"
+    raise SettingError(what, setting, value, reason, key)
+
+
+def read_settings_file(path: str | Path) -> dict[str, Any]:
+    """The mapping a YAML settings file holds (empty for an empty file).
+
+    Raises
+    ------
+    ValueError
+        One line naming the file, the line and the problem: YAML that does not parse, or a file
+        that holds no mapping of ``setting: value``.
+    FileNotFoundError
+        No such file.
+    """
+    import yaml
+
+    path = Path(path)
+    try:
+        values = yaml.safe_load(path.read_text())
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = " ".join(str(error.problem or error.context or "not YAML").split())
+        raise ValueError(
+            f"{path}{where}: {problem}; fix the YAML there (settings are `name: value` lines)"
+        ) from None
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path}: not YAML ({' '.join(str(error).split())})") from None
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        raise ValueError(
+            f"{path}, line 1: holds a {type(values).__name__}, not a mapping of `setting: value` "
+            "lines"
+        )
+    return values
+
+
+def settings_file_line(path: str | Path, keys: Sequence[str]) -> int | None:
+    """The line (1-based) of the setting ``keys`` in a YAML settings file (``("train", "lr")``:
+    ``lr`` in the ``train:`` mapping); None where the file does not hold it."""
+    import yaml
+
+    try:
+        node = yaml.compose(Path(path).read_text(), Loader=yaml.SafeLoader)
+    except (OSError, yaml.YAMLError):
+        return None
+    for key in keys:
+        if not isinstance(node, yaml.MappingNode):
+            return None
+        found = next((item for item in node.value if item[0].value == key), None)
+        if found is None:
+            return None
+        key_node, node = found
+    return key_node.start_mark.line + 1

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from clusterable.device import DeviceSpec, process_device, resolve_device
+from clusterable.device import DeviceSpec, explicit_device, process_device
 
 CPU = torch.device("cpu")
 
@@ -46,12 +46,13 @@ class Distributed:
 def setup_distributed(device: DeviceSpec = "auto") -> Distributed:
     """Join the process group torchrun describes in the environment; single process otherwise.
 
-    ``device`` follows the package's rule (:mod:`clusterable.device`). Under torchrun each process
-    takes the GPU of its local rank and joins with NCCL, or with gloo on the CPU; more processes
-    on a machine than it has GPUs is refused here, before any work.
+    ``device`` follows the package's rule (:mod:`clusterable.device`; ``"auto"``: the
+    detection). Under torchrun each process takes the GPU of its local rank and joins with NCCL,
+    or with gloo on the CPU; more processes on a machine than it has GPUs is refused here, before
+    any work.
     """
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
-        return Distributed(device=resolve_device(device))
+        return Distributed(device=explicit_device(device))
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"]))
     placed = process_device(device, local_rank, local_world)

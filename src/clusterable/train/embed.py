@@ -13,9 +13,10 @@ import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
+from tqdm import tqdm
 
 from clusterable.data import LabelledDataset
-from clusterable.device import DeviceSpec, module_device, resolve_device
+from clusterable.device import DeviceSpec, explicit_device, module_device
 from clusterable.train.loading import (
     PixelItems,
     collate_pixels,
@@ -33,6 +34,7 @@ def embed_dataset(
     batch_size: int = 512,
     device: DeviceSpec = None,
     workers: int | None = None,
+    progress: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Embeddings ``(n, d)`` float32 and labels ``(n,)`` of every item, in dataset order.
 
@@ -42,9 +44,10 @@ def embed_dataset(
     :class:`~clusterable.data.LabelledDataset`'s image files (None: the training default; 0:
     in this process); items held in memory load here. Image files with a training view
     (``augment_seed``) are embedded in their evaluation view: the test table's k-NN reference,
-    a sampler's mining and the pseudo-labels see no augmented crops.
+    a sampler's mining and the pseudo-labels see no augmented crops. ``progress``: show a
+    progress bar with this description (None: none).
     """
-    device = module_device(model) if device is None else resolve_device(device)
+    device = module_device(model) if device is None else explicit_device(device)
     was_training = model.training
     model.eval()
     pixels = isinstance(dataset, LabelledDataset) and reads_pixels(dataset)
@@ -62,7 +65,8 @@ def embed_dataset(
     else:
         loader = DataLoader(dataset, batch_size=batch_size, shuffle=False)
     chunks, labels = [], []
-    for x, y in worker_errors_named(loader):
+    batches = tqdm(loader, desc=progress, unit="batch", disable=progress is None)
+    for x, y in worker_errors_named(batches):
         x = x.to(device, non_blocking=True)
         x = pixels_to_unit(x) if pixels else x  # (b, C, H, W) floats, as the items' own
         chunks.append(model(x).float().cpu())  # (b, d)

@@ -16,7 +16,12 @@ at optimiser step ``s`` (0-based) of ``T`` with ``W`` warm-up steps, group ``g``
   from ``p = 3/4``.
 
 It is a :class:`torch.optim.lr_scheduler.LambdaLR` stepped after every optimiser step; its state
-travels in the checkpoint, so a resumed run continues on the same curve.
+travels in the checkpoint, so a resumed run continues on the same curve. A run resumed with more
+epochs (``T`` grown) continues on the new, longer curve from its first resumed step
+(:func:`load_schedule_state`): at step ``s`` it trains at ``lr_g * factor(s)`` of the new ``T``,
+never at the old curve's final rate (0 for cosine). The curve's earlier steps are not replayed:
+a cosine run of 10 epochs resumed to 20 goes on from where the 20-epoch curve is at epoch 10, so
+its rate rises again from the old end (0) to that point at once.
 """
 
 from __future__ import annotations
@@ -65,6 +70,24 @@ def build_scheduler(
 ) -> LambdaLR:
     """The schedule over ``optimizer``'s groups (each keeps its own base learning rate)."""
     return LambdaLR(optimizer, schedule_factor(schedule, total_steps, warmup_steps))
+
+
+def load_schedule_state(scheduler: LambdaLR, state: dict[str, Any]) -> None:
+    """Restore a checkpoint's schedule ``state`` into ``scheduler``, built for this run's steps,
+    and set every group's learning rate to this curve's value at the restored step.
+
+    The optimiser's state holds the learning rates of the step after the checkpoint on the curve
+    the run was started with; when the run resumes with more epochs, its curve is another, and
+    its first step must already be on it (the module docstring)."""
+    scheduler.load_state_dict(state)
+    step = scheduler.last_epoch  # optimiser steps taken: the index of the next one
+    rates = [
+        base * factor(step)
+        for base, factor in zip(scheduler.base_lrs, scheduler.lr_lambdas, strict=True)
+    ]
+    for group, rate in zip(scheduler.optimizer.param_groups, rates, strict=True):
+        group["lr"] = rate
+    scheduler._last_lr = rates  # what get_last_lr() reports
 
 
 def without_decay_on_norms_and_biases(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -25,6 +25,8 @@ from typing import Any
 from clusterable.train.checkpoint import resolve_checkpoint
 
 RUN_RECORD = "run.json"
+#: The run's test table, written at the end of training.
+TEST_METRICS = "test_metrics.json"
 
 #: Training settings a resumed run may change: more epochs, how it reports, how it loads data,
 #: where it runs (a run started on a GPU may go on on another machine's).
@@ -63,8 +65,12 @@ def describe_os_error(error: OSError, path: Path | str | None = None) -> str:
     return f"{where}: {reason}" if where else reason
 
 
-def check_writable(folder: Path | str) -> Path:
+def check_writable(folder: Path | str, keep: bool = True) -> Path:
     """Create ``folder`` if needed and prove a file can be written in it.
+
+    ``keep=False``: the folders this call created are removed again, so that a run refused
+    before its first write (a setting, the data) leaves nothing behind; the run's first write
+    creates them.
 
     Raises
     ------
@@ -72,6 +78,7 @@ def check_writable(folder: Path | str) -> Path:
         The folder cannot be created or written; the message names it and the reason.
     """
     folder = Path(folder)
+    created = [p for p in (folder, *folder.parents) if not p.exists()]
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder) as probe:
@@ -79,6 +86,13 @@ def check_writable(folder: Path | str) -> Path:
             probe.flush()
     except OSError as error:
         raise RunFolderError(f"cannot write in {describe_os_error(error, folder)}") from None
+    finally:
+        if not keep:
+            for path in created:  # deepest first
+                try:
+                    path.rmdir()
+                except OSError:
+                    break
     return folder
 
 
@@ -103,20 +117,36 @@ def remove_temporaries(run_dir: Path) -> list[Path]:
     return removed
 
 
-def read_run_record(run_dir: Path) -> dict[str, Any]:
-    """The ``spec`` and ``config`` a run was started with, from its ``run.json``."""
+def read_run_record(run_dir: Path, purpose: str = "--resume") -> dict[str, Any]:
+    """The ``spec`` and ``config`` a run was started with, from its ``run.json``: the one reader
+    of that file (resume, and every verb through :class:`clusterable.trained_run.TrainedRun`).
+
+    ``purpose`` starts the messages: ``"--resume"``, or what the reading verb does.
+
+    Raises
+    ------
+    RunFolderError
+        The folder holds no ``run.json``, or a damaged one.
+    """
     record = Path(run_dir) / RUN_RECORD
     if not record.is_file():
-        raise RunFolderError(
-            f"--resume: {run_dir} holds no {RUN_RECORD}, so there is no run to continue; "
-            "drop --resume to start a run there"
+        remedy = (
+            "so there is no run to continue; drop --resume to start a run there"
+            if purpose == "--resume"
+            else "so it is not a run folder; give the folder `clusterable train` wrote"
         )
+        raise RunFolderError(f"{purpose}: {run_dir} holds no {RUN_RECORD}, {remedy}")
     try:
         stored = json.loads(record.read_text())
         return {"spec": dict(stored["spec"]), "config": dict(stored["config"])}
     except (ValueError, KeyError, TypeError) as error:
         raise RunFolderError(
-            f"--resume: {record} is damaged ({error}); start a new run in another folder"
+            f"{purpose}: {record} is damaged ({error}); "
+            + (
+                "start a new run in another folder"
+                if purpose == "--resume"
+                else "train the run again, or give its checkpoint folder"
+            )
         ) from None
 
 
@@ -159,8 +189,10 @@ def check_resume_settings(
 def prepare_run_folder(out: Path | str, resume: bool = False, overwrite: bool = False) -> Path:
     """Make ``out`` ready for a run before any data is read or anything is written in it.
 
-    A new run needs ``out`` absent or empty; ``overwrite`` empties it first. ``resume`` needs the
-    run's ``run.json`` and a checkpoint, and removes the temporaries of an interrupted write.
+    A new run needs ``out`` absent or empty; ``overwrite`` empties it first. An absent ``out`` is
+    proven writable but not created: the run's first write creates it, so a run refused while it
+    reads its data or builds its pieces leaves no empty folder. ``resume`` needs the run's
+    ``run.json`` and a checkpoint, and removes the temporaries of an interrupted write.
 
     Raises
     ------
@@ -195,7 +227,8 @@ def prepare_run_folder(out: Path | str, resume: bool = False, overwrite: bool = 
                 shutil.rmtree(path)
             else:
                 path.unlink()
-    return check_writable(out)
+    # Proven writable, but not made: a run refused before its first write leaves no folder.
+    return check_writable(out, keep=False)
 
 
 def last_checkpoint_epoch(run_dir: Path | str) -> int | None:

@@ -28,13 +28,11 @@ Example
 from __future__ import annotations
 
 import json
-import random
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,16 +40,14 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from clusterable.data import ImageFiles, LabelledDataset
-from clusterable.evaluate import evaluate_embeddings
+from clusterable._atomic import atomic_write_text
+from clusterable.data import LabelledDataset
 from clusterable.losses import DistributedLoss, EmbeddingLoss
 from clusterable.mining import DistributedBatchSampler, SamplerSettings, build_sampler
 from clusterable.models import EmbeddingNet
 from clusterable.seeding import seed_everything
-from clusterable.train.answerable import answerable_table
 from clusterable.train.backward import Backward, ChunkedBackward, StepParts, whole_batch_backward
 from clusterable.train.batchnorm import freeze_batchnorm_parameters, hold_statistics
 from clusterable.train.callbacks import TrainerCallback
@@ -62,7 +58,7 @@ from clusterable.train.checkpoint import (
     resolve_checkpoint,
     save_checkpoint,
 )
-from clusterable.train.config import TrainConfig
+from clusterable.train.config import TrainConfig, check_batches_hold_pairs
 from clusterable.train.distributed import (
     Distributed,
     all_reduce_mean,
@@ -71,29 +67,18 @@ from clusterable.train.distributed import (
     setup_distributed,
 )
 from clusterable.train.embed import embed_dataset
-from clusterable.train.loading import (
-    EpochBatches,
-    EpochTaggedBatches,
-    PixelItems,
-    augments,
-    collate_pixels,
-    decoded_images,
-    default_workers,
-    pixels_to_unit,
-    reads_pixels,
-    worker_errors_named,
-)
+from clusterable.train.loading import pixels_to_unit, worker_errors_named
 from clusterable.train.loggers import RunLogger, loggers_of, scalars_of
-from clusterable.train.optim import build_optimizer, build_scheduler
+from clusterable.train.optim import build_optimizer, build_scheduler, load_schedule_state
 from clusterable.train.precision import (
     autocast,
     autocast_dtype,
     is_convolutional,
     resolve_precision,
 )
-
-#: The Recall@K a validation reports, those a small set cannot answer left out.
-RECALL_KS = (1, 2, 4, 8)
+from clusterable.train.rng_state import restore_rng_state, rng_state
+from clusterable.train.training_batches import TrainingBatches
+from clusterable.train.validation import classification_accuracy, embed_shard, validation_table
 
 
 @dataclass
@@ -190,6 +175,7 @@ class Trainer:
             )
         self.network = self._distribute(self.model)
         self.sampler = self._build_sampler()
+        check_batches_hold_pairs(self.config, self.sampler, train_set.labels, self.loss)
         self.optimizer = self._build_optimizer()
         self.scheduler = self._build_scheduler()
         self.autocast_dtype = autocast_dtype(self.precision)
@@ -213,11 +199,14 @@ class Trainer:
         self.best_epoch: int | None = None
         self.evals_without_improvement = 0
         self._notes: list[str] = []  # said once each in log.jsonl
-        self._loader: DataLoader | None = None  # kept between epochs: persistent workers
-        self._tagged = EpochTaggedBatches(())  # the loader's batches when it augments
-        self._stream: Iterator[tuple[Tensor, Tensor]] | None = None  # batches of all epochs
-        self._stream_epoch: int | None = None  # the epoch whose batches it gives next
-        self._decoded: tuple[ImageFiles, ImageFiles] | None = None  # train_set.x, then decoded
+        self.batches = TrainingBatches(
+            train_set,
+            self.sampler,
+            self.config,
+            pin_memory=self.env.device.type == "cuda",
+            channels_last=self._channels_last,
+            note=self._announce,
+        )
 
     # ----------------------------------------------------------------------------------------
     # set-up
@@ -243,7 +232,7 @@ class Trainer:
         """Train on ``train_set`` from the next epoch on (new pseudo-labels), with a new sampler."""
         self.train_set = train_set
         self.sampler = self._build_sampler()
-        self._loader, self._stream = None, None
+        self.batches.replace(train_set, self.sampler)
 
     def _build_optimizer(self) -> torch.optim.Optimizer:
         config = self.config
@@ -317,70 +306,6 @@ class Trainer:
 
     # ----------------------------------------------------------------------------------------
     # epochs
-    def _data_loader(self, batches: Any, generator: torch.Generator | None = None) -> DataLoader:
-        workers = default_workers(self.train_set, self.config.workers)
-        # Image files travel as uint8 pixels; train_step makes them floats on the device.
-        pixels = reads_pixels(self.train_set)
-        return DataLoader(
-            PixelItems(self._decoded_train_set(workers)) if pixels else self.train_set,
-            batch_sampler=batches,
-            collate_fn=partial(collate_pixels, channels_last=self._channels_last)
-            if pixels
-            else None,
-            num_workers=workers,
-            pin_memory=self.env.device.type == "cuda",
-            persistent_workers=workers > 0,
-            prefetch_factor=4 if workers > 0 else None,
-            generator=generator,
-        )
-
-    def _decoded_train_set(self, workers: int) -> LabelledDataset:
-        """The training set reading its images from memory as ``config.cache_images`` says:
-        decoded once per set of files, here, before the loader's workers start (forked, they
-        share the pages)."""
-        files: ImageFiles = self.train_set.x  # type: ignore[assignment]
-        if self._decoded is None or self._decoded[0] is not files:
-            decoded, note = decoded_images(files, self.config.cache_images, workers)
-            self._decoded = (files, decoded)
-            self.log({"event": "note", "epoch": self.epoch, "note": note})
-            if self.config.verbose and self.env.is_main:
-                print(note, flush=True)
-        return self.train_set.replace(x=self._decoded[1])
-
-    def _batches(self) -> Iterator[tuple[Tensor, Tensor]]:
-        self.sampler.set_epoch(self.epoch)
-        if reads_pixels(self.train_set) and not self.sampler.requires_embeddings:
-            yield from self._streamed_batches()
-            return
-        self._tagged.epoch = self.epoch
-        if self._loader is None:
-            self._tagged = EpochTaggedBatches(self.sampler)
-            self._tagged.epoch = self.epoch
-            tagged = augments(self.train_set)
-            self._loader = self._data_loader(self._tagged if tagged else self.sampler)
-        yield from self._loader
-
-    def _streamed_batches(self) -> Iterator[tuple[Tensor, Tensor]]:
-        """This epoch's batches of image files, from one loader over all the remaining epochs.
-
-        Its workers decode the next epoch's first batches while this epoch's last ones train;
-        a loader restarted each epoch leaves the device idle at every epoch's start for a whole
-        batch's decoding in one worker (H200, ResNet-50 at 224 px, ten batches of 128 an
-        epoch: fit ran at about half the step's rate whether 8, 12 or 15 workers decoded).
-        A sampler's batches do not depend on when they are drawn, the augmentation is seeded
-        per item and epoch, and the workers' seeds come from the run's seed rather than the
-        global generator: a resumed run trains on what the uninterrupted run trained on.
-        """
-        if self._stream is None or self._stream_epoch != self.epoch:
-            epochs = range(self.epoch, self.config.epochs)
-            batches = EpochBatches(self.sampler, epochs, tag=augments(self.train_set))
-            generator = torch.Generator().manual_seed(self.config.seed)
-            self._stream = iter(self._data_loader(batches, generator))
-        self._stream_epoch = None  # until the whole epoch is taken
-        for _ in range(len(self.sampler)):
-            yield next(self._stream)
-        self._stream_epoch = self.epoch + 1
-
     def _run_epoch(self) -> float:
         for callback in self.callbacks:
             callback.on_epoch_start(self)
@@ -397,7 +322,7 @@ class Trainer:
             leave=False,
         )
         losses, start = [], time.perf_counter()
-        for x, y in worker_errors_named(self._batches()):
+        for x, y in worker_errors_named(self.batches.of_epoch(self.epoch)):
             lr = self.optimizer.param_groups[0]["lr"]  # the backbone's, this step's
             value = self.train_step(x, y)
             self.step += 1
@@ -413,57 +338,43 @@ class Trainer:
         return all_reduce_mean(float(np.mean(losses)) if losses else float("nan"), self.env)
 
     def evaluate(self) -> dict[str, float]:
-        """Metrics of the current model on the validation set (empty without one).
+        """Metrics of the current model on the validation set (empty without one), computed on
+        the run's device (``config.device``, or under torchrun the process's GPU).
 
         Under torchrun each rank embeds one contiguous shard of the set, and
         `evaluate_embeddings` puts the shards together and splits the kNN search between the
         ranks: every rank gets the single-process table. A set with query and gallery roles
-        (``is_query``) is scored as its queries ranking its gallery.
+        (``is_query``) is scored as its queries ranking its gallery
+        (:mod:`clusterable.train.validation`).
         """
         if self.val_set is None:
             return {}
-        val_set: Any = self.val_set
-        if self.env.enabled:
-            n, rank, world = len(val_set), self.env.rank, self.env.world_size
-            val_set = val_set.subset(np.arange(n * rank // world, n * (rank + 1) // world))
-        embeddings, labels = embed_dataset(self.model, val_set, device=self.env.device)
+        embeddings, labels = embed_shard(self.model, self.val_set, self.env)
         keep = labels >= 0
-        group = True if self.env.enabled else None
+        embeddings, labels = embeddings[keep], labels[keep]
         metrics = {}
         if self.config.eval_embeddings:
-            # From the whole set: under torchrun each rank holds one shard of the labelled items.
-            labelled = self.val_set.labels >= 0
-            roles = self.val_set.is_query
-            queries = None if roles is None else roles[labelled]  # (n,) of the whole set
-            gallery = None if queries is None else int((~queries).sum())
-            table = answerable_table(self.val_set.labels[labelled], RECALL_KS, gallery)
-            for note in table.notes:
-                if note not in self._notes:
-                    self._notes.append(note)
-                    self.log({"event": "note", "epoch": self.epoch, "note": f"validation: {note}"})
-            metrics = evaluate_embeddings(
-                embeddings[keep],
-                labels[keep],
-                metrics=table.metrics,
-                ks=table.ks,
-                seed=self.config.seed,
-                process_group=group,
-                queries=queries,
+            metrics = validation_table(
+                embeddings, labels, self.val_set, self.env, self.config.seed, self._note_once
             )
-        with torch.no_grad():
-            predicted = self.loss.predict(torch.from_numpy(embeddings[keep]).to(self.env.device))
-        if predicted is not None:
-            counts = torch.tensor(
-                [float((predicted.cpu().numpy() == labels[keep]).sum()), float(keep.sum())],
-                dtype=torch.float64,
-                device=self.env.device,
-            )
-            if self.env.enabled:
-                torch.distributed.all_reduce(counts)
-            metrics["classification_accuracy"] = float(counts[0] / counts[1])
+        accuracy = classification_accuracy(self.loss, embeddings, labels, self.env)
+        if accuracy is not None:
+            metrics["classification_accuracy"] = accuracy
         for callback in self.callbacks:
-            metrics.update(callback.on_evaluate(self, embeddings[keep], labels[keep]))
+            metrics.update(callback.on_evaluate(self, embeddings, labels))
         return metrics
+
+    def _announce(self, note: str) -> None:
+        """Log a note of the run (and print it, ``config.verbose``)."""
+        self.log({"event": "note", "epoch": self.epoch, "note": note})
+        if self.config.verbose and self.env.is_main:
+            print(note, flush=True)
+
+    def _note_once(self, note: str) -> None:
+        """Log a note of the validation, once per run."""
+        if note not in self._notes:
+            self._notes.append(note)
+            self.log({"event": "note", "epoch": self.epoch, "note": f"validation: {note}"})
 
     def fit(self, resume: bool = False) -> TrainResult:
         """Train for ``config.epochs`` epochs; ``resume`` continues from the latest checkpoint."""
@@ -483,6 +394,7 @@ class Trainer:
             self._resume()
         else:
             seed_everything(self.config.seed)
+        first_epoch, first_step = len(self.history), self.step
         while self.epoch < self.config.epochs:
             start = time.perf_counter()
             mean_loss = self._run_epoch()
@@ -502,6 +414,14 @@ class Trainer:
                 barrier(self.env)  # the other processes read the checkpoint pointers after this
             if stop:
                 break
+        if self.step > first_step and all(r["loss"] == 0.0 for r in self.history[first_epoch:]):
+            self.batches.close()  # no result: the scores would be the untrained model's
+            raise ValueError(
+                f"every one of the {self.step - first_step} training steps had loss 0: the model "
+                f"did not train, so there is no result to report. {type(self.loss).__name__} "
+                "found nothing to learn in any batch: check its arguments (a margin of 0?) "
+                "and the batches (items of two classes or more, two or more of a class)"
+            )
         return self._finish()
 
     def _evaluate_keeping_the_epoch(self, record: dict[str, Any]) -> dict[str, float]:
@@ -531,6 +451,12 @@ class Trainer:
     def _track_best(self, record: dict[str, Any]) -> bool:
         metric = record.get(self.config.eval_metric)
         if metric is None:
+            every = self.config.eval_every
+            if self.val_set is not None and every and self.epoch % every == 0:  # validated
+                self._note_once(
+                    f"{self.config.eval_metric} (the eval_metric) is not in the validation table "
+                    "(see the notes above): no epoch is the best, and the last one is the result"
+                )
             return False
         if self.best_metric is None or metric > self.best_metric:
             self.best_metric, self.best_epoch = float(metric), self.epoch
@@ -556,12 +482,7 @@ class Trainer:
             "best_epoch": self.best_epoch,
             "evals_without_improvement": self.evals_without_improvement,
             "history": self.history,
-            "rng": {
-                "torch": torch.get_rng_state(),
-                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-                "numpy": np.random.get_state(),  # noqa: NPY002 -- restored exactly on resume
-                "python": random.getstate(),
-            },
+            "rng": rng_state(),
         }
 
     def _save(self, improved: bool) -> None:
@@ -589,16 +510,13 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
         if "scheduler" in state:  # checkpoints before schedules trained at a constant rate
-            self.scheduler.load_state_dict(state["scheduler"])
+            # More epochs than the run started with: on the new curve from the first step.
+            load_schedule_state(self.scheduler, state["scheduler"])
         self.epoch, self.step = state["epoch"], state["step"]
         self.best_metric, self.best_epoch = state["best_metric"], state["best_epoch"]
         self.evals_without_improvement = state["evals_without_improvement"]
         self.history = state["history"]
-        torch.set_rng_state(state["rng"]["torch"])
-        if state["rng"]["cuda"] is not None and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
-        np.random.set_state(state["rng"]["numpy"])  # noqa: NPY002
-        random.setstate(state["rng"]["python"])
+        restore_rng_state(state["rng"])
         self.log({"event": "resume", "epoch": self.epoch, "checkpoint": checkpoint.name})
 
     def log(self, record: dict[str, Any]) -> None:
@@ -645,7 +563,6 @@ class Trainer:
                     "eval_metric": self.config.eval_metric,
                     "history": self.history,
                 }
-                (self.out / "result.json").write_text(json.dumps(summary, indent=2))
-        self._loader, self._stream = None, None  # their persistent workers end
-        self._decoded = None  # and the decoded images with them
+                atomic_write_text(self.out / "result.json", json.dumps(summary, indent=2))
+        self.batches.close()  # the loaders' persistent workers end, the decoded images go
         return TrainResult(self.epoch, self.best_epoch, self.best_metric, self.history, checkpoint)

@@ -15,16 +15,18 @@ loss's per-step diagnostics in the log.
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from clusterable.data import LabelledDataset
 from clusterable.losses import OPMLLoss
-from clusterable.losses._pairs import squared_distances
-from clusterable.mining import semi_hard_triplets
+from clusterable.losses._pairs import partner_masks, squared_distances
+from clusterable.losses._triplets import semi_hard_triplet_list
 from clusterable.train.callbacks import TrainerCallback
 from clusterable.train.embed import embed_dataset
 from clusterable.unsupervised.opml import Triplets, riemannian_steps
@@ -36,6 +38,12 @@ if TYPE_CHECKING:
 
 def pseudo_label_triplets(distances: Tensor, labels: Tensor, margin: float) -> Triplets:
     """Semi-hard triplets of a batch (FaceNet), with noise items (label < 0) left out entirely.
+
+    Listed by :class:`~clusterable.losses.OPMLLoss`'s lister (`semi_hard_triplet_list`), in
+    ``O(n^2 + t)`` memory where a mask of every positive pair against every item would take
+    ``O(|P| n)`` (14 MB at n = 192 in two classes, gigabytes on a GPU batch of thousands). The
+    triplets are put in index order (anchor, positive, negative), so the mean over them is summed
+    in the order it always was.
 
     Parameters
     ----------
@@ -51,11 +59,15 @@ def pseudo_label_triplets(distances: Tensor, labels: Tensor, margin: float) -> T
     tuple of Tensor
         ``(anchor, positive, negative)`` indices into the batch, each ``(t,)``.
     """
-    clean = (labels >= 0).nonzero(as_tuple=True)[0]  # (n',)
-    anchor, positive, negative = semi_hard_triplets(
-        distances[clean][:, clean], labels[clean], margin
-    )
-    return clean[anchor], clean[positive], clean[negative]
+    labelled = labels >= 0  # (n,)
+    both = labelled[:, None] & labelled[None, :]  # (n, n)
+    is_positive, is_negative = partner_masks(labels)  # (n, n) each
+    anchor, positive, negative = semi_hard_triplet_list(
+        distances, is_positive & both, is_negative & both, margin
+    )  # (t,) each
+    n = distances.shape[1]
+    order = torch.argsort((anchor * n + positive) * n + negative)  # (t,)
+    return anchor[order], positive[order], negative[order]
 
 
 class RiemannianOPMLLoss(OPMLLoss):
@@ -68,8 +80,11 @@ class RiemannianOPMLLoss(OPMLLoss):
 
     Parameters
     ----------
-    embedding_dim, metric_dim, alpha_deg, orthogonal, weighted, margin, seed
-        As :class:`~clusterable.losses.OPMLLoss`.
+    *args, **kwargs
+        The arguments of :class:`~clusterable.losses.OPMLLoss` (``embedding_dim``,
+        ``metric_dim``, ``alpha_deg``, ``orthogonal``, ``weighted``, ``margin``, ``seed``),
+        declared there only; the signature that `inspect` and `typing` read here is theirs
+        followed by ``maxiter``.
     maxiter : int
         RCGD iterations per mini-batch (the paper: 10).
 
@@ -81,18 +96,8 @@ class RiemannianOPMLLoss(OPMLLoss):
         Mean ``m_i`` and ``w_i`` of the last batch's triplets after its RCGD steps.
     """
 
-    def __init__(
-        self,
-        embedding_dim: int,
-        metric_dim: int | None = None,
-        alpha_deg: float = 45.0,
-        orthogonal: bool = True,
-        weighted: bool = True,
-        margin: float = 0.2,
-        seed: int = 0,
-        maxiter: int = 10,
-    ) -> None:
-        super().__init__(embedding_dim, metric_dim, alpha_deg, orthogonal, weighted, margin, seed)
+    def __init__(self, *args: Any, maxiter: int = 10, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         if int(maxiter) < 1:
             raise ValueError(f"maxiter (RCGD steps per batch) must be >= 1, got {maxiter}")
         self.maxiter = int(maxiter)
@@ -122,6 +127,25 @@ class RiemannianOPMLLoss(OPMLLoss):
         self.last_mean_margin_term = float(margin_term.detach().mean())
         self.last_mean_weight = float(weight.detach().mean())
         return F.softplus(weight * margin_term).mean()
+
+
+def _declare_opml_arguments(constructor: Any) -> None:
+    """Give ``constructor`` (``__init__(self, *args, <keyword-only>, **kwargs)``) the signature and
+    annotations of `OPMLLoss.__init__` followed by its own keyword-only arguments: what the
+    registry's keyword check and the run settings' types read, the seven arguments declared where
+    OPMLLoss declares them."""
+    parent = inspect.signature(OPMLLoss.__init__)
+    own = [
+        p for p in inspect.signature(constructor).parameters.values() if p.kind is p.KEYWORD_ONLY
+    ]
+    constructor.__signature__ = parent.replace(parameters=[*parent.parameters.values(), *own])
+    constructor.__annotations__ = {
+        **OPMLLoss.__init__.__annotations__,
+        **{p.name: constructor.__annotations__[p.name] for p in own},
+    }
+
+
+_declare_opml_arguments(RiemannianOPMLLoss.__init__)
 
 
 def flat_features(ds: LabelledDataset) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Embedder: a run's model embeds datasets, image folders, tables and arrays alike."""
+"""TrainedRun: a run's model embeds datasets, image folders, tables and arrays alike."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from PIL import Image
 
 from clusterable.data import LabelledDataset, load_dataset
 from clusterable.device import device_scope
-from clusterable.embedder import Embedder
 from clusterable.index import model_checksum
 from clusterable.recipe import RunSpec, load_trained, train_run
 from clusterable.train import embed_dataset
 from clusterable.train.config import TrainConfig
+from clusterable.trained_run import TrainedRun
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def save_pngs(folder, images, labels) -> list:
 
 
 def test_from_run_embeds_a_dataset_as_the_trainer_does(run, test_split):
-    embedder = Embedder.from_run(run, device="cpu")
+    embedder = TrainedRun.load(run, device="cpu")
     model = load_trained(run)[0]
     expected, _ = embed_dataset(model, test_split)
     items = embedder.embed("digits", split="test", batch_size=37)
@@ -52,11 +52,11 @@ def test_from_run_embeds_a_dataset_as_the_trainer_does(run, test_split):
     assert items.labels.tolist() == names.tolist()
     assert items.ids.tolist() == list(range(len(test_split)))
     assert embedder.model_id == model_checksum(model.state_dict())
-    assert embedder.run == str(run.resolve())
+    assert embedder.folder == run.resolve()
 
 
 def test_array_tensor_and_single_item_give_the_same_embeddings(run, test_split):
-    embedder = Embedder.from_run(run, device="cpu")
+    embedder = TrainedRun.load(run, device="cpu")
     x = test_split.x[:10]
     from_array = embedder.embed(x).embeddings
     np.testing.assert_array_equal(embedder.embed(torch.from_numpy(x)).embeddings, from_array)
@@ -65,7 +65,7 @@ def test_array_tensor_and_single_item_give_the_same_embeddings(run, test_split):
 
 
 def test_an_image_folder_is_read_with_the_runs_preprocessing(run, test_split, tmp_path):
-    embedder = Embedder.from_run(run, device="cpu")
+    embedder = TrainedRun.load(run, device="cpu")
     x = np.round(test_split.x[:6] * 255) / 255  # what 8-bit PNGs can hold
     paths = save_pngs(tmp_path / "photos", x, test_split.labels[:6])
     items = embedder.embed(tmp_path / "photos")
@@ -80,7 +80,7 @@ def test_an_image_folder_is_read_with_the_runs_preprocessing(run, test_split, tm
 
 
 def test_a_table_is_read_row_by_row(run, test_split, tmp_path):
-    embedder = Embedder.from_run(run, device="cpu")
+    embedder = TrainedRun.load(run, device="cpu")
     x = test_split.x[:5]
     table = tmp_path / "rows.csv"
     with table.open("w", newline="") as file:
@@ -97,7 +97,7 @@ def test_a_table_is_read_row_by_row(run, test_split, tmp_path):
 
 
 def test_wrong_shapes_say_what_the_run_expects(run, tmp_path):
-    embedder = Embedder.from_run(run, device="cpu")
+    embedder = TrainedRun.load(run, device="cpu")
     with pytest.raises(ValueError, match=r"expects grayscale images of 8x8 pixels \(1x8x8\)"):
         embedder.embed(np.zeros((4, 3, 8, 8), np.float32))
     with pytest.raises(ValueError, match="NaN"):
@@ -106,7 +106,7 @@ def test_wrong_shapes_say_what_the_run_expects(run, tmp_path):
     np.savez(wide, x=np.zeros((3, 10), np.float32), y=np.arange(3))
     with pytest.raises(ValueError, match=r"10 feature columns .* give 64"):
         embedder.embed(wide)
-    with pytest.raises(ValueError, match="trained on other data"):
+    with pytest.raises(ValueError, match=r"shape \(1, 28, 28\) but the run expects"):
         embedder.embed(LabelledDataset("other", np.zeros((3, 1, 28, 28), np.float32), [0, 1, 2]))
     with pytest.raises(FileNotFoundError, match="does not exist"):
         embedder.embed(tmp_path / "missing.png")
@@ -116,17 +116,17 @@ def test_wrong_shapes_say_what_the_run_expects(run, tmp_path):
 
 
 def test_a_vector_model_refuses_images(tmp_path):
-    embedder = Embedder(torch.nn.Linear(5, 2), (5,), device="cpu")
+    embedder = TrainedRun(torch.nn.Linear(5, 2), (5,), device="cpu")
     Image.new("L", (5, 5)).save(tmp_path / "a.png")
     with pytest.raises(ValueError, match=r"takes items of shape \(5\), not images"):
         embedder.embed(tmp_path / "a.png")
 
 
 def test_the_embedder_follows_the_device_rule(device):
-    embedder = Embedder(torch.nn.Linear(5, 2), (5,), device=device)
+    embedder = TrainedRun(torch.nn.Linear(5, 2), (5,), device=device)
     assert next(embedder.model.parameters()).device.type == device.type
     with device_scope(device):
-        assert Embedder(torch.nn.Linear(5, 2), (5,)).device.type == device.type
+        assert TrainedRun(torch.nn.Linear(5, 2), (5,)).device.type == device.type
     items = embedder.embed(np.ones((3, 5), dtype=np.float32), progress=False)
     assert isinstance(items.embeddings, np.ndarray) and items.embeddings.shape == (3, 2)
 
@@ -140,7 +140,7 @@ def test_an_image_backbones_run_embeds_new_images_in_its_evaluation_view(tmp_pat
     Image.fromarray(rng.integers(0, 255, (40, 96, 3), dtype=np.uint8)).save(tmp_path / "wide.png")
     flat = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, 4))
     spec = RunSpec(model="torchvision:resnet18", image_size=32)
-    embedder = Embedder(flat, (3, 32, 32), spec=spec, device="cpu")
+    embedder = TrainedRun(flat, (3, 32, 32), spec=spec, device="cpu")
     got = embedder.embed(tmp_path / "wide.png", progress=False).embeddings
     view = ImageFiles(
         [tmp_path / "wide.png"], 32, 3, preprocessing=backbone_preprocessing(spec.model)
@@ -151,3 +151,25 @@ def test_an_image_backbones_run_embeds_new_images_in_its_evaluation_view(tmp_pat
         other = flat(torch.from_numpy(stretched)[None]).numpy()
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
     assert not np.allclose(got, other, atol=1e-4)  # not the stretch of a small model's run
+
+
+def test_a_backbone_runs_split_is_the_view_of_its_test_table(tmp_path):
+    """A backbone run's split is read by RunSpec.load (its size and centre crop), and the same
+    photos given as files are embedded identically."""
+    from clusterable.data.transforms import backbone_preprocessing
+
+    for c in range(2):
+        for i in range(4):
+            path = tmp_path / "photos" / f"c{c}" / f"{i}.jpg"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            pixels = np.random.default_rng(4 * c + i).integers(0, 255, (50, 90, 3))
+            Image.fromarray(pixels.astype(np.uint8)).save(path)
+    spec = RunSpec(data=f"folder:{tmp_path / 'photos'}", model="timm:resnet18", image_size=32)
+    flat = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 32 * 32, 4))
+    run = TrainedRun(flat, (3, 32, 32), spec=spec, device="cpu")
+    test = run.split("test")
+    assert test.input_shape == (3, 32, 32)
+    assert test.x.preprocessing == backbone_preprocessing(spec.model)
+    np.testing.assert_array_equal(test.x[0], spec.load("test").x[0])
+    as_files = run.embed([str(p) for p in test.x.paths], progress=False).embeddings
+    np.testing.assert_array_equal(as_files, run.embed(test, progress=False).embeddings)

@@ -1,0 +1,66 @@
+"""The argparse types of the verbs' own numeric flags (``--seed``, ``-k``, ``--ks``, ``--folds``,
+...): a value of the wrong type, sign or range is refused where it enters, in one line naming the
+flag and what it takes (``argument --folds: '1' is not a whole number of 2 or more``), never a
+Python message (``invalid literal for int()``) or a failure deep in the verb.
+
+The run settings of ``train`` and ``tune`` are typed and checked by their dataclasses instead
+(`clusterable.cli._settings`). Nothing here imports more than argparse and math, so that
+``clusterable VERB --help`` starts at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+#: Seeds NumPy's global generator takes: below 2**32.
+SEED_MAX = 2**32 - 1
+
+
+def whole_number(least: int, most: int | None = None) -> Callable[[str], int]:
+    """A type: the text as an int of at least ``least`` (and at most ``most``)."""
+    wanted = (
+        f"a whole number of {least} or more"
+        if most is None
+        else (f"a whole number from {least} to {most}")
+    )
+
+    def convert(text: str) -> int:
+        try:
+            number = float(text.strip())
+        except ValueError:
+            number = math.nan
+        if not (number.is_integer() and number >= least and (most is None or number <= most)):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {wanted}")
+        return int(number)
+
+    convert.__name__ = "whole number"  # argparse's fallback message names the type
+    return convert
+
+
+def fraction(text: str) -> float:
+    """A type: a number in (0, 1] (a recall, a share)."""
+    try:
+        number = float(text.strip())
+    except ValueError:
+        number = math.nan
+    if not 0.0 < number <= 1.0:  # NaN fails too
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number above 0 and at most 1")
+    return number
+
+
+#: ``--seed``: the seed of every random step.
+seed = whole_number(0, SEED_MAX)
+
+
+def ks_list(text: str) -> str:
+    """``--ks``: comma-separated whole numbers of 1 or more (``1,2,4,8``), given back in the same
+    form with the spaces gone."""
+    parts = [part.strip() for part in text.split(",")]
+    if not all(part.isdigit() and int(part) >= 1 for part in parts):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a list of whole numbers of 1 or more separated by commas; give "
+            "e.g. 1,2,4,8"
+        )
+    return ",".join(str(int(part)) for part in parts)

@@ -1,0 +1,108 @@
+"""What a :class:`~clusterable.recipe.RunSpec` may hold, checked once, when the spec is made.
+
+Every run setting is refused here, before any data is read or any run folder is made, when it
+cannot describe a run: a number outside its range, a dataset, model or loss no registry holds (with
+the closest name), a ``timm:`` / ``torchvision:`` name the installed library does not list, a loss
+or model keyword its constructor does not take. Each refusal is a
+:class:`~clusterable.train.config_typing.SettingError` naming the field, so that the command line
+names the flag the value came from (``--data``, ``--loss-arg margn=1``).
+
+Whether the data's files are there is the loader's question, asked when the run starts: a spec
+read back from a finished run still describes it after its folder has moved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from clusterable._register import accepted_keywords
+from clusterable.data.registry import check_dataset_name
+from clusterable.losses import available_losses
+from clusterable.models._registry import check_model_name, model_arguments
+from clusterable.models.pretrained import NOT_ARGUMENTS
+from clusterable.train.config_typing import (
+    Bounds,
+    SettingError,
+    check_bounds,
+    check_choice,
+    did_you_mean,
+)
+
+if TYPE_CHECKING:
+    from clusterable.recipe import RunSpec
+
+WHAT = "run setting"
+
+#: The range of each numeric run setting.
+BOUNDS = {
+    "image_size": Bounds(8, none="the backbone's input size, or the images' own"),
+    "embedding_dim": Bounds(1),
+    "val_fraction": Bounds(0, 1, high_open=True),
+    "pseudo_label_every": Bounds(0),
+    "memory_size": Bounds(0),
+}
+
+#: Run settings with a fixed set of values.
+CHOICES: dict[str, tuple[Any, ...]] = {
+    "labels": ("fine", "coarse"),
+    "channels": (1, 3, None),
+}
+
+#: Loss keywords a run fills in itself (``build_loss``'s task), and the autoencoder's weight.
+_LOSS_GIVEN = ("num_classes", "embedding_dim")
+_AUTOENCODER_ARGUMENTS = ("reconstruction_weight",)
+
+
+def check_run_spec(spec: RunSpec, loss_constructor: Callable[..., Any] | None) -> None:
+    """Refuse a spec no run can be built from (the module docstring says what is checked).
+
+    ``loss_constructor``: what receives ``spec.loss_args`` (the registered loss class; OPML's
+    Riemannian form for an unsupervised run); None for a loss name no registry holds.
+
+    Raises
+    ------
+    SettingError
+        Naming the field, its value, and what it takes.
+    """
+    values = vars(spec)
+    check_bounds(values, BOUNDS, WHAT)
+    for name, choices in CHOICES.items():
+        check_choice(WHAT, name, values[name], choices, shown=[str(c) for c in choices if c])
+    try:
+        check_dataset_name(spec.data)
+    except (ValueError, FileNotFoundError) as error:
+        raise SettingError(WHAT, "data", spec.data, str(error), sentence=True) from None
+    check_choice(WHAT, "loss", spec.loss, available_losses())
+    try:
+        check_model_name(spec.model)
+    except ValueError as error:
+        raise SettingError(WHAT, "model", spec.model, str(error), sentence=True) from None
+    if loss_constructor is not None:
+        takes = accepted_keywords(loss_constructor, _LOSS_GIVEN)
+        if takes is not None:
+            own = {k: v for k, v in spec.loss_args.items() if k not in _AUTOENCODER_ARGUMENTS}
+            _check_keywords(f"loss {spec.loss!r}", "loss_args", own, takes)
+    _check_model_arguments(spec.model, spec.model_args)
+
+
+def _check_model_arguments(model: str, model_args: Mapping[str, Any]) -> None:
+    takes = model_arguments(model)
+    if takes is not None:
+        _check_keywords(f"model {model!r}", "model_args", model_args, takes)
+        return
+    for key, value in model_args.items():  # a pretrained backbone: its library checks the rest
+        if key in NOT_ARGUMENTS:
+            reason = f"is not an argument of a pretrained backbone: {NOT_ARGUMENTS[key]}"
+            raise SettingError(f"model {model!r} argument", "model_args", value, reason, key)
+
+
+def _check_keywords(what: str, field: str, given: Mapping[str, Any], takes: list[str]) -> None:
+    """Refuse a keyword of ``given`` that is not among ``takes``, listing them."""
+    for key, value in given.items():
+        if key not in takes:
+            message = (
+                f"{what} takes no argument {key}; its arguments are: {', '.join(takes) or 'none'}"
+                f"{did_you_mean(key, takes)}"
+            )
+            raise SettingError(f"{what} argument", field, value, message, key, sentence=True)

@@ -1,0 +1,526 @@
+"""A trained run as one object: its record, its model on a device, its data view, its embeddings.
+
+Every verb that takes a run (``evaluate``, ``embed``, ``plot``, ``report``, ``index``, ``search``,
+``assign``, ``export``, ``cluster`` of a run's embeddings, and ``train``'s own end-of-run report)
+goes through :class:`TrainedRun`, as every user of a timm model asks the model for its data config
+(``timm.data.resolve_data_config``) instead of rebuilding the view:
+
+- the run's record is read once (:func:`clusterable.train.run_folder.read_run_record` for
+  ``run.json``, :func:`clusterable.train.checkpoint.load_run_record` for the checkpoint's);
+- a split of the run's data, or of other data in the run's view, is rebuilt only by
+  :meth:`clusterable.recipe.RunSpec.load`: the same preprocessing, image size, channels,
+  evaluation view and query/gallery roles as the run's own test table;
+- image files and folders a user brings get that same view (:meth:`TrainedRun.image_files`);
+- everything is embedded by one loop, :func:`clusterable.train.embed_dataset` (loader workers,
+  uint8 decoding), on the run's device, held here and passed down explicitly.
+
+What :meth:`TrainedRun.embed` accepts:
+
+- a :class:`~clusterable.data.LabelledDataset`, or a data-set name ``load_dataset`` knows
+  (``"fashion-mnist"``, ``"folder:PATH"``, ``"table:PATH"``): a split of it in the run's view;
+- a folder of images (class sub-folders give labels; with a ``split``, the folder is read as a
+  data set, ``folder:PATH``, and the split honoured), image files, or a list of them;
+- a table: ``.csv`` (a ``label`` column and feature columns), ``.npz`` (``x``, ``y``) or ``.npy``;
+- an array or tensor of items, ``(n, *input_shape)``.
+
+A run knows its model's identity (the checksum of its weights, and its folder), which a search
+index and a saved partition keep and :class:`ModelIdentity` writes beside saved embeddings
+(``model.json``), so that embeddings of different models are never compared.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from clusterable._atomic import atomic_write_text
+from clusterable.data import ImageFiles, LabelledDataset
+from clusterable.data.generic import IMAGE_EXTENSIONS, load_table
+from clusterable.data.transforms import backbone_preprocessing
+from clusterable.device import DeviceSpec, resolve_device
+
+if TYPE_CHECKING:
+    from clusterable.recipe import RunSpec
+
+#: File suffixes read as tables of feature rows.
+TABLE_SUFFIXES = (".csv", ".npz", ".npy")
+
+#: The file written beside saved embeddings: which model made them, from which items.
+MODEL_IDENTITY = "model.json"
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    """Which model embedded some saved embeddings, and which items (``model.json`` beside them).
+
+    Attributes
+    ----------
+    model : str
+        Checksum of the model's weights (:func:`clusterable.index.model_checksum`).
+    run : str
+        The run folder the model came from.
+    data, root, split : str, optional
+        The items embedded: a data-set name (None: the run's own data), its folder, its split.
+    """
+
+    model: str
+    run: str
+    data: str | None = None
+    root: str | None = None
+    split: str | None = None
+
+    def save(self, folder: str | os.PathLike[str]) -> Path:
+        """Write ``folder/model.json``; returns its path."""
+        path = Path(folder) / MODEL_IDENTITY
+        atomic_write_text(path, json.dumps(asdict(self), indent=2))
+        return path
+
+    @classmethod
+    def beside(cls, embeddings: str | os.PathLike[str]) -> ModelIdentity | None:
+        """The identity saved in the folder of the file ``embeddings``; None when there is none."""
+        path = Path(embeddings).with_name(MODEL_IDENTITY)
+        if not path.is_file():
+            return None
+        try:
+            values = json.loads(path.read_text())
+            return cls(**{f.name: values[f.name] for f in fields(cls) if f.name in values})
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"{path} does not name the model and run that made the embeddings beside it; "
+                "write them again with `clusterable embed`"
+            ) from None
+
+
+@dataclass
+class EmbeddedItems:
+    """Embeddings of some items, with what identifies them.
+
+    Attributes
+    ----------
+    embeddings : np.ndarray
+        ``(n, d)`` float32.
+    ids : np.ndarray
+        ``(n,)`` item ids: file paths for images, row numbers otherwise.
+    labels : np.ndarray or None
+        ``(n,)`` labels where the source has them (class names when it names its classes).
+    source : str
+        What was embedded, for messages.
+    dataset : LabelledDataset
+        The items as they were embedded (their view, codes, fine labels and query roles).
+    """
+
+    embeddings: np.ndarray
+    ids: np.ndarray
+    labels: np.ndarray | None
+    source: str
+    dataset: LabelledDataset
+
+
+class TrainedRun:
+    """A trained run: its settings, its model on a device, and the view of its data.
+
+    Build one with :meth:`load`. Parameters are what ``load`` reads; give them directly only for
+    a model built in your own code (it then has no identity and no data view).
+
+    Parameters
+    ----------
+    model : nn.Module
+        Maps a batch ``(b, *input_shape)`` float32 to ``(b, d)`` embeddings.
+    input_shape : tuple of int
+        Shape of one item, e.g. ``(1, 28, 28)`` or ``(64,)``.
+    spec : RunSpec, optional
+        The run's data, model and loss settings (its data view).
+    config : dict, optional
+        The run's training settings, as ``run.json`` holds them (empty for a lone checkpoint).
+    model_id : str, optional
+        The checksum of the model's weights (:func:`clusterable.index.model_checksum`).
+    folder : Path, optional
+        The run folder (or the checkpoint folder when the run was given as a checkpoint).
+    checkpoint : Path, optional
+        The checkpoint the weights were read from.
+    device : str or torch.device
+        Where the model runs (:mod:`clusterable.device`).
+
+    Examples
+    --------
+    >>> run = TrainedRun.load("runs/fm-lifted", device="cpu")  # doctest: +SKIP
+    >>> items = run.embed("photos/")  # doctest: +SKIP
+    >>> items.embeddings.shape, items.ids[:2]  # doctest: +SKIP
+    ((12, 128), array(['photos/boot.png', 'photos/shirt.png'], dtype='<U16'))
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        input_shape: Sequence[int],
+        *,
+        spec: RunSpec | None = None,
+        config: dict[str, Any] | None = None,
+        model_id: str | None = None,
+        folder: Path | None = None,
+        checkpoint: Path | None = None,
+        device: DeviceSpec = "auto",
+    ) -> None:
+        self.device = resolve_device(device)
+        self.model = model.eval().to(self.device)
+        self.input_shape = tuple(int(s) for s in input_shape)
+        self.spec = spec
+        self.config = dict(config or {})
+        self.model_id = model_id
+        self.folder = folder
+        self.checkpoint = checkpoint
+
+    @classmethod
+    def load(cls, run: str | os.PathLike[str], device: DeviceSpec = "auto") -> TrainedRun:
+        """The best checkpoint of a training run (its folder, or one checkpoint folder).
+
+        Raises
+        ------
+        FileNotFoundError
+            If ``run`` does not exist or holds no checkpoint.
+        """
+        from clusterable.index import model_checksum
+        from clusterable.recipe import load_trained
+        from clusterable.train.run_folder import RUN_RECORD, read_run_record
+
+        path = Path(run).expanduser()
+        if not path.exists():
+            raise FileNotFoundError(
+                f"run folder {path} does not exist; give the folder `clusterable train` wrote"
+            )
+        trained = load_trained(path)
+        folder = path.resolve()
+        config = (
+            read_run_record(folder, f"run {path}")["config"]
+            if (folder / RUN_RECORD).is_file()
+            else {}
+        )
+        return cls(
+            trained.model,
+            trained.input_shape,
+            spec=trained.spec,
+            config=config,
+            model_id=model_checksum(trained.model.state_dict()),
+            folder=folder,
+            checkpoint=trained.checkpoint,
+            device=device,
+        )
+
+    # ---- what the run is -------------------------------------------------------------------
+
+    @property
+    def seed(self) -> int:
+        """The run's seed (its test table's clustering seed); 0 for a lone checkpoint."""
+        return int(self.config.get("seed", 0))
+
+    @property
+    def test_metrics(self) -> dict[str, float] | None:
+        """The run's own test table (``test_metrics.json``), or None when it has none."""
+        from clusterable.train.run_folder import TEST_METRICS
+
+        path = None if self.folder is None else self.folder / TEST_METRICS
+        if path is None or not path.is_file():
+            return None
+        return json.loads(path.read_text())
+
+    def identity(
+        self, data: str | None = None, root: str | None = None, split: str | None = None
+    ) -> ModelIdentity:
+        """This model's identity, for embeddings it made of ``data`` (None: the run's own)."""
+        if self.model_id is None or self.folder is None:
+            raise ValueError("this model was not loaded from a run: it has no identity")
+        return ModelIdentity(self.model_id, str(self.folder), data=data, root=root, split=split)
+
+    def check_identity(self, model_id: str | None, what: str, remedy: str) -> None:
+        """Refuse ``what``, made by the model of checksum ``model_id``, when that is not this
+        run's model (None: unknown, accepted)."""
+        if model_id is not None and self.model_id is not None and model_id != self.model_id:
+            raise ValueError(
+                f"{what} was made by another model than the one of {self.folder} (its weights "
+                f"changed or it is another run): {remedy}"
+            )
+
+    @property
+    def expects(self) -> str:
+        """What one item must be, in words."""
+        shape = "x".join(str(s) for s in self.input_shape)
+        if self.is_image_model:
+            kind = "grayscale" if self.input_shape[0] == 1 else "RGB"
+            return f"{kind} images of {self.input_shape[1]}x{self.input_shape[2]} pixels ({shape})"
+        return f"items of shape ({shape})"
+
+    @property
+    def is_image_model(self) -> bool:
+        shape = self.input_shape
+        return len(shape) == 3 and shape[0] in (1, 3)
+
+    def view_description(self) -> dict[str, Any]:
+        """How an item must be prepared for the model, for a deployer (``export``'s JSON)."""
+        shape = list(self.input_shape)
+        if not self.is_image_model:
+            return {
+                "items": f"float32 feature rows of shape {shape}, as the run's data holds them",
+                "shape": shape,
+            }
+        channels, height, width = self.input_shape
+        preprocessing = None if self.spec is None else backbone_preprocessing(self.spec.model)
+        view: dict[str, Any] = {
+            "channels": "grayscale" if channels == 1 else "RGB",
+            "size": [height, width],
+            "layout": "float32, channels first (C, H, W), pixel values / 255 in [0, 1]",
+        }
+        if preprocessing is None:
+            view["resize"] = (
+                f"the whole image resized (bilinear) to {height}x{width}, aspect ratio not kept"
+            )
+            view["normalisation"] = "none"
+            return view
+        resize = math.floor(height / preprocessing.crop_fraction)  # as ImageFiles reads them
+        view["resize"] = (
+            f"shorter side resized ({preprocessing.interpolation}) to {resize} px, then the "
+            f"centre {height}x{width} cropped"
+        )
+        view["normalisation"] = (
+            f"inside the model: (x - mean) / std with mean {list(preprocessing.mean)} and std "
+            f"{list(preprocessing.std)}; feed [0, 1] pixels"
+        )
+        return view
+
+    # ---- the run's data view ---------------------------------------------------------------
+
+    def split(
+        self, split: str = "test", data: str | None = None, root: str | None = None
+    ) -> LabelledDataset:
+        """A split of the run's data, or of ``data``, in the run's view (through
+        :meth:`~clusterable.recipe.RunSpec.load`); ``root`` defaults to the run's for its data.
+
+        Raises
+        ------
+        ValueError
+            If the items of ``data`` do not have the shape the run's model embeds.
+        """
+        if self.spec is None:
+            raise ValueError("this model was not loaded from a run: name the items to embed")
+        spec = self.spec
+        if data is not None or root is not None:
+            spec = replace(spec, data=data or spec.data, root=root if data else root or spec.root)
+        dataset = spec.load(split)
+        if dataset.input_shape != self.input_shape:
+            raise ValueError(
+                f"the run {self.folder} was trained on {self.spec.data}, items of shape "
+                f"{self.input_shape}; {spec.data} has items of shape {dataset.input_shape} in the "
+                f"run's view, which its model cannot embed: give data of shape "
+                f"{self.input_shape}, or train a run on {spec.data}"
+            )
+        return dataset
+
+    def image_files(self, paths: Sequence[Path]) -> ImageFiles:
+        """Image files in the view the run's own images had at evaluation: its channels and
+        size; an image backbone's resize and centre crop, else the stretch to the square."""
+        if not self.is_image_model:
+            raise ValueError(
+                f"the run takes {self.expects}, not images; give a table or an array of such items"
+            )
+        missing = [p for p in paths if not p.is_file()]
+        if missing:
+            raise FileNotFoundError(f"image file {missing[0]} does not exist")
+        channels, height, width = self.input_shape
+        preprocessing = None if self.spec is None else backbone_preprocessing(self.spec.model)
+        return ImageFiles(
+            paths, size=(height, width), channels=channels, preprocessing=preprocessing
+        )
+
+    # ---- embedding -------------------------------------------------------------------------
+
+    def embed(
+        self,
+        items: Any,
+        *,
+        split: str | None = None,
+        root: str | None = None,
+        batch_size: int = 256,
+        workers: int | None = None,
+        progress: bool | None = None,
+    ) -> EmbeddedItems:
+        """Embeddings of ``items`` (see the module docstring for what they may be), in the run's
+        view, by :func:`clusterable.train.embed_dataset` on the run's device.
+
+        Parameters
+        ----------
+        items
+            A dataset, a data-set name, a folder or file path (or a list of image paths), or an
+            array or tensor ``(n, *input_shape)``.
+        split : str, optional
+            For a data-set name or a folder read as a data set: which split (None: every item,
+            a data set's ``all`` split or every image of a folder).
+        root : str, optional
+            For a data-set name: where its files are.
+        batch_size : int
+            Items per forward pass.
+        workers : int, optional
+            Processes decoding image files (None: the training default).
+        progress : bool, optional
+            Show a progress bar; by default when standard error is a terminal.
+
+        Raises
+        ------
+        ValueError
+            If the items do not have the run's item shape (the message says what it expects),
+            a split is asked of items that have none, or a file cannot be read.
+        FileNotFoundError
+            If a path does not exist.
+        """
+        from clusterable.train import embed_dataset
+
+        dataset, ids, source = self._as_dataset(items, split, root)
+        if len(dataset) == 0:
+            raise ValueError(f"{source} holds no items to embed")
+        show = sys.stderr.isatty() if progress is None else progress
+        embeddings, _ = embed_dataset(
+            self.model,
+            dataset,
+            batch_size=batch_size,
+            device=self.device,
+            workers=workers,
+            progress=f"embedding {source}" if show else None,
+        )
+        return EmbeddedItems(embeddings, ids, _named_labels(dataset), source, dataset)
+
+    def _as_dataset(
+        self, items: Any, split: str | None, root: str | None
+    ) -> tuple[LabelledDataset, np.ndarray, str]:
+        """``(dataset in the run's view, ids, description)`` of anything :meth:`embed` takes."""
+        if isinstance(items, LabelledDataset):
+            return self._checked_dataset(items), _ids(items), items.name
+        if isinstance(items, (np.ndarray, torch.Tensor)):
+            array = self._checked_array(np.asarray(items, dtype=np.float32), "the array")
+            return _unlabelled(array, "array"), np.arange(len(array)), f"{len(array)} items"
+        if isinstance(items, (list, tuple)):
+            paths = [Path(p) for p in items]
+            files = _unlabelled(self.image_files(paths), "files")
+            return files, _ids(files), f"{len(paths)} image files"
+        text = os.fspath(items)
+        path = Path(text).expanduser()
+        if path.is_dir():
+            return self._from_folder(path, split)
+        suffix = path.suffix.lower()
+        if suffix in IMAGE_EXTENSIONS:
+            self._no_split(split, path, "an image file")
+            files = _unlabelled(self.image_files([path]), str(path))
+            return files, _ids(files), str(path)
+        if suffix in TABLE_SUFFIXES:
+            self._no_split(split, path, "a table file")
+            return self._from_table(path)
+        if ":" in text or not path.suffix:
+            dataset = self.split(split or "all", data=text, root=root)
+            return dataset, _ids(dataset), dataset.name
+        raise ValueError(
+            f"cannot embed {text!r}: give a folder of images, image files "
+            f"({', '.join(sorted(IMAGE_EXTENSIONS))}), a table (.csv, .npz, .npy) or a data-set "
+            "name"
+        )
+
+    def _from_folder(
+        self, folder: Path, split: str | None
+    ) -> tuple[LabelledDataset, np.ndarray, str]:
+        """Every image in ``folder``: directly in it (no label) and in its sub-folders (labelled
+        by them); with a ``split``, the folder read as the data set ``folder:PATH``."""
+        if split is not None:
+            dataset = self.split(split, data=f"folder:{folder}")
+            return dataset, _ids(dataset), dataset.name
+        paths, names = [], []
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and path.suffix.lower() in IMAGE_EXTENSIONS:
+                paths.append(path)
+                relative = path.relative_to(folder).parts
+                names.append(relative[-2] if len(relative) > 1 else "")
+        if not paths:
+            raise ValueError(
+                f"folder {folder} holds no image files ({', '.join(sorted(IMAGE_EXTENSIONS))}); "
+                "give a folder of images, or a table file"
+            )
+        files = self.image_files(paths)
+        if all(names):
+            classes, codes = np.unique(np.array(names), return_inverse=True)
+            dataset = LabelledDataset(str(folder), files, codes, class_names=classes.tolist())
+        else:
+            dataset = _unlabelled(files, str(folder))
+        return dataset, _ids(dataset), str(folder)
+
+    def _from_table(self, path: Path) -> tuple[LabelledDataset, np.ndarray, str]:
+        if path.suffix.lower() == ".npy" and not path.with_name(f"{path.stem}_labels.npy").exists():
+            if not path.is_file():
+                raise FileNotFoundError(f"array file {path} does not exist")
+            array = np.load(path, allow_pickle=False).astype(np.float32)
+            array = self._checked_array(array, str(path))
+            return _unlabelled(array, str(path)), np.arange(len(array)), str(path)
+        table = load_table(path, split="all")
+        width = int(np.prod(self.input_shape))
+        if table.input_shape[0] != width:
+            raise ValueError(
+                f"table {path} has {table.input_shape[0]} feature columns but the run expects "
+                f"{self.expects}: give {width} feature columns per row"
+            )
+        table = table.replace(x=table.x.reshape(len(table), *self.input_shape))
+        return table, np.arange(len(table)), str(path)
+
+    @staticmethod
+    def _no_split(split: str | None, path: Path, what: str) -> None:
+        if split is not None:
+            raise ValueError(
+                f"--split {split}: {path} is {what}, which has no splits; leave --split out, or "
+                "give a data set (folder:PATH with train/ and test/ sub-folders, table:PATH)"
+            )
+
+    def _checked_dataset(self, dataset: LabelledDataset) -> LabelledDataset:
+        if dataset.input_shape != self.input_shape:
+            raise ValueError(
+                f"{dataset.name} has items of shape {dataset.input_shape} but the run expects "
+                f"{self.expects}: read it with the run's view (TrainedRun.split), or train a run "
+                "on it"
+            )
+        return dataset
+
+    def _checked_array(self, array: np.ndarray, what: str) -> np.ndarray:
+        """``array`` as ``(n, *input_shape)`` (one item alone gets its batch axis)."""
+        if array.shape == self.input_shape:
+            array = array[None]
+        if array.shape[1:] != self.input_shape:
+            raise ValueError(
+                f"{what} has shape {array.shape} but the run expects {self.expects}: give an "
+                f"array of shape (n, {', '.join(str(s) for s in self.input_shape)})"
+            )
+        if not np.isfinite(array).all():
+            row = int(np.flatnonzero(~np.isfinite(array.reshape(len(array), -1)).all(1))[0])
+            raise ValueError(f"{what} holds NaN or infinite values (first in row {row})")
+        return array
+
+
+def _unlabelled(x: np.ndarray | ImageFiles, name: str) -> LabelledDataset:
+    """Items without labels (each -1) as a dataset, for the embedding loop."""
+    return LabelledDataset(name, x, np.full(len(x), -1, dtype=np.int64), class_names=[])
+
+
+def _ids(dataset: LabelledDataset) -> np.ndarray:
+    """Item ids: the file paths of image files, row numbers otherwise."""
+    if isinstance(dataset.x, ImageFiles):
+        return np.array([str(p) for p in dataset.x.paths])
+    return np.arange(len(dataset))
+
+
+def _named_labels(dataset: LabelledDataset) -> np.ndarray | None:
+    """``(n,)`` class names of the items (``"-1"``: a distractor); None when none has a label."""
+    if (dataset.labels < 0).all():
+        return None
+    names = np.array(dataset.class_names + ["-1"], dtype=object)  # -1: a distractor
+    return names[dataset.labels].astype(str)

@@ -1,0 +1,509 @@
+"""Settings that cannot go wrong silently (issue 37): every value is checked where it enters, in
+one line naming the flag (or the ``--set``, or the ``--config`` file's line) and what it takes,
+before any data is read or any run folder is made.
+
+Every flag of ``train`` gets a value of the wrong type, a negative one, zero, NaN and an unknown
+choice, where each is wrong for it; the numeric flags of the other verbs too. Nothing here trains:
+``train_run`` is replaced by a tripwire for the refusals that come before the data.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from clusterable.cli import main
+from clusterable.cli._settings import run_flags
+from clusterable.data import load_dataset
+from clusterable.data.registry import check_dataset_name
+from clusterable.losses import EmbeddingLoss, build_loss
+from clusterable.models import build_model
+from clusterable.recipe import RunSpec
+from clusterable.train import TrainConfig, Trainer
+from clusterable.train.answerable import answerable_table
+from clusterable.train.config import BOUNDS
+
+TYPE, NEGATIVE, ZERO, NAN, CHOICE = "ten", "-1", "0", "nan", "nope"
+NUMBER = (TYPE, NEGATIVE, NAN)  # wrong for every number; zero is wrong where the range says
+POSITIVE = (TYPE, NEGATIVE, ZERO, NAN)
+NAMES = (TYPE, NEGATIVE, ZERO, NAN, CHOICE)  # a registry or a fixed set: none of these is one
+
+#: Each value-taking flag of ``train`` and the values it refuses (the others it takes).
+REFUSED: dict[str, tuple[str, ...]] = {
+    "--data": NAMES,
+    "--label-view": NAMES,
+    "--image-size": POSITIVE,
+    "--augment": NAMES,
+    "--channels": (*NAMES, "2"),
+    "--loss": NAMES,
+    "--model": (*NAMES, "resnet19", "timm:"),
+    "--embedding-dim": POSITIVE,
+    "--val-fraction": (*NUMBER, "1", "1.5"),
+    "--pseudo-label-every": NUMBER,
+    "--memory-size": NUMBER,
+    "--epochs": POSITIVE,
+    "--batch-size": POSITIVE,
+    "--sampler": NAMES,
+    "--items-per-class": POSITIVE,
+    "--optimizer": NAMES,
+    "--lr": (*POSITIVE, "-0.1", "inf"),
+    "--head-lr-multiplier": POSITIVE,
+    "--momentum": (*NUMBER, "1"),
+    "--weight-decay": NUMBER,
+    "--schedule": NAMES,
+    "--warmup-epochs": NUMBER,
+    "--grad-clip": POSITIVE,
+    "--chunk-size": POSITIVE,
+    "--eval-every": NUMBER,
+    "--eval-metric": (*NAMES, "recall@l", "recall@0"),
+    "--patience": NUMBER,
+    "--checkpoint-every": NUMBER,
+    "--keep-checkpoints": NUMBER,
+    "--workers": NUMBER,
+    "--num-workers": NUMBER,
+    "--cache-images": NAMES,
+    "--precision": NAMES,
+    "--device": (*NAMES, "gpu"),
+    "--seed": (*NUMBER, "4294967296"),
+}
+
+#: The keyword flags: the loss's, the model's and the sampler's own arguments.
+KEYWORDS_REFUSED = {
+    "--loss-arg": ("margin=wide", "margin=nan", "margin=inf", "margn=1"),
+    "--model-arg": ("hidden_dims=wide", "hidden_dims=nan", "hiden_dims=8"),
+    "--sampler-arg": (
+        "batches_per_epoch=ten",
+        "batches_per_epoch=-1",
+        "batches_per_epoch=0",
+        "batches_per_epoch=nan",
+        "pool_size=8",
+    ),
+}
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """A refusal must come before the run: a value let through fails here, quickly."""
+
+    def tripwire(*args, **kwargs):
+        raise AssertionError("a refused setting reached train_run")
+
+    monkeypatch.setattr("clusterable.recipe.train_run", tripwire)
+    monkeypatch.setattr("clusterable.tune.tune", tripwire)
+
+
+#: Flags whose value is refused before the verb's settings are read, in the words of the module
+#: that refuses it: ``--device`` by the device scope every verb enters first.
+REFUSED_AS = {"--device": "device '"}
+
+
+def names_flag(line: str, flag: str) -> bool:
+    if flag in REFUSED_AS and REFUSED_AS[flag] in line:
+        return True
+    return re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", line) is not None
+
+
+def refusal(capsys, argv: list[str], flag: str) -> str:
+    """The one error line of a refused command: exit 2, no traceback, the flag named. Besides it
+    only argparse's usage lines may come (a type error found while parsing)."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    errors = [line for line in err.splitlines() if ": error: " in line]
+    assert len(errors) == 1, err
+    others = [line for line in err.splitlines() if ": error: " not in line]
+    assert all(line.startswith(("usage:", " ")) for line in others), err
+    assert names_flag(errors[0], flag), errors[0]
+    return errors[0]
+
+
+def test_every_value_flag_of_train_is_in_the_table():
+    generated = {
+        flag.flag
+        for flag in run_flags()
+        if flag.annotation is not bool and not flag.is_keywords and flag.name != "root"
+    }
+    assert generated == set(REFUSED)  # a new setting gets its row here
+    keywords = {flag.flag for flag in run_flags() if flag.is_keywords}
+    assert keywords == set(KEYWORDS_REFUSED)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"), [(flag, value) for flag, values in REFUSED.items() for value in values]
+)
+def test_a_wrong_value_of_a_train_flag_is_one_line_naming_it(
+    flag, value, tmp_path, capsys, no_training
+):
+    out = tmp_path / "run"
+    refusal(capsys, ["train", f"{flag}={value}", "--out", str(out)], flag)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [(flag, value) for flag, values in KEYWORDS_REFUSED.items() for value in values],
+)
+def test_a_wrong_keyword_of_a_train_flag_is_one_line_naming_it(
+    flag, value, tmp_path, capsys, no_training
+):
+    out = tmp_path / "run"
+    line = refusal(capsys, ["train", flag, value, "--out", str(out)], flag)
+    assert value.partition("=")[0] in line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("name", sorted(BOUNDS))
+def test_a_negative_training_setting_in_set_names_the_set(name, tmp_path, capsys, no_training):
+    out = tmp_path / "run"
+    line = refusal(capsys, ["train", "--set", f"{name}=-1", "--out", str(out)], "--set")
+    assert f"--set {name}=-1 must be" in line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("verb", "flag", "values"),
+    [
+        ("tune", "--trials", POSITIVE),
+        ("tune", "--folds", (*POSITIVE, "1")),
+        ("tune", "--lr", POSITIVE),
+        ("tune", "--eval-metric", ("recall@l",)),
+        ("evaluate", "--n-clusters", POSITIVE),
+        ("evaluate", "--ks", (*POSITIVE, "1,,2", "1,x")),
+        ("cluster", "--n-clusters", POSITIVE),
+        ("cluster", "--k", POSITIVE),
+        ("index", "--target-recall", (*POSITIVE, "1.5")),
+        ("search", "-k", POSITIVE),
+        ("reproduce", "--seeds", POSITIVE),
+        *[
+            (verb, "--seed", (*NUMBER, "4294967296"))
+            for verb in ("demo", "evaluate", "embed", "cluster", "plot", "index", "search")
+            + ("assign", "report", "export", "reproduce")
+        ],
+    ],
+)
+def test_a_wrong_number_for_another_verb_is_one_line_naming_its_flag(
+    verb, flag, values, tmp_path, capsys, no_training
+):
+    for value in values:
+        refusal(capsys, [verb, flag, value], flag)
+
+
+def test_the_messages_the_audit_found_unclear_say_what_to_give(tmp_path, capsys, no_training):
+    out = ["--out", str(tmp_path / "run")]
+    val = refusal(capsys, ["train", "--val-fraction", "1.5", *out], "--val-fraction")
+    assert "must be in [0, 1)" in val and "train_fraction" not in val
+    warmup = refusal(capsys, ["train", "--warmup-epochs", "nan", *out], "--warmup-epochs")
+    assert "not a finite number" in warmup and "integer" not in warmup
+    margin = refusal(capsys, ["train", "--loss-arg", "margin=nan", *out], "--loss-arg")
+    assert "margin=nan is not a finite number" in margin and "embeddings" not in margin
+    assert "--lr -0.1 must be above 0" in refusal(capsys, ["train", "--lr", "-0.1", *out], "--lr")
+    ks = refusal(capsys, ["evaluate", "--ks", "1,,2"], "--ks")
+    assert "whole numbers of 1 or more" in ks and "invalid literal" not in ks
+    clusters = refusal(capsys, ["cluster", "--n-clusters", "ten"], "--n-clusters")
+    assert "or auto" in clusters and "n_clusters_flag" not in clusters
+    grad = refusal(capsys, ["train", "--grad-clip", "-1", *out], "--grad-clip")
+    assert "must be above 0, or none (no clipping)" in grad
+    head = refusal(capsys, ["train", "--head-lr-multiplier", "-1", *out], "--head-lr-multiplier")
+    assert "must be above 0" in head
+    metric = refusal(capsys, ["train", "--eval-metric", "recall@l", *out], "--eval-metric")
+    assert "did you mean recall@1?" in metric
+
+
+def test_a_path_that_is_not_there_is_not_called_an_unknown_dataset(tmp_path):
+    missing = f"{tmp_path}/nope/"
+    with pytest.raises(FileNotFoundError, match=r"no folder or file .* exists"):
+        check_dataset_name(missing)
+    with pytest.raises(FileNotFoundError, match="no folder or file"):
+        load_dataset("../no-such-folder-here/")
+    with pytest.raises(ValueError, match="did you mean digits"):
+        check_dataset_name("digts")
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--data", "no-such-set"], ["--data no-such-set", "unknown dataset"]),
+        (["--loss-arg", "margn=1"], ["--loss-arg margn=1", "did you mean margin"]),
+        (["--data", "folder:/no/such/folder"], ["/no/such/folder", "does not exist"]),
+    ],
+    ids=["unknown-dataset", "unknown-loss-argument", "missing-folder"],
+)
+def test_a_refused_run_leaves_no_run_folder(argv, words, tmp_path, capsys):
+    out = tmp_path / "deeper" / "run"
+    with pytest.raises(SystemExit) as stop:
+        main(["train", *argv, "--out", str(out)])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and all(word in err for word in words), err
+    assert not (tmp_path / "deeper").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Batches that cannot hold a pair, and a run that trains nothing
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag", "words"),
+    [
+        (["--batch-size", "1"], "--batch-size", ["one item in each batch", "give 4 or more"]),
+        (["--batch-size", "3"], "--batch-size", ["too few for two classes", "give 4 or more"]),
+        (
+            ["--batch-size", "1", "--sampler", "random"],
+            "--batch-size",
+            ["one item in each batch", "give 2 or more"],
+        ),
+        (["--items-per-class", "500"], "--items-per-class", ["one class", "at most 64"]),
+        (
+            ["--batch-size", "8", "--items-per-class", "1"],
+            "--items-per-class",
+            ["no positive pair", "2 or more"],
+        ),
+    ],
+    ids=["batch-of-one", "batch-of-three", "random-batch-of-one", "one-class", "one-item-each"],
+)
+def test_batches_without_a_pair_are_refused_before_training(argv, flag, words, tmp_path, capsys):
+    out = tmp_path / "run"
+    line = refusal(capsys, ["train", "--loss", "lifted", *argv, "--out", str(out)], flag)
+    assert all(word in line for word in words), line
+    assert not out.exists()
+
+
+def test_a_loss_without_pairs_needs_none():
+    train = load_dataset("digits", split="train").subset(np.arange(100))
+    model = build_model("mlp", train.input_shape, 4)
+    config = TrainConfig(batch_size=1, epochs=1, progress=False)
+    loss = build_loss("cross-entropy", num_classes=10, embedding_dim=4)
+    Trainer(model, loss, train, config=config)  # a classifier trains on a batch of one
+
+
+class NothingToLearn(EmbeddingLoss):
+    def compute(self, embeddings, labels):
+        return embeddings.sum() * 0.0
+
+
+def test_a_run_whose_every_step_is_zero_is_reported_not_scored(tmp_path):
+    train = load_dataset("digits", split="train").subset(np.arange(96))
+    model = build_model("mlp", train.input_shape, 4)
+    config = TrainConfig(epochs=2, batch_size=32, progress=False, eval_every=0)
+    trainer = Trainer(model, NothingToLearn(), train, config=config, out=tmp_path)
+    with pytest.raises(ValueError, match=r"every one of the 6 training steps had loss 0"):
+        trainer.fit()
+    assert not (tmp_path / "result.json").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Small folders and a validation that cannot be computed
+
+
+def write_photos(root, per_class: int, classes: int = 3) -> None:
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for c in range(classes):
+        (root / f"class{c}").mkdir(parents=True)
+        for i in range(per_class):
+            pixels = rng.integers(0, 255, (12, 12, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(root / f"class{c}" / f"{i}.png")
+
+
+@pytest.mark.parametrize(
+    ("per_class", "words"),
+    [
+        (1, ["1 train, 0 validation, 0 test", "no class of the training split"]),
+        (2, ["1 train, 0 validation, 1 test", "no class of the test split"]),
+        (5, ["3 train, 1 validation, 1 test", "single items score 100 %"]),
+    ],
+)
+def test_a_folder_of_a_few_photos_per_class_is_one_message(per_class, words, tmp_path, capsys):
+    write_photos(tmp_path / "photos", per_class)
+    out = tmp_path / "run"
+    argv = ["train", "--data", f"folder:{tmp_path / 'photos'}", "--model", "corel-cnn"]
+    with pytest.raises(SystemExit) as stop:
+        main([*argv, "--batch-size", "6", "--out", str(out)])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "smallest class 'class0'" in err and "at least 6 per class" in err
+    assert all(word in err for word in words), err
+    assert not out.exists()
+
+
+def test_a_silhouette_no_partition_can_have_is_left_out_with_a_note():
+    singletons = answerable_table(np.arange(4))
+    assert "silhouette" not in singletons.metrics
+    assert any("silhouette left out: 4 cluster(s) of 4 item(s)" in n for n in singletons.notes)
+    pairs = answerable_table(np.array([0, 0, 1, 1]))  # k = 2 of 4 items: it has one
+    assert pairs.metrics is None and not any("silhouette" in n for n in pairs.notes)
+
+
+def test_a_validation_of_single_items_logs_no_nan_and_says_there_is_no_best_epoch(tmp_path):
+    data = load_dataset("digits", split="train")
+    train = data.subset(np.arange(200))
+    val = data.subset([int(np.flatnonzero(data.labels == c)[-1]) for c in range(10)])
+    model = build_model("mlp", train.input_shape, 4)
+    config = TrainConfig(epochs=1, batch_size=40, progress=False)
+    Trainer(model, build_loss("contrastive"), train, val, config=config, out=tmp_path).fit()
+
+    def strict(constant):
+        raise ValueError(f"{constant} is not JSON")
+
+    records = [json.loads(line, parse_constant=strict) for line in open(tmp_path / "log.jsonl")]
+    notes = " ".join(r["note"] for r in records if r["event"] == "note")
+    assert "silhouette left out" in notes and "retrieval metrics left out" in notes
+    assert "recall@1 (the eval_metric) is not in the validation table" in notes
+    epoch = next(r for r in records if r["event"] == "epoch")
+    assert "silhouette" not in epoch and "recall@1" not in epoch
+
+
+# ---------------------------------------------------------------------------------------------
+# Backbone names and arguments: timm's and torchvision's own, with a "did you mean"
+
+
+@pytest.fixture
+def fake_timm(monkeypatch):
+    timm = types.ModuleType("timm")
+    timm.list_models = lambda: ["resnet18", "resnet50", "vit_base_patch16_224"]
+    monkeypatch.setitem(sys.modules, "timm", timm)
+    return timm
+
+
+def test_a_timm_name_timm_does_not_list_gets_the_closest(fake_timm, tmp_path, capsys, no_training):
+    with pytest.raises(
+        ValueError, match=r"timm has no model 'resnet19'; did you mean timm:resnet18"
+    ):
+        RunSpec(model="timm:resnet19")
+    assert RunSpec(model="timm:resnet50.a1_in1k").model == "timm:resnet50.a1_in1k"  # NAME.TAG
+    line = refusal(capsys, ["train", "--model", "timm:vit_base"], "--model")
+    assert "did you mean timm:vit_base_patch16_224?" in line
+
+
+def test_a_torchvision_name_torchvision_does_not_list_gets_the_closest(monkeypatch):
+    package = types.ModuleType("torchvision")
+    package.models = types.SimpleNamespace(list_models=lambda: ["resnet18", "googlenet"])
+    monkeypatch.setitem(sys.modules, "torchvision", package)
+    monkeypatch.setitem(sys.modules, "torchvision.models", package.models)
+    with pytest.raises(ValueError, match="torchvision has no model 'resnet19'; did you mean"):
+        RunSpec(model="torchvision:resnet19")
+
+
+def test_pretrained_is_no_backbone_argument_and_a_refused_argument_names_the_model(
+    fake_timm, monkeypatch, tmp_path, capsys, no_training
+):
+    line = refusal(capsys, ["train", "--model", "timm:resnet18", "--model-arg", "pretrained=true"],
+                   "--model-arg")  # fmt: skip
+    assert "weights=PATH" in line
+    package = types.ModuleType("torchvision")
+
+    def get_model(arch, weights=None, **kwargs):
+        raise TypeError(
+            f"ResNet.__init__() got an unexpected keyword argument {next(iter(kwargs))!r}"
+        )
+
+    package.models = types.SimpleNamespace(get_model=get_model)
+    monkeypatch.setitem(sys.modules, "torchvision", package)
+    monkeypatch.setitem(sys.modules, "torchvision.models", package.models)
+    with pytest.raises(ValueError, match=r"model 'torchvision:resnet18' refused its arguments"):
+        build_model("torchvision:resnet18", (3, 32, 32), 8, zero_init=True)
+
+
+def test_a_builtin_model_name_and_argument_get_the_closest(capsys, no_training):
+    assert "did you mean lenet?" in refusal(capsys, ["train", "--model", "lenett"], "--model")
+    line = refusal(capsys, ["train", "--model-arg", "hiden_dims=8"], "--model-arg")
+    assert "did you mean hidden_dims?" in line
+
+
+# ---------------------------------------------------------------------------------------------
+# YAML: one line naming the file and the line
+
+
+@pytest.mark.parametrize("verb", ["train", "tune"])
+def test_a_yaml_syntax_error_is_one_line_naming_file_and_line(verb, tmp_path, capsys, no_training):
+    config = tmp_path / "run.yaml"
+    config.write_text("loss: lifted\ntrain:\n  lr: [1e-3\n  epochs: 2\n")
+    with pytest.raises(SystemExit) as stop:
+        main([verb, "--config", str(config), "--out", str(tmp_path / "out")])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"{config}, line 4" in err
+    with pytest.raises(ValueError, match=rf"{re.escape(str(config))}, line 4"):
+        TrainConfig.from_yaml(config)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "words"),
+    [
+        ("loss: lifted\ntrain:\n  epochs: 2\n  grad_clip: -1\n", 4, ["grad_clip=-1", "above 0"]),
+        ("val_fraction: 1.5\n", 1, ["val_fraction=1.5", "[0, 1)"]),
+        ("loss_args:\n  margin: .nan\n", 2, ["margin=nan", "finite"]),
+        ("train:\n  eval_metric: recall@l\n", 2, ["eval_metric='recall@l'", "recall@1?"]),
+        ("- a list\n", 1, ["not a mapping"]),
+    ],
+)
+def test_a_refused_value_in_a_config_file_names_its_line(
+    text, line, words, tmp_path, capsys, no_training
+):
+    config = tmp_path / "run.yaml"
+    config.write_text(text)
+    error = refusal(capsys, ["train", "--config", str(config)], str(config))
+    assert f"{config}, line {line}" in error and all(w in error for w in words), error
+
+
+def test_train_config_from_yaml_names_the_line_of_a_refused_value(tmp_path):
+    path = tmp_path / "train.yaml"
+    path.write_text("epochs: 3\nlr: -1e-3\n")
+    with pytest.raises(ValueError, match=rf"{re.escape(str(path))}, line 2: .*lr=-0.001"):
+        TrainConfig.from_yaml(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Upstream: HDBSCAN's cluster_selection_epsilon under NumPy 2.4 (scikit-learn #33219)
+
+
+def test_hdbscan_epsilon_failing_in_scikit_learn_says_what_to_do(monkeypatch):
+    from sklearn.cluster import HDBSCAN
+
+    from clusterable.cluster.hdbscan import hdbscan
+
+    def broken(self, x, y=None):
+        raise TypeError("only 0-dimensional arrays can be converted to Python scalars")
+
+    monkeypatch.setattr(HDBSCAN, "fit", broken)
+    points = np.random.default_rng(0).normal(size=(40, 2))
+    with pytest.raises(ValueError, match=r"#33219.*cluster_selection_epsilon=0"):
+        hdbscan(points, cluster_selection_epsilon=0.5)
+    with pytest.raises(TypeError):  # without epsilon the library's own error is not masked
+        hdbscan(points)
+
+
+def test_samplers_say_why_their_batches_hold_no_pair():
+    from clusterable.mining.samplers import (
+        ClassBalancedBatchSampler,
+        RandomBatchSampler,
+        pairs_shortfall_of_labels,
+    )
+
+    labels = np.repeat(np.arange(5), 6)
+    assert ClassBalancedBatchSampler(labels, 2, 2).pair_shortfall() is None
+    setting, why, remedy = ClassBalancedBatchSampler(labels, 1, 8).pair_shortfall()
+    assert setting == "items_per_class" and "no negative" in why and "at most 4" in remedy
+    setting, why, _ = ClassBalancedBatchSampler(labels, 5, 1).pair_shortfall()
+    assert setting == "items_per_class" and "no positive pair" in why
+    assert RandomBatchSampler(30, batch_size=1).pair_shortfall()[0] == "batch_size"
+    assert "1 class(es)" in pairs_shortfall_of_labels(np.zeros(6, dtype=int))
+    assert "holds one item" in pairs_shortfall_of_labels(np.arange(6))
+    assert pairs_shortfall_of_labels(np.array([0, 0, 1, -1])) is None
+
+
+def test_valid_edges_of_the_ranges_are_taken():
+    assert TrainConfig(eval_metric="recall@16").eval_metric == "recall@16"
+    assert TrainConfig(eval_metric="classification_accuracy", momentum=0, weight_decay=0)
+    assert TrainConfig(grad_clip="none", patience=0, eval_every=0, seed=2**32 - 1).seed
+    assert RunSpec(val_fraction=0, memory_size=0, channels=None).val_fraction == 0

@@ -1,0 +1,221 @@
+"""The seams between verbs, for each model family: a run trains and writes its report (exit 0),
+and every later verb (evaluate, embed, index, search, assign, report, export) sees the run's own
+data view, so that `evaluate RUN` reproduces the run's test table and an image embedded by `embed`
+is embedded identically as a query.
+
+Each family runs on the CPU, and on CUDA where torch sees a GPU (`make gpu-check` step a).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from clusterable.cli import main
+from clusterable.trained_run import TrainedRun
+
+#: The test table's scores that `evaluate RUN` must reproduce, at least.
+HEADLINE = ("recall@1", "map@r", "nmi", "accuracy", "f1", "ari")
+
+
+def write_photos(root: Path, splits: dict[str, int], classes: int = 3, seed: int = 0) -> Path:
+    """``root/SPLIT/classC/`` JPEGs of mixed, non-square sizes, each class its own colour."""
+    rng = np.random.default_rng(seed)
+    for split, per_class in splits.items():
+        for c in range(classes):
+            folder = root / split / f"class{c}"
+            folder.mkdir(parents=True)
+            for i in range(per_class):
+                width, height = (120, 90) if i % 2 else (70, 100)
+                tint = 70 * np.eye(3, dtype=int)[c % 3]
+                pixels = rng.integers(0, 80, (height, width, 3)) + tint
+                Image.fromarray(pixels.astype(np.uint8)).save(folder / f"{i}.jpg", quality=90)
+    return root
+
+
+FAMILIES = {
+    "digits-mlp": lambda root: ["--data", "digits", "--model", "mlp"],
+    "photos-corel-cnn-48px": lambda root: [
+        "--data",
+        f"folder:{write_photos(root / 'photos', {'train': 10, 'test': 6})}",
+        "--model",
+        "corel-cnn",
+        "--image-size",
+        "48",
+    ],
+    "query-gallery-folder": lambda root: [
+        "--data",
+        f"folder:{write_photos(root / 'photos', {'train': 10, 'query': 3, 'gallery': 4})}",
+        "--model",
+        "corel-cnn",
+        "--image-size",
+        "40",
+    ],
+}
+
+
+def backbone(model: str, size: int | None):
+    """An image backbone's family (random weights: nothing is downloaded) on non-square photos,
+    at its own input size (None) or at ``--image-size``."""
+
+    def flags(root: Path) -> list[str]:
+        photos = write_photos(root / "photos", {"train": 8, "test": 4})
+        sized = [] if size is None else ["--image-size", str(size)]
+        return ["--data", f"folder:{photos}", "--model", model, *sized]
+
+    return flags
+
+
+VISION = {
+    f"{model.replace(':', '-')}-{size or 'default'}px": (model, backbone(model, size))
+    for model in ("timm:resnet18", "torchvision:resnet18")
+    for size in (None, 96)
+}
+
+
+def _family_params() -> list:
+    """Each family on the CPU, and on CUDA (the ``cuda`` marker); backbones where their library
+    is installed (`make test-vision`, `make gpu-check`)."""
+    params = []
+    families = {name: (None, flags) for name, flags in FAMILIES.items()} | VISION
+    for name, (model, _) in sorted(families.items()):
+        library = None if model is None else model.partition(":")[0]
+        marks = []
+        if library is not None and importlib.util.find_spec(library) is None:
+            marks.append(pytest.mark.skip(reason=f"{library} is not installed (make test-vision)"))
+        params.append(pytest.param((name, "cpu"), id=f"{name}-cpu", marks=marks))
+        params.append(
+            pytest.param((name, "cuda"), id=f"{name}-cuda", marks=[*marks, pytest.mark.cuda])
+        )
+    return params
+
+
+def cli(*argv: str) -> int:
+    return main([str(a) for a in argv])
+
+
+@pytest.fixture(scope="module", params=_family_params())
+def trained(request, tmp_path_factory):
+    """A run of one family trained through the CLI on one device: its folder, its data flag and
+    the device."""
+    name, device = request.param
+    root = tmp_path_factory.mktemp(name)
+    flags = (FAMILIES[name] if name in FAMILIES else VISION[name][1])(root)
+    out = root / "run"
+    status = cli(
+        "train", *flags, "--loss", "contrastive", "--epochs", "1", "--batch-size", "16",
+        "--embedding-dim", "8", "--device", device, "--out", out, "--no-progress",
+    )  # fmt: skip
+    assert status == 0
+    return out, flags[1], torch.device(device)
+
+
+def test_train_exits_0_with_its_report(trained):
+    out, _, _ = trained
+    assert (out / "report.html").is_file() and (out / "test_metrics.json").is_file()
+    assert "<html" in (out / "report.html").read_text()[:500].lower()
+
+
+def test_evaluate_run_reproduces_the_runs_test_table(trained, tmp_path):
+    out, _, device = trained
+    assert cli("evaluate", out, "--json", tmp_path / "t.json", "--device", device.type) == 0
+    evaluated = json.loads((tmp_path / "t.json").read_text())
+    own = json.loads((out / "test_metrics.json").read_text())
+    common = sorted(set(evaluated) & set(own))
+    assert set(HEADLINE) <= set(common)
+    gaps = {name: abs(evaluated[name] - own[name]) for name in common}
+    assert max(gaps.values()) <= 1e-6, gaps
+
+
+def test_embed_and_a_query_see_the_same_view(trained, tmp_path):
+    out, _, device = trained
+    assert cli("embed", out, "--out", tmp_path / "emb", "--device", device.type) == 0
+    embedded = np.load(tmp_path / "emb" / "embeddings.npy")
+    run = TrainedRun.load(out, device=device)
+    test = run.split("test")
+    if hasattr(test.x, "paths"):
+        as_queries = run.embed([str(p) for p in test.x.paths]).embeddings
+    else:
+        as_queries = run.embed(test.x).embeddings
+    np.testing.assert_allclose(as_queries, embedded, rtol=1e-5, atol=1e-6)
+    if test.is_query is not None:  # evaluate of the saved arrays reads is_query.npy beside them
+        assert (tmp_path / "emb" / "is_query.npy").is_file()
+
+
+def test_saved_embeddings_evaluate_with_the_roles_beside_them(trained, tmp_path):
+    """`embed` writes is_query.npy for a query/gallery split; `evaluate EMB LABELS` reads it, so
+    the saved arrays score as the run's own table does."""
+    out, _, device = trained
+    emb = tmp_path / "emb"
+    assert cli("embed", out, "--out", emb, "--device", device.type) == 0
+    table = tmp_path / "t.json"
+    status = cli(
+        "evaluate", emb / "embeddings.npy", emb / "labels.npy", "--json", table,
+        "--device", device.type,
+    )  # fmt: skip
+    assert status == 0
+    evaluated, own = (
+        json.loads(table.read_text()),
+        json.loads((out / "test_metrics.json").read_text()),
+    )
+    for name in ("recall@1", "map@r"):
+        assert evaluated[name] == pytest.approx(own[name], abs=1e-6)
+
+
+def test_index_honours_the_split_for_every_data_form(trained, tmp_path):
+    out, data, device = trained
+    run = TrainedRun.load(out, device=device)
+    test = run.split("test")
+    forms = [data] + ([data.removeprefix("folder:")] if data.startswith("folder:") else [])
+    for number, form in enumerate(forms):
+        index = tmp_path / f"i{number}.npz"
+        args = ("--split", "test", "--device", device.type, "--out", index)
+        assert cli("index", out, "--data", form, *args) == 0
+        from clusterable.index import EmbeddingIndex
+
+        assert len(EmbeddingIndex.load(index)) == len(test)
+
+
+def test_report_and_export_of_the_run(trained, tmp_path):
+    out, _, device = trained
+    page = tmp_path / "again.html"
+    assert cli("report", out, "--out", page, "--device", device.type) == 0
+    assert page.is_file()
+    assert cli("export", out, "--format", "torchscript", "--out", tmp_path / "m.pt") == 0
+    described = json.loads((tmp_path / "m.pt.json").read_text())["preprocessing"]
+    run = TrainedRun.load(out, device="cpu")
+    assert described == run.view_description()
+    if run.is_image_model:
+        assert described["size"] == list(run.input_shape[1:])
+
+
+def test_plot_writes_into_the_run_folder(trained, tmp_path, monkeypatch):
+    out, _, device = trained
+    monkeypatch.chdir(tmp_path)
+    assert cli("plot", out, "--device", device.type) == 0
+    assert (out / "plots" / "tsne.png").is_file()
+    assert not (tmp_path / "plots").exists()
+
+
+def test_a_failing_report_never_fails_the_training(tmp_path, monkeypatch, capsys):
+    import clusterable.reports
+
+    def broken(*args, **kwargs):
+        raise ValueError("the page could not be drawn")
+
+    monkeypatch.setattr(clusterable.reports, "write_run_report", broken)
+    out = tmp_path / "run"
+    status = cli(
+        "train", "--data", "digits", "--epochs", "1", "--embedding-dim", "8", "--out", out,
+        "--no-progress", "--device", "cpu",
+    )  # fmt: skip
+    assert status == 0 and (out / "test_metrics.json").is_file()
+    err = capsys.readouterr().err
+    assert "the run trained, but its report failed (the page could not be drawn)" in err
+    assert f"clusterable report {out}" in err
