@@ -186,6 +186,27 @@ def test_assign_refuses_another_models_items(work, tmp_path, capsys):
     assert main(["assign", str(part), str(run), str(pngs[0])]) == 0
 
 
+def test_cluster_a_run_saves_its_model_and_scores_its_labels(work, tmp_path, capsys):
+    """`cluster RUN` clusters the split the run embeds in its own view: the partition keeps the
+    run's model (assign takes that run's items), and the split's labels score it."""
+    from clusterable.trained_run import TrainedRun
+
+    _, run, pngs = work
+    part = tmp_path / "part.npz"
+    argv = ["cluster", str(run), "--n-clusters", "10", "--out", str(tmp_path / "c.npy")]
+    assert main([*argv, "--save", str(part)]) == 0
+    printed = capsys.readouterr().out
+    assert "NMI" in printed and "k-means++ seeding" in printed
+    trained = TrainedRun.load(run, device="cpu")
+    assert Partition.load(part).model == trained.model_id
+    expected = Partition.load(part).predict(trained.embed(trained.split("test")).embeddings)
+    assert np.load(tmp_path / "c.npy").tolist() == expected.tolist()
+    assert main(["assign", str(part), str(run), str(pngs[0])]) == 0
+    saved = ["cluster", str(tmp_path / "c.npy"), "--split", "train"]
+    err = one_line_error(capsys, saved, "cluster")
+    assert "--split picks the items a run embeds" in err
+
+
 def test_export_writes_a_checked_model_with_its_description(work, tmp_path, capsys):
     _, run, _ = work
     assert (

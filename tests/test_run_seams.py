@@ -110,7 +110,7 @@ def trained(request, tmp_path_factory):
     out = root / "run"
     status = cli(
         "train", *flags, "--loss", "contrastive", "--epochs", "1", "--batch-size", "16",
-        "--embedding-dim", "8", "--device", device, "--out", out, "--no-progress",
+        "--embedding-dim", "8", "--device", device, "--out", out, "--no-progress", "--seed", "3",
     )  # fmt: skip
     assert status == 0
     return out, flags[1], torch.device(device)

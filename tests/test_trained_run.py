@@ -10,7 +10,7 @@ import torch
 from PIL import Image
 
 from clusterable.data import LabelledDataset, load_dataset
-from clusterable.device import device_scope
+from clusterable.device import detect_device
 from clusterable.index import model_checksum
 from clusterable.recipe import RunSpec, load_trained, train_run
 from clusterable.train import embed_dataset
@@ -125,8 +125,8 @@ def test_a_vector_model_refuses_images(tmp_path):
 def test_the_embedder_follows_the_device_rule(device):
     embedder = TrainedRun(torch.nn.Linear(5, 2), (5,), device=device)
     assert next(embedder.model.parameters()).device.type == device.type
-    with device_scope(device):
-        assert TrainedRun(torch.nn.Linear(5, 2), (5,)).device.type == device.type
+    auto = TrainedRun(torch.nn.Linear(5, 2), (5,))  # "auto": the detection, nothing ambient
+    assert auto.device.type == detect_device().type
     items = embedder.embed(np.ones((3, 5), dtype=np.float32), progress=False)
     assert isinstance(items.embeddings, np.ndarray) and items.embeddings.shape == (3, 2)
 

@@ -58,8 +58,11 @@ class DemoConfig:
     plots: bool = True  # t-SNE map per loss
 
 
-def train_view(name: str, train: LabelledDataset, config: DemoConfig) -> torch.nn.Module:
-    """Train a fresh MLP with loss ``name`` on ``train``; returns the model in eval mode."""
+def train_view(
+    name: str, train: LabelledDataset, config: DemoConfig, device: str = "auto"
+) -> torch.nn.Module:
+    """Train a fresh MLP with loss ``name`` on ``train`` on ``device``; returns the model in eval
+    mode."""
     spec = RunSpec(data="digits", model="mlp", loss=name, embedding_dim=config.embedding_dim)
     settings = TrainConfig(
         epochs=config.epochs,
@@ -69,6 +72,7 @@ def train_view(name: str, train: LabelledDataset, config: DemoConfig) -> torch.n
         eval_every=0,
         progress=False,
         seed=config.seed,
+        device=device,
     )
     trainer = build_trainer(spec, settings, train)
     trainer.fit()
@@ -76,19 +80,27 @@ def train_view(name: str, train: LabelledDataset, config: DemoConfig) -> torch.n
 
 
 def score_views(
-    embed: Any, views: dict[str, tuple[LabelledDataset, LabelledDataset]], seed: int
+    embed: Any,
+    views: dict[str, tuple[LabelledDataset, LabelledDataset]],
+    seed: int,
+    device: str = "auto",
 ) -> tuple[dict[str, float], np.ndarray]:
-    """The demo's columns for one loss; ``embed(view, dataset)`` gives that view's embeddings."""
+    """The demo's columns for one loss; ``embed(view, dataset)`` gives that view's embeddings.
+    The searches and k-means run on ``device``."""
     train, test = views["fine"]
     train_emb, test_emb = embed("fine", train), embed("fine", test)
-    table = evaluate_embeddings(test_emb, test.labels, ks=(1,), seed=seed)
+    table = evaluate_embeddings(test_emb, test.labels, ks=(1,), seed=seed, device=device)
     row = {c: table[c] for c in ("recall@1", "map@r", "nmi", "f1")}
-    row["knn@5"] = knn_accuracy(train_emb, train.labels, test_emb, test.labels, k=5)
+    row["knn@5"] = knn_accuracy(train_emb, train.labels, test_emb, test.labels, k=5, device=device)
     coarse_test = views["coarse"][1]
-    fine_table = evaluate_embeddings(embed("coarse", coarse_test), coarse_test.fine_labels, ks=(1,))
+    fine_table = evaluate_embeddings(
+        embed("coarse", coarse_test), coarse_test.fine_labels, ks=(1,), device=device
+    )
     row["subclass_nmi"] = fine_table["nmi"]
     unseen = views["zero-shot"][1]
-    unseen_table = evaluate_embeddings(embed("zero-shot", unseen), unseen.labels, ks=(1,))
+    unseen_table = evaluate_embeddings(
+        embed("zero-shot", unseen), unseen.labels, ks=(1,), device=device
+    )
     row["zero_shot_recall@1"] = unseen_table["recall@1"]
     row["zero_shot_nmi"] = unseen_table["nmi"]
     return {k: float(v) for k, v in row.items()}, test_emb
@@ -115,13 +127,19 @@ def markdown_table(results: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
-def run_demo(out: Path, quick: bool = False, seed: int = 0) -> dict[str, dict[str, float]]:
-    """Train, evaluate and report every loss; returns ``{loss: {column: value}}``."""
+def run_demo(
+    out: Path, quick: bool = False, seed: int = 0, device: str = "auto"
+) -> dict[str, dict[str, float]]:
+    """Train, evaluate and report every loss; returns ``{loss: {column: value}}``.
+
+    ``device``: where the models train and the searches and k-means run (``clusterable demo
+    --device``); ``"auto"``: CUDA, then MPS, then the CPU.
+    """
     with single_thread():  # batches of 120 x 64
-        return _run_demo(out, quick, seed)
+        return _run_demo(out, quick, seed, device)
 
 
-def _run_demo(out: Path, quick: bool, seed: int) -> dict[str, dict[str, float]]:
+def _run_demo(out: Path, quick: bool, seed: int, device: str) -> dict[str, dict[str, float]]:
     config = DemoConfig(epochs=2 if quick else DemoConfig.epochs, seed=seed)
     views = digits_views()
     out.mkdir(parents=True, exist_ok=True)
@@ -129,16 +147,16 @@ def _run_demo(out: Path, quick: bool, seed: int) -> dict[str, dict[str, float]]:
     def raw_pixels(view: str, dataset: LabelledDataset) -> np.ndarray:
         return dataset.features(flat=True)[0]
 
-    raw, _ = score_views(raw_pixels, views, seed)
+    raw, _ = score_views(raw_pixels, views, seed, device)
     results = {"raw pixels": {**raw, "seconds": 0.0}}
     for name in tqdm(available_losses(), desc="training each loss", unit="loss"):
         start = time.perf_counter()
-        models = {view: train_view(name, views[view][0], config) for view in views}
+        models = {view: train_view(name, views[view][0], config, device) for view in views}
 
         def trained(view: str, dataset: LabelledDataset, models=models) -> np.ndarray:
             return embed_dataset(models[view], dataset)[0]
 
-        row, test_emb = score_views(trained, views, seed)
+        row, test_emb = score_views(trained, views, seed, device)
         results[name] = {**row, "seconds": time.perf_counter() - start}
         if config.plots:
             test = views["fine"][1]

@@ -2,18 +2,13 @@
 
 ``"auto"`` picks CUDA, then Apple's MPS, then the CPU (the rule of pytorch-metric-learning's
 ``use_cuda_if_available`` and nanoGPT's single ``device`` variable, with MPS added). The choice is
-made once, at the edge: the command line's ``--device``, a
-:class:`~clusterable.train.TrainConfig`'s ``device``, an
+made at the edge: the command line's ``--device`` (every verb that runs a model, a search or a
+clustering has it, and hands it down), a :class:`~clusterable.train.TrainConfig`'s ``device``, a
 :class:`~clusterable.trained_run.TrainedRun`'s ``device``. Below the edge a function takes the
 device of the model it was given (:func:`module_device`) or an explicit argument, and ``"auto"``
-there means the detection (:func:`detect_device`), never an ambient choice: a library function
-reads its device with :func:`explicit_device` (or :func:`explicit_search_device`), from its own
-argument alone. Nothing in ``clusterable.cluster`` or ``clusterable.train`` reads
-:func:`device_scope`. Tensors come back to numpy only where numpy needs them.
-
-:func:`device_scope` and the functions that read it, :func:`resolve_device` and
-:func:`search_device` (``"auto"`` inside a scope: the scope's device), are the edge's, kept while
-the command line and the evaluation still hand their device down that way.
+there means the detection (:func:`detect_device`): there is no ambient device, so a function's
+device is read from its own arguments alone. Tensors come back to numpy only where numpy needs
+them.
 
 Under ``torchrun`` (:func:`process_device`) each process takes the GPU of its local rank, and more
 processes than GPUs is refused before any work; ``--device cpu`` trains with gloo on the CPU.
@@ -22,19 +17,13 @@ Example
 -------
 >>> resolve_device("cpu")
 device(type='cpu')
->>> with device_scope("cpu"):
-...     resolve_device("auto")
-device(type='cpu')
->>> explicit_device("cpu")
+>>> search_device("cpu")
 device(type='cpu')
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
 
 import torch
 from torch import nn
@@ -48,9 +37,6 @@ DeviceSpec = str | torch.device | None
 
 _CUDA_NAME = re.compile(r"cuda(:\d+)?")
 
-#: The edge's choice, when one was made (:func:`device_scope`).
-_CHOSEN: ContextVar[torch.device | None] = ContextVar("clusterable_device", default=None)
-
 
 def detect_device() -> torch.device:
     """CUDA when torch sees a GPU, then Apple's MPS, else the CPU."""
@@ -62,11 +48,8 @@ def detect_device() -> torch.device:
     return torch.device("cpu")
 
 
-def explicit_device(spec: DeviceSpec = "auto") -> torch.device:
-    """The ``torch.device`` that ``spec`` alone names, checked against what this machine has.
-
-    What every function below the edge uses: ``"auto"`` (or None) is :func:`detect_device`,
-    whatever :func:`device_scope` a caller entered.
+def resolve_device(spec: DeviceSpec = "auto") -> torch.device:
+    """The ``torch.device`` that ``spec`` names, checked against what this machine has.
 
     Parameters
     ----------
@@ -88,25 +71,6 @@ def explicit_device(spec: DeviceSpec = "auto") -> torch.device:
     device = spec if isinstance(spec, torch.device) else torch.device(spec.strip().lower())
     _check_present(device)
     return device
-
-
-def resolve_device(spec: DeviceSpec = "auto") -> torch.device:
-    """The edge's :func:`explicit_device`: ``"auto"`` inside :func:`device_scope` is the scope's
-    device.
-
-    For the command line and the evaluation while they hand their device down through a scope;
-    below the edge use :func:`explicit_device`.
-
-    Raises
-    ------
-    ValueError
-        As :func:`explicit_device`.
-    """
-    if _is_auto(spec):
-        chosen = _CHOSEN.get()
-        if chosen is not None:
-            return chosen
-    return explicit_device(spec)
 
 
 def _is_auto(spec: DeviceSpec) -> bool:
@@ -153,23 +117,6 @@ def _check_present(device: torch.device) -> None:
         raise ValueError(f"device {str(device)!r} is not supported; choose one of cpu, cuda, mps")
 
 
-@contextmanager
-def device_scope(spec: DeviceSpec) -> Iterator[torch.device]:
-    """Make ``spec`` (resolved once, here) what ``"auto"`` means to :func:`resolve_device` and
-    :func:`search_device` until the block ends.
-
-    The command line enters one around each verb, and the evaluation one around its search. Below
-    the edge it changes nothing: ``clusterable.cluster`` and ``clusterable.train`` take their
-    device as an argument (:func:`explicit_device`).
-    """
-    device = resolve_device(spec)
-    token = _CHOSEN.set(device)
-    try:
-        yield device
-    finally:
-        _CHOSEN.reset(token)
-
-
 def module_device(module: nn.Module) -> torch.device:
     """The device of a model's first parameter (or buffer); the CPU for one that has neither."""
     for tensor in module.parameters():
@@ -179,19 +126,13 @@ def module_device(module: nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
-def explicit_search_device(spec: DeviceSpec = "auto") -> torch.device:
-    """Where numpy points are searched and clustered for ``spec`` alone: CUDA or the CPU.
+def search_device(spec: DeviceSpec = "auto") -> torch.device:
+    """Where numpy points are searched and clustered for ``spec``: CUDA or the CPU.
 
-    ``"auto"`` is the detection (:func:`explicit_device`). MPS is left out: its ``topk`` is
+    ``"auto"`` is the detection (:func:`resolve_device`). MPS is left out: its ``topk`` is
     limited to small ``k`` and it has no float64, which the exact re-scoring needs, so a Mac
     searches on the CPU (faiss) while its model runs on MPS.
     """
-    return _searchable(explicit_device(spec))
-
-
-def search_device(spec: DeviceSpec = "auto") -> torch.device:
-    """The edge's :func:`explicit_search_device`: ``"auto"`` inside :func:`device_scope` is the
-    scope's device (CUDA, else the CPU)."""
     return _searchable(resolve_device(spec))
 
 
@@ -208,7 +149,7 @@ def process_device(spec: DeviceSpec, local_rank: int, local_world_size: int) -> 
         Before any work, if more processes run on this machine than it has GPUs, if a single GPU
         was named for several processes, or if MPS was asked for (no process group runs there).
     """
-    device = explicit_device(spec)
+    device = resolve_device(spec)
     if device.type == "mps":
         raise ValueError(
             "distributed training does not run on MPS; use --device cpu (gloo) under torchrun"

@@ -34,7 +34,7 @@ from clusterable.data import (
 from clusterable.data.registry import standard_recall_ks
 from clusterable.data.splits import check_enough_items
 from clusterable.data.transforms import backbone_preprocessing
-from clusterable.device import device_scope, module_device
+from clusterable.device import module_device
 from clusterable.evaluate import Evaluation, evaluate_embeddings, knn_accuracy
 from clusterable.losses import (
     AutoencoderLoss,
@@ -396,13 +396,6 @@ def train_run(
     With ``config.verbose``, a banner says what is trained, on what and where. Training, the
     test embeddings and their evaluation all run on ``config.device``.
     """
-    with device_scope(config.device):
-        return _train_and_test(spec, config, out, resume, overwrite)
-
-
-def _train_and_test(
-    spec: RunSpec, config: TrainConfig, out: Path | str | None, resume: bool, overwrite: bool
-) -> tuple[TrainResult, dict[str, float]]:
     main_process = os.environ.get("RANK", "0") == "0"
     if out is not None:
         out = Path(out)

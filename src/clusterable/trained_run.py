@@ -224,6 +224,15 @@ class TrainedRun:
         return int(self.config.get("seed", 0))
 
     @property
+    def recall_ks(self) -> tuple[int, ...]:
+        """The Recall@K of the run's test table: its benchmark's own, else 1, 2, 4, 8."""
+        from clusterable.data.registry import standard_recall_ks
+        from clusterable.recipe import TEST_RECALL_KS
+
+        standard = None if self.spec is None else standard_recall_ks(self.spec.data)
+        return tuple(standard or TEST_RECALL_KS)
+
+    @property
     def test_metrics(self) -> dict[str, float] | None:
         """The run's own test table (``test_metrics.json``), or None when it has none."""
         from clusterable.train.run_folder import TEST_METRICS

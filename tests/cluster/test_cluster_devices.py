@@ -1,5 +1,5 @@
 """Every clusterer that can use a GPU takes its device as an argument: ``"auto"`` is the detection,
-and no clusterer reads the ambient device of a `device_scope`.
+and a device named is the device used, whatever torch detects.
 
 This machine may have no GPU: torch is made to say it has one where a test needs the name
 accepted, and k-means' Lloyd iterations are spied on (the device they were sent to is recorded)
@@ -8,8 +8,6 @@ and run on the CPU."""
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -26,7 +24,6 @@ from clusterable.cluster import (
 )
 from clusterable.cluster._lloyd import lloyd
 from clusterable.cluster.registry import CLUSTERERS
-from clusterable.device import device_scope
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 POINTS = np.concatenate(
@@ -58,41 +55,27 @@ def lloyd_devices(monkeypatch) -> list[torch.device]:
     return seen
 
 
-@contextmanager
-def ambient(name: str) -> Iterator[None]:
-    """A `device_scope` of ``name``, entered while torch says it has two GPUs (so "cuda" is
-    accepted on a machine without one) and left open after torch tells the truth again."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(torch.cuda, "is_available", lambda: True)
-        patch.setattr(torch.cuda, "device_count", lambda: 2)
-        scope = device_scope(name)
-        scope.__enter__()
-    try:
-        yield
-    finally:
-        scope.__exit__(None, None, None)
-
-
 def test_the_registry_knows_which_clusterers_take_a_device():
     taking = [name for name in available_clusterings() if clusterer_info(name).takes_device]
     assert taking == ON_A_DEVICE
 
 
 @pytest.mark.parametrize("method", ON_A_DEVICE)
-def test_an_explicit_cpu_is_kept_inside_a_cuda_scope(method, lloyd_devices):
-    with ambient("cuda"):
-        labels = fit(POINTS, method, 3, device="cpu").labels_
+def test_an_explicit_cpu_is_kept_where_auto_would_take_a_gpu(method, detected_gpu, lloyd_devices):
+    labels = fit(POINTS, method, 3, device="cpu").labels_
     assert lloyd_devices and set(lloyd_devices) == {CPU}
     assert len(set(labels.tolist())) == 3
 
 
 @pytest.mark.parametrize("method", ON_A_DEVICE)
-def test_auto_is_the_detection_not_the_scope(method, detected_gpu, lloyd_devices):
-    # torch sees a GPU, the caller's scope says CPU: "auto" below the edge means the detection.
-    with device_scope("cpu"):
-        run_clustering(POINTS, method, 3)  # the clusterer's default, "auto"
-        run_clustering(POINTS, method, 3, device="auto")
-    assert lloyd_devices and set(lloyd_devices) == {CUDA}
+def test_auto_is_the_detection_whatever_ran_before(method, detected_gpu, lloyd_devices):
+    # torch sees a GPU; a CPU run just before leaves nothing behind: "auto" is the detection.
+    run_clustering(POINTS, method, 3, device="cpu")
+    before = len(lloyd_devices)
+    run_clustering(POINTS, method, 3)  # the clusterer's default, "auto"
+    run_clustering(POINTS, method, 3, device="auto")
+    assert set(lloyd_devices[:before]) == {CPU}
+    assert len(lloyd_devices) > before and set(lloyd_devices[before:]) == {CUDA}
 
 
 @pytest.mark.parametrize("method", ON_A_DEVICE)
@@ -103,8 +86,7 @@ def test_the_device_argument_reaches_the_kmeans_step(method, detected_gpu, lloyd
 
 
 def test_spectral_takes_its_device(detected_gpu, lloyd_devices):
-    with device_scope("cpu"):
-        labels = spectral(POINTS, 3, device="cuda:1")
+    labels = spectral(POINTS, 3, device="cuda:1")
     assert set(lloyd_devices) == {torch.device("cuda", 1)}
     assert len(set(labels.tolist())) == 3
 
@@ -166,11 +148,10 @@ def placed(x, n_clusters, seed=0, *, device="auto"):
 def test_a_users_clusterer_that_takes_a_device_is_handed_it(registry, target):
     register_clusterer("placed")(target)
     assert clusterer_info("placed").takes_device
-    with ambient("cuda:1"):
-        run_clustering(POINTS, "placed", 3, device="cpu")
-        assert target.given == "cpu"
-        run_clustering(POINTS, "placed", 3)
-        assert target.given == "auto"  # its own default; the scope is not read
+    run_clustering(POINTS, "placed", 3, device="cpu")
+    assert target.given == "cpu"
+    run_clustering(POINTS, "placed", 3)
+    assert target.given == "auto"  # its own default, for it to detect
 
 
 @pytest.mark.cuda
@@ -184,10 +165,8 @@ def test_on_a_gpu_the_argument_decides_where_kmeans_runs(method, monkeypatch):
 
     kmeans_module = importlib.import_module("clusterable.cluster.kmeans")
     monkeypatch.setattr(kmeans_module, "lloyd", passed_through)
-    with device_scope("cpu"):
-        on_gpu = fit(POINTS, method, 3, device="cuda").labels_
-    with device_scope("cuda"):
-        on_cpu = fit(POINTS, method, 3, device="cpu").labels_
+    on_gpu = fit(POINTS, method, 3, device="cuda").labels_
+    on_cpu = fit(POINTS, method, 3, device="cpu").labels_
     assert {where.type for where in seen} == {"cuda", "cpu"}
     assert seen[0].type == "cuda" and seen[-1].type == "cpu"
     np.testing.assert_array_equal(on_gpu, on_cpu)  # three groups far apart: one partition

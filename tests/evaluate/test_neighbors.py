@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 
-from clusterable.device import device_scope
 from clusterable.evaluate import _host_search, neighbors
 from clusterable.evaluate.neighbors import faiss_available, knn_search
 
@@ -97,8 +96,8 @@ def test_auto_falls_back_to_torch(monkeypatch):
     x = np.random.default_rng(6).standard_normal((80, 5))
     expected = knn_search(x, 4, backend="torch")[1]
     monkeypatch.setattr(neighbors, "faiss_available", lambda: False)
-    with device_scope("cpu"):  # on a GPU machine auto means CUDA
-        np.testing.assert_array_equal(knn_search(x, 4)[1], expected)
+    # On the CPU (on a GPU machine "auto" would mean CUDA): without faiss, torch searches.
+    np.testing.assert_array_equal(knn_search(x, 4, device="cpu")[1], expected)
 
 
 def test_k_equal_to_all_others():
@@ -271,8 +270,7 @@ def test_auto_searches_on_the_gpu_when_torch_sees_one(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert neighbors._resolve("auto") == "cuda"
     assert neighbors._resolve("auto", "cpu") == on_cpu  # the device given, not the detection
-    with device_scope("cpu"):  # a device chosen elsewhere is not read: auto is the detection
-        assert neighbors._resolve("auto") == "cuda"
+    assert neighbors._resolve("auto") == "cuda"  # the CPU named before is not remembered
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert neighbors._resolve("auto") == on_cpu
     with pytest.raises(ValueError, match="GPU"):

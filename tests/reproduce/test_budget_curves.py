@@ -83,20 +83,26 @@ def test_gap_is_a_minus_b(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     except FileNotFoundError as error:
         pytest.skip(f"Fashion-MNIST is not installed: {error}")
 
+    devices = set()  # where each training and scoring was told to run
+
     def fake_training(spec, config, train, eval_sets):
+        devices.add(config.device)
         value = FAKE_SCORE[(spec.loss, spec.autoencoder)]
         return [np.full((len(ds), 2), value) for ds in eval_sets]
 
-    def fake_zero_shot(embedding, labels, *, spectral, seed):
+    def fake_zero_shot(embedding, labels, *, spectral, seed, device):
+        devices.add(device)
         return {"nmi": embedding[0, 0] + SC_BONUS * spectral, "recall@1": 2 * embedding[0, 0]}
 
-    def fake_subclass(embedding, fine_labels, n_subclasses, seed):
+    def fake_subclass(embedding, fine_labels, n_subclasses, seed, device):
+        devices.add(device)
         return {"nmi": embedding[0, 0], "accuracy": 0.5 * embedding[0, 0]}
 
     monkeypatch.setattr(budget_curves, "trained_embeddings", fake_training)
     monkeypatch.setattr(budget_curves, "zero_shot_scores", fake_zero_shot)
     monkeypatch.setattr(budget_curves, "subclass_scores", fake_subclass)
-    report = run_experiment("budget-curves", Budget(mode="quick", folder=tmp_path))
+    report = run_experiment("budget-curves", Budget(mode="quick", folder=tmp_path, device="cpu"))
+    assert devices == {"cpu"}  # the budget's device, handed to every step
 
     def difference(a: tuple[str, bool], b: tuple[str, bool]) -> float:
         return FAKE_SCORE[a] - FAKE_SCORE[b]

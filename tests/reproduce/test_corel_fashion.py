@@ -131,7 +131,7 @@ def test_the_lambda_of_best_validation_accuracy_is_kept(monkeypatch) -> None:
     runs = corel_fashion.Runs(plan, data, data)
     accuracy = {0.003: 0.4, 0.03: 0.6, 0.5: 0.7, 0.9: 0.7}  # a tie goes to the first value
 
-    def trained(model, loss, lam, train, val, epochs, seed):
+    def trained(model, loss, lam, train, val, epochs, seed, device):
         return corel_fashion.Trained(None, None, accuracy[lam], 1, 0.0)
 
     monkeypatch.setattr(corel_fashion, "train_once", trained)

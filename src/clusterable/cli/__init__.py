@@ -76,15 +76,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     # What the verb runs, imported once the command line is read: `--help` has exited by now.
-    from clusterable.device import device_scope
+    from clusterable.device import resolve_device
     from clusterable.train.checkpoint import CheckpointWriteError
     from clusterable.train.run_folder import RunFolderError, describe_os_error
 
+    device = getattr(args, "device", None)
+    try:
+        resolve_device(device)  # named before any work; each handler hands it down itself
+    except ValueError as error:
+        parser.exit(2, f"clusterable {args.command}: error: --device {device}: {error}\n")
     with warnings.catch_warnings():
         warnings.showwarning = _one_line_warning
         try:
-            with device_scope(getattr(args, "device", None)):
-                return args.handler(args)
+            return args.handler(args)
         except (RunFolderError, CheckpointWriteError, FileNotFoundError) as error:
             parser.exit(2, f"clusterable {args.command}: error: {error}\n")
         except OSError as error:

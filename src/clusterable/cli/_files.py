@@ -107,6 +107,13 @@ def load_run(source: str | Path, args: argparse.Namespace) -> TrainedRun:
     return TrainedRun.load(source, device=getattr(args, "device", None) or "auto")
 
 
+def seed_of(args: argparse.Namespace, source: Embedded) -> int:
+    """``--seed``, else the run's own seed (its test table's), else 0 for saved arrays."""
+    if args.seed is not None:
+        return int(args.seed)
+    return 0 if source.run is None else source.run.seed
+
+
 def embeddings_of(args: argparse.Namespace) -> Embedded:
     """Embeddings and labels from ``EMB.npy LABELS.npy``, or a split embedded by a trained run in
     its own view (:meth:`clusterable.trained_run.TrainedRun.split`, its model loaded once)."""

@@ -35,6 +35,23 @@ class Listing:
         return list(self.ask(sys.modules[self.module]))
 
 
+#: The metric registry's names, in table order, and those the default table leaves out.
+METRIC_NAMES = (
+    "recall@k",
+    "precision@1",
+    "map@r",
+    "r_precision",
+    "nmi",
+    "precision",
+    "recall",
+    "f1",
+    "accuracy",
+    "ari",
+    "v_measure",
+    "silhouette",
+)
+OFF_BY_DEFAULT = ("v_measure",)
+
 LISTINGS: dict[str, Listing] = {
     "datasets": Listing(
         "clusterable.data",
@@ -101,59 +118,19 @@ LISTINGS: dict[str, Listing] = {
     ),
     # Every name ``evaluate_embeddings(metrics=...)`` accepts, in table order.
     "metrics": Listing(
-        "clusterable.evaluate.registry",
-        lambda m: m.available_metrics(),
-        (
-            "recall@k",
-            "precision@1",
-            "map@r",
-            "r_precision",
-            "nmi",
-            "precision",
-            "recall",
-            "f1",
-            "accuracy",
-            "ari",
-            "v_measure",
-            "silhouette",
-        ),
+        "clusterable.evaluate.registry", lambda m: m.available_metrics(), METRIC_NAMES
     ),
     # The default table's metrics (``metrics=None``).
     "default metrics": Listing(
         "clusterable.evaluate.registry",
         lambda m: m.select_metrics(None),
-        (
-            "recall@k",
-            "precision@1",
-            "map@r",
-            "r_precision",
-            "nmi",
-            "precision",
-            "recall",
-            "f1",
-            "accuracy",
-            "ari",
-            "silhouette",
-        ),
+        tuple(name for name in METRIC_NAMES if name not in OFF_BY_DEFAULT),
     ),
     # The keys a table can hold (``recall@K``), as ``tune --metric`` names them.
     "table keys": Listing(
         "clusterable.evaluate.registry",
         lambda m: m.table_keys(),
-        (
-            "recall@K",
-            "precision@1",
-            "map@r",
-            "r_precision",
-            "nmi",
-            "precision",
-            "recall",
-            "f1",
-            "accuracy",
-            "ari",
-            "v_measure",
-            "silhouette",
-        ),
+        tuple("recall@K" if name == "recall@k" else name for name in METRIC_NAMES),
     ),
     "experiments": Listing(
         "clusterable.reproduce",

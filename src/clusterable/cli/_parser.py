@@ -36,7 +36,8 @@ class Verbs:
     the verb runs among `DEVICE_WORK`; a verb that runs any of it takes ``--device``.
     ``run_settings``: the verb's ``--seed`` and ``--device`` are generated run settings, the
     TrainConfig fields of those names (`clusterable.cli._settings.add_run_flags`), not the
-    factory's.
+    factory's. ``seed_of_run``: the verb takes a run or saved arrays, and ``--seed`` defaults to
+    the run's own seed (so that ``evaluate RUN`` clusters as the run's test table did).
     """
 
     def __init__(self, subparsers: Any) -> None:
@@ -53,6 +54,7 @@ class Verbs:
         *,
         runs: Iterable[str] = (),
         run_settings: bool = False,
+        seed_of_run: bool = False,
     ) -> argparse.ArgumentParser:
         work = frozenset(runs)
         if not work <= DEVICE_WORK:
@@ -69,9 +71,13 @@ class Verbs:
             return sub
         if work:
             sub.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default: auto)")
-        sub.add_argument(
-            "--seed", type=seed, default=0, help="seed of random steps (default: %(default)s)"
-        )
+        if seed_of_run:  # None: the run's own seed (`clusterable.cli._files.seed_of`)
+            help = "seed of random steps (default: a run's own seed; 0 for saved arrays)"
+            sub.add_argument("--seed", type=seed, default=None, help=help)
+        else:
+            sub.add_argument(
+                "--seed", type=seed, default=0, help="seed of random steps (default: %(default)s)"
+            )
         return sub
 
 

@@ -15,7 +15,9 @@ from clusterable.cli._files import (
     embeddings_of,
     load_array,
     load_labels,
+    load_run,
     roles_beside,
+    seed_of,
     write_json,
 )
 from clusterable.cli._flag_types import ks_list
@@ -24,6 +26,10 @@ from clusterable.cli._parser import Verbs
 
 if TYPE_CHECKING:
     import numpy as np
+
+
+#: Recall@K of ``evaluate`` on saved arrays (a run's own are its test table's).
+DEFAULT_KS = (1, 2, 4, 8)
 
 
 def partition_scores() -> list[str]:
@@ -57,28 +63,47 @@ def command_evaluate(args: argparse.Namespace) -> int:
     keep = labelled_mask(source.labels)
     embeddings, labels = source.embeddings[keep], source.labels[keep]
     queries = query_roles(args, source)
+    queries = None if queries is None else queries[keep]
+    metrics, ks, notes = table_asked(args, source, labels, queries)
     k = None
-    if "partition" in needs_of(select_metrics(args.metrics)):  # the flags checked, in its words
+    if "partition" in needs_of(select_metrics(metrics)):  # the flags checked, in its words
         k = clusters_to_ask(args.clustering, args.n_clusters, labels, len(embeddings))
     table = evaluate_embeddings(
         embeddings,
         labels,
-        metrics=args.metrics,
+        metrics=metrics,
         clustering=args.clustering,
         n_clusters=k,
-        ks=tuple(int(value) for value in args.ks.split(",")),
-        seed=args.seed,
-        queries=None if queries is None else queries[keep],
-        device=getattr(args, "device", None) or "auto",
+        ks=ks,
+        seed=seed_of(args, source),
+        queries=queries,
+        device=args.device,
     )
     heading = f"evaluated: {len(labels)} items"
     if table.partition is not None:  # the partition the scores were computed on
         heading = partition_heading(table.partition, len(labels), "evaluated")
     if queries is not None:
-        heading += f"; retrieval: {int(queries[keep].sum())} queries ranking the gallery"
-    print(format_metric_table(table, heading))
+        heading += f"; retrieval: {int(queries.sum())} queries ranking the gallery"
+    print(format_metric_table(table, heading, notes=notes))
     write_json(table, args.json)
     return 0
+
+
+def table_asked(
+    args: argparse.Namespace, source: Embedded, labels: np.ndarray, queries: np.ndarray | None
+) -> tuple[list[str] | None, tuple[int, ...], list[str]]:
+    """``(metrics, ks, notes)`` to evaluate: the flags where given; else the run's own test
+    table (its benchmark's Recall@K), less what the items cannot answer, each with a note, as
+    the run's table left it out (`clusterable.train.answerable`)."""
+    from clusterable.train.answerable import answerable_table
+
+    wanted = source.run.recall_ks if source.run is not None else DEFAULT_KS
+    ks = wanted if args.ks is None else tuple(int(value) for value in args.ks.split(","))
+    if args.metrics is not None or args.ks is not None:
+        return args.metrics, ks, []
+    gallery = None if queries is None else int((~queries).sum())
+    table = answerable_table(labels, ks, candidates=gallery)
+    return table.metrics, table.ks, table.notes
 
 
 def query_roles(args: argparse.Namespace, source: Embedded) -> np.ndarray | None:
@@ -107,6 +132,7 @@ def add_evaluate(verbs: Verbs) -> argparse.ArgumentParser:
         "clusterable evaluate emb.npy labels.npy --clustering spectral --json table.json",
         command_evaluate,
         runs=("model", "search", "clustering"),
+        seed_of_run=True,
     )
     add_source(evaluate)
     metrics, default = registry_names("metrics"), registry_names("default metrics")
@@ -127,7 +153,11 @@ def add_evaluate(verbs: Verbs) -> argparse.ArgumentParser:
         "find their own)",
     )
     evaluate.add_argument(
-        "--ks", type=ks_list, default="1,2,4,8", help="Recall@K list (default: %(default)s)"
+        "--ks",
+        type=ks_list,
+        help="Recall@K list (default: a run's own test table's, e.g. 1,10,100,1000 for SOP; "
+        f"{','.join(str(k) for k in DEFAULT_KS)} for saved arrays; without --ks and --metrics, "
+        "what a small set cannot answer is left out with a note)",
     )
     evaluate.add_argument(
         "--queries",
@@ -183,11 +213,10 @@ def command_cluster(args: argparse.Namespace) -> int:
     from clusterable.metric_table import clustering_heading, format_metric_table
     from clusterable.train.run_folder import check_parent_writable
 
-    embeddings = load_array(args.embeddings, "embeddings")
-    labels = None if args.labels is None else load_labels(args.labels, len(embeddings), "--labels")
     check_parent_writable(args.out)
     if args.save:
         check_parent_writable(args.save)
+    embeddings, labels, model_id = _points_to_cluster(args)
     k = clusters_to_ask(args.clustering, args.n_clusters, labels, len(embeddings), announce=True)
     # k-means by the one rule `evaluate` uses too (seeding, restarts), stated under the table.
     rule = kmeans_rule(k) if canonical_clustering(args.clustering) == "kmeans" else {}
@@ -199,10 +228,7 @@ def command_cluster(args: argparse.Namespace) -> int:
         k = partition.n_clusters
         print(f"n_clusters = {k}: chosen by {clusterer_info(args.clustering).auto}")
     if args.save:
-        from clusterable.trained_run import ModelIdentity
-
-        identity = ModelIdentity.beside(args.embeddings)  # assign refuses other models' items
-        partition.model = None if identity is None else identity.model
+        partition.model = model_id  # assign refuses another model's items
         print(f"saved the partition ({partition.RULE}) to {partition.save(args.save)}")
     out = Path(args.out)
     np.save(out, clusters)
@@ -224,15 +250,52 @@ def command_cluster(args: argparse.Namespace) -> int:
     return 0
 
 
+def _points_to_cluster(
+    args: argparse.Namespace,
+) -> tuple[np.ndarray, np.ndarray | None, str | None]:
+    """``(embeddings, labels or None, checksum of the model that made them or None)``: a saved
+    ``.npy`` (its ``--labels``, the model its ``model.json`` names), or a split a run embeds in
+    its own view (its labels unless ``--labels``)."""
+    from clusterable.trained_run import ModelIdentity
+
+    source = Path(args.embeddings)
+    if source.is_dir():
+        run = load_run(source, args)
+        dataset = run.split(args.split or "test", args.data, args.root)
+        embeddings = run.embed(dataset).embeddings
+        labels = dataset.labels
+        model_id = run.model_id
+    else:
+        for flag in ("data", "root", "split"):
+            if getattr(args, flag) is not None:
+                raise ValueError(
+                    f"--{flag} picks the items a run embeds; {source} holds embeddings already: "
+                    f"drop --{flag}, or give a run folder"
+                )
+        embeddings = load_array(source, "embeddings")
+        identity = ModelIdentity.beside(source)
+        labels, model_id = None, None if identity is None else identity.model
+    if args.labels is not None:
+        labels = load_labels(args.labels, len(embeddings), "--labels")
+    return embeddings, labels, model_id
+
+
 def add_cluster(verbs: Verbs) -> argparse.ArgumentParser:
     cluster = verbs(
         "cluster",
-        f"partition saved embeddings: {', '.join(registry_names('clustering labels'))}",
+        "partition saved embeddings, or a split a trained run embeds: "
+        f"{', '.join(registry_names('clustering labels'))}",
         "clusterable cluster emb.npy --clustering spectral --n-clusters 10 --labels labels.npy",
         command_cluster,
-        runs=("clustering",),
+        runs=("model", "clustering"),
     )
-    cluster.add_argument("embeddings", help="(n, d) .npy file")
+    cluster.add_argument(
+        "embeddings",
+        help="(n, d) .npy file, or a run folder whose model embeds a split (scored by its labels)",
+    )
+    cluster.add_argument("--data", help="with a run: dataset to embed (default: the run's)")
+    cluster.add_argument("--root", help="with a run: folder of the dataset's files")
+    cluster.add_argument("--split", help="with a run: dataset split (default: test)")
     _add_clustering(cluster, "the partition method")
     cluster.add_argument(
         "--n-clusters",
@@ -271,7 +334,7 @@ def command_plot(args: argparse.Namespace) -> int:
             source.labels,
             out / "tsne.png",
             subclasses=source.fine_labels,
-            seed=args.seed,
+            seed=seed_of(args, source),
             class_names=names,
             subclass_names=fine_names,
         )
@@ -288,7 +351,7 @@ def command_plot(args: argparse.Namespace) -> int:
                 source.embeddings,
                 source.labels,
                 out / "retrieval.png",
-                seed=args.seed,
+                seed=seed_of(args, source),
                 class_names=names,
             )
         )
@@ -310,6 +373,7 @@ def add_plot(verbs: Verbs) -> argparse.ArgumentParser:
         "PNG figures: t-SNE by class and sub-class, training curves, retrieval grid for images",
         "clusterable plot runs/digits-lifted --out plots/",
         command_plot,
+        seed_of_run=True,
         runs=("model",),
     )
     add_source(plot)

@@ -15,7 +15,7 @@ def command_demo(args: argparse.Namespace) -> int:
     from clusterable.demo import run_demo
     from clusterable.train.run_folder import check_writable
 
-    run_demo(check_writable(args.out), quick=args.quick, seed=args.seed)
+    run_demo(check_writable(args.out), quick=args.quick, seed=args.seed, device=args.device)
     return 0
 
 
@@ -41,11 +41,13 @@ def command_reproduce(args: argparse.Namespace) -> int:
         if args.from_json:
             reports = write_summary(out)
         else:
-            reports = run_all(mode, args.seeds, out, first_seed=args.seed)
+            reports = run_all(mode, args.seeds, out, first_seed=args.seed, device=args.device)
         print(f"wrote {out.with_suffix('.md')} and {len(reports)} experiment folders in {out}")
         return 0
     folder = out / args.experiment
-    budget = Budget(mode=mode, seeds=args.seeds, folder=folder, first_seed=args.seed)
+    budget = Budget(
+        mode=mode, seeds=args.seeds, folder=folder, first_seed=args.seed, device=args.device
+    )
     report = run_experiment(args.experiment, budget)
     print(report.markdown())
     print(f"wrote {folder / 'results.md'} and {folder / 'results.json'}")

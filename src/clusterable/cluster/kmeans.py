@@ -42,7 +42,7 @@ from clusterable.cluster.auto import (
 )
 from clusterable.cluster.partition import NearestCentrePartition, member_means
 from clusterable.cluster.registry import Clusterer, register_clusterer, run_clustering
-from clusterable.device import DeviceSpec, check_device_name, explicit_search_device
+from clusterable.device import DeviceSpec, check_device_name, search_device
 
 #: Lloyd iterations (assignments) at most, and restarts, by default.
 MAX_ITER = 50
@@ -95,7 +95,7 @@ def kmeans(
         retrieval test sets, gives as good a partition (what `evaluate_embeddings` uses).
     device : torch.device or str, optional
         Where the assignments run: ``"cpu"`` (faiss), a CUDA device (torch), or ``"auto"``
-        (:func:`clusterable.device.explicit_search_device`: CUDA where torch sees a GPU, the CPU
+        (:func:`clusterable.device.search_device`: CUDA where torch sees a GPU, the CPU
         otherwise, MPS included). This argument alone decides: no ambient device is read.
     neighbours : array-like of int, optional
         ``(n, m)`` each point's nearest other points, nearest first, such as a kNN search already
@@ -176,7 +176,7 @@ class KMeansClusterer(Clusterer):
         self.max_clusters, self.sample_size = int(max_clusters), int(sample_size)
 
     def cluster(self, points: np.ndarray) -> np.ndarray:
-        device = explicit_search_device(self.device)
+        device = search_device(self.device)
         neighbours = None
         if self.neighbours is not None:
             neighbours = _check_neighbours(self.neighbours, points.shape[0])

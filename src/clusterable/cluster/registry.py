@@ -20,7 +20,7 @@ the points once, decides the number of clusters by the one rule :func:`resolve_n
 checks the options against the estimator's keywords, hands ``device`` to the estimators that
 take one (the others run on the CPU), and calls the estimator, whose core assumes valid input.
 No clusterer reads an ambient device: ``device="auto"`` is the detection
-(:func:`clusterable.device.explicit_device`). The evaluation, the command line's choices,
+(:func:`clusterable.device.resolve_device`). The evaluation, the command line's choices,
 ``assign`` and the reports all read this registry: a clusterer registered by a user is
 everywhere at once, and nothing falls back to k-means. A plain function
 ``f(x, [k], [seed=], **options) -> ids`` may be registered too (:func:`register_clusterer`); its

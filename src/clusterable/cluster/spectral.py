@@ -13,7 +13,7 @@ from clusterable.cluster.auto import AUTO_MAX_CLUSTERS, by_eigengap, check_auto_
 from clusterable.cluster.kmeans import MAX_ITER, N_INIT, kmeans_restarts
 from clusterable.cluster.partition import NearestCentrePartition, member_means
 from clusterable.cluster.registry import Clusterer, register_clusterer, run_clustering
-from clusterable.device import DeviceSpec, check_device_name, explicit_search_device
+from clusterable.device import DeviceSpec, check_device_name, search_device
 
 
 def spectral_embedding(x: np.ndarray, rank: int | None = None) -> np.ndarray:
@@ -236,7 +236,7 @@ class SpectralClusterer(Clusterer):
                 f"clustering has nothing to partition into {k} clusters; use k=1 or check the "
                 "embeddings"
             )
-        device = explicit_search_device(self.device)
+        device = search_device(self.device)
         labels = kmeans_restarts(
             embedding, k, self.seed, N_INIT, MAX_ITER, "k-means++", device, None
         )

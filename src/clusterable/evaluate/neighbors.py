@@ -34,7 +34,7 @@ float32) is searched again over every reference in float64 (`_exact_nearest`), s
 exact however many points float32 cannot tell apart.
 
 The device is an argument of every search (``device``, read by
-`clusterable.device.explicit_search_device`): ``"auto"`` means the detection (CUDA when torch sees
+`clusterable.device.search_device`): ``"auto"`` means the detection (CUDA when torch sees
 a GPU), never a choice made elsewhere.
 """
 
@@ -47,7 +47,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from clusterable.device import DeviceSpec, explicit_device, explicit_search_device
+from clusterable.device import DeviceSpec, resolve_device, search_device
 from clusterable.evaluate._host_search import (
     _FAISS_CHUNK,
     DistanceBlocks,
@@ -98,16 +98,16 @@ _CUDA_BLOCK = 1 << 28
 
 
 def _resolve(backend: str, device: DeviceSpec = "auto") -> str:
-    """``backend`` with ``"auto"`` decided by ``device`` (`explicit_search_device`): ``"cuda"``
+    """``backend`` with ``"auto"`` decided by ``device`` (`search_device`): ``"cuda"``
     for a GPU, else ``"faiss"`` when installed, else ``"torch"``."""
     if backend == "auto":
-        if explicit_search_device(device).type == "cuda":
+        if search_device(device).type == "cuda":
             return "cuda"
         return "faiss" if faiss_available() else "torch"
     if backend not in ("faiss", "torch", "cuda"):
         raise ValueError(f"backend must be 'auto', 'faiss', 'torch' or 'cuda', got {backend!r}.")
     if backend == "cuda":
-        explicit_device("cuda")  # the device rule's error where torch sees no GPU
+        resolve_device("cuda")  # the device rule's error where torch sees no GPU
     return backend
 
 
@@ -119,7 +119,7 @@ def search_device_of(backend: str, device: DeviceSpec = "auto") -> torch.device 
         return None
     if resolved == "torch":
         return torch.device("cpu")
-    chosen = explicit_search_device(device)
+    chosen = search_device(device)
     return chosen if chosen.type == "cuda" else torch.device("cuda")
 
 
@@ -266,7 +266,7 @@ def iter_knn(
         importable, else with torch on the CPU. All give the same neighbours (see module
         docstring): only the ``(c, k)`` neighbours and their distances come back from the GPU.
     device : str or torch.device
-        Where ``backend="auto"`` searches (`explicit_search_device`): a CUDA device, or the CPU;
+        Where ``backend="auto"`` searches (`search_device`): a CUDA device, or the CPU;
         ``"auto"``: a GPU when torch sees one.
     chunk_size : int, optional
         Queries per chunk. Memory beyond the inputs is ``O(chunk_size * (k + n))`` for the torch

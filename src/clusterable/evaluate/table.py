@@ -233,7 +233,7 @@ def evaluate_embeddings(
         flags of the whole set (the shards in rank order), whose search every rank then runs.
     device : str or torch.device
         Where the kNN search and k-means run: a CUDA device, or the CPU (faiss); ``"auto"``: a
-        GPU when torch sees one (`clusterable.device.explicit_search_device`; no device chosen
+        GPU when torch sees one (`clusterable.device.search_device`; no device chosen
         elsewhere is read).
     process_group : torch.distributed.ProcessGroup or True, optional
         Evaluate the set whose shards the ranks of this group hold (``True``: the default

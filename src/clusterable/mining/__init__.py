@@ -1,10 +1,10 @@
 """Choosing what a loss looks at: in-batch triplet mining and batch samplers."""
 
-from clusterable.mining.samplers import (
+from clusterable.mining.hard_negatives import PairsWithHardNegativesSampler  # registers it
+from clusterable.mining.samplers import (  # the registry and the plain samplers first
     SAMPLERS,
     ClassBalancedBatchSampler,
     DistributedBatchSampler,
-    PairsWithHardNegativesSampler,
     RandomBatchSampler,
     SamplerSettings,
     available_samplers,

@@ -43,10 +43,14 @@ __all__ = [
 ]
 
 
-def run_all(mode: str, seeds: int | None, out: Path, first_seed: int = 0) -> list[ExperimentReport]:
-    """Run every experiment into ``out/NAME/``, then :func:`write_summary`."""
+def run_all(
+    mode: str, seeds: int | None, out: Path, first_seed: int = 0, device: str = "auto"
+) -> list[ExperimentReport]:
+    """Run every experiment into ``out/NAME/`` on ``device``, then :func:`write_summary`."""
     for name in EXPERIMENTS:  # registration order
-        budget = Budget(mode=mode, seeds=seeds, folder=out / name, first_seed=first_seed)
+        budget = Budget(
+            mode=mode, seeds=seeds, folder=out / name, first_seed=first_seed, device=device
+        )
         run_experiment(name, budget)
     return write_summary(out)
 

@@ -29,6 +29,7 @@ import numpy as np
 from clusterable.cluster import kmeans
 from clusterable.cluster.kmeans import MAX_ITER, N_INIT
 from clusterable.data import LabelledDataset, first_per_class
+from clusterable.device import DeviceSpec
 from clusterable.evaluate import cluster_accuracy, nmi
 from clusterable.recipe import RunSpec, build_trainer
 from clusterable.reproduce.experiment import Budget
@@ -256,9 +257,13 @@ def tune_method(
 
 
 def subclass_scores(
-    embedding: np.ndarray, subclasses: np.ndarray, n_subclasses: int, seed: int
+    embedding: np.ndarray,
+    subclasses: np.ndarray,
+    n_subclasses: int,
+    seed: int,
+    device: DeviceSpec = "auto",
 ) -> dict[str, float]:
-    """k-means (``k = n_subclasses``) of an embedding scored against the sub-classes the
-    network never saw: NMI and Hungarian accuracy (MsDNN Table I, Fig. 1)."""
-    clusters = kmeans(embedding, n_subclasses, seed=seed)
+    """k-means (``k = n_subclasses``, on ``device``) of an embedding scored against the
+    sub-classes the network never saw: NMI and Hungarian accuracy (MsDNN Table I, Fig. 1)."""
+    clusters = kmeans(embedding, n_subclasses, seed=seed, device=device)
     return {"nmi": nmi(subclasses, clusters), "accuracy": cluster_accuracy(subclasses, clusters)}

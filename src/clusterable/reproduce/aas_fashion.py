@@ -133,7 +133,8 @@ def aas_fashion(budget: Budget) -> ExperimentReport:
         start = time.perf_counter()
         points, labels = image_tsne(n_images, seed)
         timings["tsne"].append(time.perf_counter() - start)
-        runs[kmeans_name].append(partition_scores(labels, kmeans(points, 10, seed=seed)))
+        clusters = kmeans(points, 10, seed=seed, device=budget.device)
+        runs[kmeans_name].append(partition_scores(labels, clusters))
         for name, parameters, _ in settings:
             clusters = aas(points, **parameters)
             runs[name].append(partition_scores(labels, clusters))
@@ -154,7 +155,7 @@ def aas_fashion(budget: Budget) -> ExperimentReport:
                     headline_clusters,
                     f"AAS (eps 0.9, theta_min 5): {headline_clusters.max() + 1} clusters",
                 ),
-                (kmeans(points, 10, seed=seed), "k-means (k = 10)"),
+                (kmeans(points, 10, seed=seed, device=budget.device), "k-means (k = 10)"),
             ]
             plot_partitions(points, panels, budget.folder / PLOT)
 

@@ -80,7 +80,7 @@ def aas_synthetic(budget: Budget) -> ExperimentReport:
     for seed in seeds:
         data = crescents_and_gaussians(seed=seed)
         shapes = labelled_mask(data.labels)  # the 900 crescent and Gaussian points
-        found = {KMEANS: kmeans(data.x, 6, seed=seed)}
+        found = {KMEANS: kmeans(data.x, 6, seed=seed, device=budget.device)}
         found |= {name: aas(data.x, **setting) for name, setting in AAS_SETTINGS.items()}
         for name, clusters in found.items():
             scores = partition_scores(data.labels, clusters)

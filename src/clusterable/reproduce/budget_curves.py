@@ -213,12 +213,13 @@ def _first_items(ds: LabelledDataset, items: int | None) -> LabelledDataset:
 
 
 def _zero_shot_round(
-    data: _Data, point: BudgetPoint, seed: int, model: str, model_args: dict
+    data: _Data, point: BudgetPoint, seed: int, model: str, model_args: dict, device: str = "auto"
 ) -> dict[str, dict[str, float]]:
-    """Scores of every zero-shot method at one budget point and seed (zero-shot-fashion's run)."""
+    """Scores of every zero-shot method at one budget point and seed (zero-shot-fashion's run),
+    on ``device``."""
     train = _first_items(data.zero_shot_train, point.train_items)
     test = data.zero_shot_test
-    config = zero_shot_config(point.epochs, seed)
+    config = zero_shot_config(point.epochs, seed, device)
     scores = {}
     for key, loss, loss_args, dim, normalize, with_sc in _ZERO_SHOT_METHODS:
         spec = RunSpec(
@@ -234,17 +235,18 @@ def _zero_shot_round(
         variants = {" with SC": True, " without SC": False} if with_sc else {"": False}
         for suffix, spectral in variants.items():
             scores[key + suffix] = zero_shot_scores(
-                embedding, test.labels, spectral=spectral, seed=seed
+                embedding, test.labels, spectral=spectral, seed=seed, device=device
             )
     return scores
 
 
 def _subclass_round(
-    data: _Data, point: BudgetPoint, seed: int, model: str, model_args: dict
+    data: _Data, point: BudgetPoint, seed: int, model: str, model_args: dict, device: str = "auto"
 ) -> dict[str, dict[str, float]]:
-    """Scores of MsDNN and MsDNN-AE at one budget point and seed (msdnn-subclass's run)."""
+    """Scores of MsDNN and MsDNN-AE at one budget point and seed (msdnn-subclass's run), on
+    ``device``."""
     train = coarse_labels(_first_items(data.subclass_train, point.train_items), MSDNN_COARSE)
-    config = subclass_config(point.epochs, seed)
+    config = subclass_config(point.epochs, seed, device)
     msdnn = RunSpec(
         data="fashion-mnist",
         labels="coarse",
@@ -260,7 +262,7 @@ def _subclass_round(
     scores = {}
     for key, spec in (("MsDNN", msdnn), ("MsDNN-AE", autoencoder)):
         (embedding,) = trained_embeddings(spec, config, train, [train])
-        scores[key] = subclass_scores(embedding, train.fine_labels, SUBCLASSES, seed)
+        scores[key] = subclass_scores(embedding, train.fine_labels, SUBCLASSES, seed, device)
     return scores
 
 
@@ -278,8 +280,8 @@ def budget_curves(budget: Budget) -> ExperimentReport:
             scores.append([])
             for seed in seeds:
                 start = time.perf_counter()
-                round_scores = _zero_shot_round(data, point, seed, **network)
-                round_scores |= _subclass_round(data, point, seed, **network)
+                round_scores = _zero_shot_round(data, point, seed, **network, device=budget.device)
+                round_scores |= _subclass_round(data, point, seed, **network, device=budget.device)
                 scores[-1].append(round_scores)
                 print(
                     f"budget-curves: {point.label}, seed {seed}: "

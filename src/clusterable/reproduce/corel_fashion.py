@@ -31,6 +31,7 @@ from torch import nn
 from clusterable._threads import single_thread
 from clusterable.cluster import gmm, kmeans
 from clusterable.data import LabelledDataset, load_dataset, stratified_split
+from clusterable.device import module_device
 from clusterable.evaluate import ari, cluster_accuracy, silhouette, v_measure
 from clusterable.plots import Sweep, plot_pca_maps, plot_sweeps
 from clusterable.recipe import RunSpec, build_trainer
@@ -151,8 +152,10 @@ def train_once(
     val: LabelledDataset,
     epochs: int,
     seed: int,
+    device: str = "auto",
 ) -> Trained:
-    """Adam, batches of 128 drawn at random (COREL Sec. 4); the best validation epoch's weights."""
+    """Adam, batches of 128 drawn at random (COREL Sec. 4); the best validation epoch's weights.
+    Trained on ``device``."""
     start = time.perf_counter()
     spec = RunSpec(
         data="fashion-mnist",
@@ -175,6 +178,7 @@ def train_once(
         keep_checkpoints=1,
         progress=False,
         seed=seed,
+        device=device,
     )
     with tempfile.TemporaryDirectory(prefix="corel-fashion-") as run_dir:
         trainer = build_trainer(spec, config, train, val, num_classes=NUM_CLASSES, out=run_dir)
@@ -190,23 +194,30 @@ def train_once(
 
 
 def score(
-    trained: Trained, test: LabelledDataset, seed: int, cosine: bool = False
+    trained: Trained,
+    test: LabelledDataset,
+    seed: int,
+    cosine: bool = False,
+    device: str = "auto",
 ) -> tuple[dict[str, float], np.ndarray]:
     """Table 2's test accuracy and Table 4's clusterability of one run, and its test latent space.
 
     k-means and GMM (k = 10) run on the raw latent space, the silhouette is Euclidean and exact
     (all test items). With ``cosine``, they run on the l2-normalised latent space and the
     silhouette uses cosine distance: the geometry Cosine-COREL is trained in, since COREL defines
-    clusterability "according to a predefined similarity function".
+    clusterability "according to a predefined similarity function". k-means runs on ``device``
+    (GMM on the CPU: scikit-learn); the classes are predicted where the loss's weights are.
     """
     embeddings, labels = embed_dataset(trained.model, test)  # (n, d), (n,)
-    predicted = trained.loss.predict(torch.from_numpy(embeddings)).numpy()
+    on_weights = torch.from_numpy(embeddings).to(module_device(trained.loss))
+    predicted = trained.loss.predict(on_weights).cpu().numpy()
     scores = {"val acc": trained.val_accuracy, "test acc": float((predicted == labels).mean())}
     points = embeddings
     if cosine:
         points = embeddings / np.maximum(np.linalg.norm(embeddings, axis=1, keepdims=True), 1e-12)
     for name, clustering in CLUSTERINGS.items():
-        clusters = clustering(points, NUM_CLASSES, seed=seed)
+        where = {"device": device} if clustering is kmeans else {}
+        clusters = clustering(points, NUM_CLASSES, seed=seed, **where)
         scores[f"{name} acc"] = cluster_accuracy(labels, clusters)
         scores[f"{name} ARI"] = ari(labels, clusters)
         scores[f"{name} V-M"] = v_measure(labels, clusters)
@@ -220,8 +231,11 @@ class Runs:
     """Trains each (model, loss, lambda, seed) once: the tuning run of the chosen lambda with seed
     0 is the final table's seed-0 run, so it is not trained twice."""
 
-    def __init__(self, plan: Protocol, train: LabelledDataset, val: LabelledDataset) -> None:
+    def __init__(
+        self, plan: Protocol, train: LabelledDataset, val: LabelledDataset, device: str = "auto"
+    ) -> None:
         self.plan = plan
+        self.device = device
         self.train = {m: _per_class_subset(train, plan.models[m].train_per_class) for m in MODELS}
         self.val = val
         self.done: dict[tuple[str, str, float, int], Trained] = {}
@@ -237,6 +251,7 @@ class Runs:
                 self.val,
                 self.plan.models[model].epochs,
                 seed,
+                self.device,
             )
         return self.done[key]
 
@@ -333,7 +348,7 @@ def corel_fashion(budget: Budget) -> ExperimentReport:
     plan = protocol(budget)
     seeds = budget.seed_list(quick=1, default=2, full=10)
     with single_thread():
-        tables = _run(plan, seeds)
+        tables = _run(plan, seeds, budget.device)
 
     plots = ["lambda_tuning.png", "latent_space.png"]
     plot_sweeps(
@@ -377,8 +392,9 @@ class Tables:
     sizes: dict[str, int]  # items: "val", "test", and the training items of each model
 
 
-def _run(plan: Protocol, seeds: list[int]) -> Tables:
-    """Tune lambda, train every (model, loss, seed), score it; the table's rows and claims."""
+def _run(plan: Protocol, seeds: list[int], device: str = "auto") -> Tables:
+    """Tune lambda, train every (model, loss, seed), score it on ``device``; the table's rows and
+    claims."""
     everything = load_dataset("fashion-mnist", split="train")
     fit_part, held_out = stratified_split(
         everything.labels, train_fraction=1 - VALIDATION_SIZE / len(everything)
@@ -386,7 +402,7 @@ def _run(plan: Protocol, seeds: list[int]) -> Tables:
     val = _per_class_subset(everything.subset(held_out), plan.validation_per_class)
     test_per_class = plan.models["FFNN"].test_per_class
     test = _per_class_subset(load_dataset("fashion-mnist", split="test"), test_per_class)
-    runs = Runs(plan, everything.subset(fit_part), val)
+    runs = Runs(plan, everything.subset(fit_part), val, device)
 
     lambdas: dict[str, dict[str, float]] = {}
     curves: dict[str, dict[str, dict[float, float]]] = {}
@@ -404,12 +420,12 @@ def _run(plan: Protocol, seeds: list[int]) -> Tables:
             scored = []
             for seed in seeds:
                 trained = runs.get(model, loss, lam, seed)
-                metrics, embeddings = score(trained, test, seed)
+                metrics, embeddings = score(trained, test, seed, device=device)
                 scored.append(metrics)
                 if seed == seeds[0]:
                     latent[(model, loss)] = embeddings
                 if loss == "cosine-corel":
-                    cosine_runs.append(score(trained, test, seed, cosine=True)[0])
+                    cosine_runs.append(score(trained, test, seed, cosine=True, device=device)[0])
             note = "" if loss == "cross-entropy" else f"lambda={lam:g}"
             by_loss[loss] = Row.from_runs(f"{model} {LOSSES[loss]}", scored, note=note)
         cosine_geometry = Row.from_runs(

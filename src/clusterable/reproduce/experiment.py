@@ -26,6 +26,10 @@ class Budget:
     seeds: int | None = None  # None: the experiment's own default for the mode
     folder: Path = Path("reports/reproduce")  # where this experiment writes its files
     first_seed: int = 0  # seeds are first_seed, first_seed + 1, ...
+    #: Where the experiment's models train, searches search and k-means assigns (``--device``):
+    #: handed to every `TrainConfig`, evaluation and clustering it runs; ``"auto"``: the
+    #: detection (`clusterable.device.detect_device`).
+    device: str = "auto"
 
     @property
     def quick(self) -> bool:

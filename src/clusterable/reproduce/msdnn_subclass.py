@@ -108,9 +108,9 @@ def _scale(budget: Budget) -> Scale:
     )
 
 
-def training_config(epochs: int, seed: int) -> TrainConfig:
+def training_config(epochs: int, seed: int, device: str = "auto") -> TrainConfig:
     """Adam at 1e-3 and batches of 128 drawn at random, as Algorithm 1's mini-batches; no
-    validation during training (the selection scores the finished model)."""
+    validation during training (the selection scores the finished model); on ``device``."""
     return TrainConfig(
         epochs=epochs,
         batch_size=128,
@@ -119,6 +119,7 @@ def training_config(epochs: int, seed: int) -> TrainConfig:
         eval_every=0,
         progress=False,
         seed=seed,
+        device=device,
     )
 
 
@@ -131,10 +132,15 @@ def _load(split: str, per_class: int | None) -> LabelledDataset:
 
 
 def best_knn_accuracy(
-    reference: np.ndarray, reference_y: np.ndarray, query: np.ndarray, query_y: np.ndarray
+    reference: np.ndarray,
+    reference_y: np.ndarray,
+    query: np.ndarray,
+    query_y: np.ndarray,
+    device: str = "auto",
 ) -> float:
-    """Accuracy of the best k-NN classifier over :data:`KNN_KS` (MsDNN Table III)."""
-    accuracies = knn_accuracy(reference, reference_y, query, query_y, k=KNN_KS)
+    """Accuracy of the best k-NN classifier over :data:`KNN_KS` (MsDNN Table III), searched on
+    ``device``."""
+    accuracies = knn_accuracy(reference, reference_y, query, query_y, k=KNN_KS, device=device)
     return max(accuracies.values())
 
 
@@ -157,17 +163,18 @@ def _choose(
     scale: Scale,
     train: LabelledDataset,
     folder,
+    device: str = "auto",
 ) -> tuple[Method, str]:
     """``method`` with the value of ``scale.space[name]`` the budget's search chose, and a note.
 
     Held-out grid: the candidate of highest held-out k-NN accuracy on the coarse labels, with
     the k-means NMI of its held-out embedding against the fine labels reported beside (the
     paper's Fig. 3), never used. Cross-validated: :func:`clusterable.tune.tune` over the paper's
-    values. Neither sees the test split or the fine labels.
+    values. Neither sees the test split or the fine labels. Everything runs on ``device``.
     """
     search, parameter = scale.search, scale.parameter(name)
     key = f"{parameter.target}.{parameter.name}"
-    config = training_config(search.epochs, seed=0)
+    config = training_config(search.epochs, seed=0, device=device)
     if search.cross_validated:
         chosen, result = tune_method(
             method, [parameter], search, train, config, SEARCH_METRIC, folder
@@ -187,9 +194,9 @@ def _choose(
 
     def held_out_accuracy(candidate: Method) -> float:
         fit_emb, val_emb = train_and_embed(candidate, fit, [fit, val], config)
-        scores = subclass_scores(val_emb, val.fine_labels, SUBCLASSES, config.seed)
+        scores = subclass_scores(val_emb, val.fine_labels, SUBCLASSES, config.seed, device)
         fine_nmi.append(scores["nmi"])
-        return best_knn_accuracy(fit_emb, fit.labels, val_emb, val.labels)
+        return best_knn_accuracy(fit_emb, fit.labels, val_emb, val.labels, device)
 
     chosen, accuracies = select_on_validation(candidates, held_out_accuracy)
     cells = ", ".join(
@@ -209,9 +216,12 @@ def _evaluate(
     test_emb: np.ndarray,
     test: LabelledDataset,
     seed: int,
+    device: str = "auto",
 ) -> dict[str, float]:
-    scores = subclass_scores(train_emb, train.fine_labels, SUBCLASSES, seed)
-    scores["knn_accuracy"] = best_knn_accuracy(train_emb, train.labels, test_emb, test.labels)
+    scores = subclass_scores(train_emb, train.fine_labels, SUBCLASSES, seed, device)
+    scores["knn_accuracy"] = best_knn_accuracy(
+        train_emb, train.labels, test_emb, test.labels, device
+    )
     return scores
 
 
@@ -282,15 +292,25 @@ def msdnn_subclass(budget: Budget) -> ExperimentReport:
     with single_thread():
         # The search uses the training images and their coarse labels only.
         msdnn, sigma_note = _choose(
-            _method("MsDNN", "msdnn", {}, budget), "sigma", scale, train, searches / "msdnn"
+            _method("MsDNN", "msdnn", {}, budget),
+            "sigma",
+            scale,
+            train,
+            searches / "msdnn",
+            budget.device,
         )
         snn, temperature_note = _choose(
-            _method("SNN", "snn", {}, budget), "temperature", scale, train, searches / "snn"
+            _method("SNN", "snn", {}, budget),
+            "temperature",
+            scale,
+            train,
+            searches / "snn",
+            budget.device,
         )
         # lambda is searched with MsDNN's sigma fixed (the paper searched both jointly).
         autoencoder = replace(msdnn, label="MsDNN-AE", spec=replace(msdnn.spec, autoencoder=True))
         autoencoder, lambda_note = _choose(
-            autoencoder, "lambda", scale, train, searches / "msdnn-ae"
+            autoencoder, "lambda", scale, train, searches / "msdnn-ae", budget.device
         )
         notes += [note for note in (sigma_note, temperature_note, lambda_note) if note]
 
@@ -299,10 +319,11 @@ def msdnn_subclass(budget: Budget) -> ExperimentReport:
         maps: dict[str, np.ndarray] = {}
         for seed in seeds:
             for method in methods:
-                train_emb, test_emb = train_and_embed(
-                    method, train, [train, test], training_config(scale.epochs, seed)
+                config = training_config(scale.epochs, seed, budget.device)
+                train_emb, test_emb = train_and_embed(method, train, [train, test], config)
+                runs[method.label].append(
+                    _evaluate(train_emb, train, test_emb, test, seed, budget.device)
                 )
-                runs[method.label].append(_evaluate(train_emb, train, test_emb, test, seed))
                 if seed == seeds[0] and method.label in ("MsDNN", "triplet"):
                     maps[method.label] = train_emb
 

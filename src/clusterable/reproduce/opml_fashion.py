@@ -79,11 +79,13 @@ def run_protocol(
     per_class: int = 200,
     distractors_per_class: int = 150,
     maxiter: int = 30,
+    device: str = "auto",
 ) -> dict[str, dict[str, float]]:
     """Every variant's test table (fractions in [0, 1]), plus the raw pixels as a baseline.
 
     Training labels are read only to count the classes for the k-means ablation (k = 10, as the
-    paper sets k to the number of classes); nothing is tuned on the test split. What each
+    paper sets k to the number of classes); nothing is tuned on the test split. The searches
+    and k-means run on ``device`` (OPML itself: float64, on the CPU). What each
     variant learned (pseudo-classes, triplets, cost) goes to the ``clusterable.reproduce`` log.
     """
     train_x, train_y, test_x, test_y = fashion_protocol_data(
@@ -96,19 +98,19 @@ def run_protocol(
         len(test_y),
     )
     claim = EvaluationOptions(cluster_kwargs=CLAIM_KMEANS)
-    tables = {RAW: evaluate_embeddings(test_x, test_y, seed=seed, options=claim)}
+    tables = {RAW: evaluate_embeddings(test_x, test_y, seed=seed, options=claim, device=device)}
     labels_of: dict[str, np.ndarray] = {}
     for variant in variants:
         start = time.perf_counter()
         if variant.method not in labels_of:
             k = len(np.unique(train_y[train_y >= 0])) if variant.method == "kmeans" else None
             labels_of[variant.method] = pseudo_labels(
-                train_x, variant.method, seed=seed, n_clusters=k
+                train_x, variant.method, seed=seed, n_clusters=k, device=device
             )
         labels = labels_of[variant.method]
         model = OPML(seed=seed, maxiter=maxiter, **variant.opml).fit(train_x, labels)
         tables[variant.name] = evaluate_embeddings(
-            model.transform(test_x), test_y, seed=seed, options=claim
+            model.transform(test_x), test_y, seed=seed, options=claim, device=device
         )
         log.info(
             "opml-fashion: %s: %d pseudo-classes, %d noise; %d triplets; cost %.4f -> %.4f; "
@@ -136,7 +138,11 @@ def opml_fashion(budget: Budget) -> ExperimentReport:
     seeds = budget.seed_list(1, 1, 3)
     runs = [
         run_protocol(
-            seed=seed, per_class=per_class, distractors_per_class=distractors, maxiter=maxiter
+            seed=seed,
+            per_class=per_class,
+            distractors_per_class=distractors,
+            maxiter=maxiter,
+            device=budget.device,
         )
         for seed in seeds
     ]

@@ -132,9 +132,9 @@ def _methods(budget: Budget) -> list[tuple[Method, bool, list[str]]]:
     ]
 
 
-def training_config(epochs: int, seed: int) -> TrainConfig:
+def training_config(epochs: int, seed: int, device: str = "auto") -> TrainConfig:
     """Training of every method of the protocol: class-balanced batches of the seen classes,
-    Adam 1e-3, no validation during training."""
+    Adam 1e-3, no validation during training; on ``device``."""
     return TrainConfig(
         epochs=epochs,
         batch_size=ITEMS_PER_CLASS * len(SEEN),
@@ -144,6 +144,7 @@ def training_config(epochs: int, seed: int) -> TrainConfig:
         eval_every=0,
         progress=False,
         seed=seed,
+        device=device,
     )
 
 
@@ -164,7 +165,7 @@ def tuned_methods(
                 parameters,
                 search,
                 train,
-                training_config(search.epochs, seed=0),
+                training_config(search.epochs, seed=0, device=budget.device),
                 SEARCH_METRIC,
                 budget.folder / "search" / slug.replace("=", ""),
             )
@@ -188,7 +189,7 @@ def _describe(method: Method) -> str:
 
 
 def zero_shot_scores(
-    embedding: np.ndarray, labels: np.ndarray, *, spectral: bool, seed: int
+    embedding: np.ndarray, labels: np.ndarray, *, spectral: bool, seed: int, device: str = "auto"
 ) -> dict[str, float]:
     """Retrieval and clustering scores of an unseen-class embedding, DSCL Sec. 4.2.
 
@@ -201,13 +202,16 @@ def zero_shot_scores(
     Algorithm 2 keeps ``rank(M_t)`` vectors; with the paper's d = k that is k. With d = 64 it
     would whiten 64 directions for 5 classes, giving noise directions the weight of the class
     directions (NMI 11 % against 44 % without SC in a one-epoch trial), so SC keeps k here:
-    Algorithm 2 whenever d = k, the Ng-Jordan-Weiss choice otherwise.
+    Algorithm 2 whenever d = k, the Ng-Jordan-Weiss choice otherwise. The search and k-means run
+    on ``device``.
     """
     features = embedding / np.linalg.norm(embedding, axis=1, keepdims=True).clip(min=1e-12)
     if spectral:
         features = spectral_embedding(features, rank=len(np.unique(labels)))
     claim = EvaluationOptions(cluster_kwargs=CLAIM_KMEANS)
-    table = evaluate_embeddings(features, labels, clustering="kmeans", seed=seed, options=claim)
+    table = evaluate_embeddings(
+        features, labels, clustering="kmeans", seed=seed, options=claim, device=device
+    )
     return {m: float(table[m]) for m in METRICS}
 
 
@@ -275,13 +279,15 @@ def zero_shot_fashion(budget: Budget) -> ExperimentReport:
         for seed in seeds:
             for method, with_spectral in methods:
                 (embedding,) = train_and_embed(
-                    method, train, [test], training_config(scale.epochs, seed)
+                    method, train, [test], training_config(scale.epochs, seed, budget.device)
                 )
                 # With SC first, as in DSCL's tables.
                 variants = {"with SC": True, "without SC": False} if with_spectral else {"": False}
                 for suffix, spectral in variants.items():
                     row = f"{method.label} {suffix}".strip()
-                    scores = zero_shot_scores(embedding, test.labels, spectral=spectral, seed=seed)
+                    scores = zero_shot_scores(
+                        embedding, test.labels, spectral=spectral, seed=seed, device=budget.device
+                    )
                     runs.setdefault(row, []).append(scores)
                     notes[row] = _describe(method)
                 if seed == seeds[0] and method.spec.loss in ("spectral", "triplet"):

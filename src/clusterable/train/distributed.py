@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from clusterable.device import DeviceSpec, explicit_device, process_device
+from clusterable.device import DeviceSpec, process_device, resolve_device
 
 CPU = torch.device("cpu")
 
@@ -52,7 +52,7 @@ def setup_distributed(device: DeviceSpec = "auto") -> Distributed:
     any work.
     """
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
-        return Distributed(device=explicit_device(device))
+        return Distributed(device=resolve_device(device))
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"]))
     placed = process_device(device, local_rank, local_world)

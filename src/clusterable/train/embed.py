@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, Dataset
 from tqdm import tqdm
 
 from clusterable.data import LabelledDataset
-from clusterable.device import DeviceSpec, explicit_device, module_device
+from clusterable.device import DeviceSpec, module_device, resolve_device
 from clusterable.train.loading import (
     PixelItems,
     collate_pixels,
@@ -47,7 +47,7 @@ def embed_dataset(
     a sampler's mining and the pseudo-labels see no augmented crops. ``progress``: show a
     progress bar with this description (None: none).
     """
-    device = module_device(model) if device is None else explicit_device(device)
+    device = module_device(model) if device is None else resolve_device(device)
     was_training = model.training
     model.eval()
     pixels = isinstance(dataset, LabelledDataset) and reads_pixels(dataset)

@@ -316,7 +316,8 @@ def _fold_score(
     metric: str,
     seed: int,
 ) -> float:
-    """Train on ``fit_rows`` of ``train``, score ``held_rows`` with ``metric``."""
+    """Train on ``fit_rows`` of ``train``, score ``held_rows`` with ``metric``: the training, the
+    search and k-means on ``config.device``."""
     fit, held = train.subset(fit_rows), train.subset(held_rows)
     quiet = replace(config, eval_every=0, checkpoint_every=0, progress=False)
     trainer = build_trainer(spec, quiet, fit, num_classes=train.num_classes)
@@ -325,14 +326,20 @@ def _fold_score(
     held_emb, held_y = embed_dataset(model, held)
     if metric.startswith("knn@"):
         fit_emb, fit_y = embed_dataset(model, fit)
-        return knn_accuracy(fit_emb, fit_y, held_emb, held_y, k=int(metric[4:]))
+        return knn_accuracy(
+            fit_emb, fit_y, held_emb, held_y, k=int(metric[4:]), device=config.device
+        )
     # Only the metric searched for: a Recall@K needs no clustering, NMI no kNN search.
     name = metric_of_key(metric)
     if name != metric:  # a per-K metric (recall@K): that K alone
         ks = (int(metric.rpartition("@")[2]),)
-        table = evaluate_embeddings(held_emb, held_y, metrics=[name], ks=ks, seed=seed)
+        table = evaluate_embeddings(
+            held_emb, held_y, metrics=[name], ks=ks, seed=seed, device=config.device
+        )
     else:
-        table = evaluate_embeddings(held_emb, held_y, metrics=[metric], seed=seed)
+        table = evaluate_embeddings(
+            held_emb, held_y, metrics=[metric], seed=seed, device=config.device
+        )
     score = float(table[metric])
     return score if math.isfinite(score) else float("-inf")
 

@@ -217,7 +217,12 @@ class PseudoLabelRefresh(TrainerCallback):
         options = {"n_clusters": n_clusters} if self.method == "kmeans" else {}
         trainer.replace_train_set(
             with_pseudo_labels(
-                trainer.train_set, embeddings, self.method, trainer.config.seed, **options
+                trainer.train_set,
+                embeddings,
+                self.method,
+                trainer.config.seed,
+                device=trainer.env.device,  # k-means where the model trains
+                **options,
             )
         )
         labels = trainer.train_set.labels

@@ -14,6 +14,7 @@ import numpy as np
 
 from clusterable.cluster import aas, kmeans
 from clusterable.cluster._validation import check_points
+from clusterable.device import DeviceSpec
 from clusterable.tsne import tsne_map
 
 PseudoLabelMethod = Literal["aas", "kmeans"]
@@ -30,6 +31,7 @@ def pseudo_labels(
     gamma: float = 100.0,
     eps: float = 0.65,
     theta_min: float = 0.0,
+    device: DeviceSpec = "auto",
 ) -> np.ndarray:
     """Cluster unlabelled features into pseudo-labels; -1 marks AAS noise.
 
@@ -51,6 +53,9 @@ def pseudo_labels(
         AAS settings (:func:`clusterable.cluster.aas`); the defaults are the paper's
         (k_graph = 50 as in MOM, gamma = 100, eps = 0.65 without noise removal). Noise items
         (-1) appear only with ``theta_min > 0``, e.g. the paper's ``eps=0.9, theta_min=5``.
+    device : str or torch.device
+        Where k-means assigns (:func:`clusterable.cluster.kmeans`); ``"auto"``: a GPU when torch
+        sees one. AAS and t-SNE run on the CPU.
 
     Returns
     -------
@@ -75,5 +80,5 @@ def pseudo_labels(
         )
     points = tsne_map(features, seed) if tsne else check_points(features, dtype=np.float32)
     if method == "kmeans":
-        return kmeans(points, int(n_clusters), seed=seed)
+        return kmeans(points, int(n_clusters), seed=seed, device=device)
     return aas(points, k_graph=k_graph, gamma=gamma, eps=eps, theta_min=theta_min)
