@@ -278,3 +278,36 @@ def test_train_under_torchrun_with_two_processes(tmp_path):
     meta = json.loads((tmp_path / "checkpoints" / "epoch-0001" / "meta.json").read_text())
     assert meta["world_size"] == 2
     assert 0.5 < json.loads((tmp_path / "test_metrics.json").read_text())["recall@1"] <= 1.0
+
+
+def test_evaluate_takes_the_metric_names_its_tables_print(saved_embeddings, capsys):
+    """`--metrics recall@1 recall@4 nmi` asks for what the table prints under those names: the
+    Ks join the Recall@K list; a typo gets a "did you mean" and the names, in one line."""
+    from clusterable.evaluate import evaluate_embeddings
+
+    args = [str(saved_embeddings / name) for name in ("emb.npy", "labels.npy")]
+    out = saved_embeddings / "picked.json"
+    argv = ["evaluate", *args, "--metrics", "recall@1", "recall@4", "nmi", "--json", str(out)]
+    assert main(argv) == 0
+    got = json.loads(out.read_text())
+    assert set(got) == {"recall@1", "recall@4", "nmi"}
+    emb, labels = np.load(args[0]), np.load(args[1])
+    want = evaluate_embeddings(emb, labels, metrics=["recall@k", "nmi"], ks=(1, 4))
+    assert got == pytest.approx(dict(want), abs=1e-12)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["evaluate", *args, "--metrics", "recall@l"])
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exit_info.value.code == 2 and "did you mean recall@1?" in err and "map@r" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["evaluate", "e.npy", "--ks", "1,,2"], ["evaluat"], ["search", "i.npz", "q.png", "-k", "0"]],
+    ids=["flag-type", "verb", "negative-k"],
+)
+def test_parse_errors_are_one_line_naming_the_flag(argv, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and "usage:" not in err
+    assert err.startswith("clusterable") and "error: argument" in err and "--help`" in err

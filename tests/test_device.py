@@ -95,7 +95,8 @@ def test_the_command_line_refuses_a_missing_device_before_any_work(
     with pytest.raises(SystemExit) as exit_info:
         main(["demo", "--quick", "--device", "cuda", "--out", str(tmp_path / "demo")])
     assert exit_info.value.code == 2
-    assert "sees no CUDA GPU" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "error: --device cuda:" in err and "sees no CUDA GPU" in err and err.count("\n") == 1
     assert not (tmp_path / "demo").exists()
 
 

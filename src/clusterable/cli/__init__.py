@@ -30,7 +30,7 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from typing import Any
+from typing import Any, NoReturn
 
 from clusterable import __version__
 from clusterable.cli import embeddings, papers, report, run, use
@@ -54,8 +54,17 @@ VERBS: tuple[AddVerb, ...] = (
 )
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A parser whose errors are one line, as every other error of the command line is: the
+    verb, the flag and what it takes, and where to read more (argparse prints its usage block
+    first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="clusterable",
         description="Clustering-oriented deep metric learning.",
         epilog="Run `clusterable VERB --help` for a verb's options and examples.",

@@ -11,8 +11,9 @@ The run settings of ``train`` and ``tune`` are typed and checked by their datacl
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 #: Seeds NumPy's global generator takes: below 2**32.
 SEED_MAX = 2**32 - 1
@@ -64,3 +65,25 @@ def ks_list(text: str) -> str:
             "e.g. 1,2,4,8"
         )
     return ",".join(str(int(part)) for part in parts)
+
+
+def metric_name(names: Sequence[str]) -> Callable[[str], str]:
+    """A type: a registered metric of ``names``, or a per-K one with its K, as every table prints
+    it (``recall@1`` for ``recall@k`` at K = 1); refused with the names and a "did you mean"."""
+    per_k = [name[: -len("k")] for name in names if name.endswith("@k")]
+
+    def convert(text: str) -> str:
+        name = text.strip().lower()
+        prefix, at, k = name.rpartition("@")
+        if name in names or (at and f"{prefix}@" in per_k and k.isdigit() and int(k) >= 1):
+            return name
+        offered = [*names, *(f"{prefix}K" for prefix in per_k)]
+        spelled = [*(n for n in names if not n.endswith("@k")), *(f"{p}1" for p in per_k)]
+        close = difflib.get_close_matches(name, spelled, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise argparse.ArgumentTypeError(
+            f"unknown metric {text!r}{hint}; choose among {', '.join(offered)} (K a whole number)"
+        )
+
+    convert.__name__ = "metric"
+    return convert

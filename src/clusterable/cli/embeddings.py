@@ -20,7 +20,7 @@ from clusterable.cli._files import (
     seed_of,
     write_json,
 )
-from clusterable.cli._flag_types import ks_list
+from clusterable.cli._flag_types import ks_list, metric_name
 from clusterable.cli._names import registry_names
 from clusterable.cli._parser import Verbs
 
@@ -95,12 +95,19 @@ def table_asked(
     """``(metrics, ks, notes)`` to evaluate: the flags where given; else the run's own test
     table (its benchmark's Recall@K), less what the items cannot answer, each with a note, as
     the run's table left it out (`clusterable.train.answerable`)."""
+    from clusterable.evaluate.registry import metric_of_key
     from clusterable.train.answerable import answerable_table
 
     wanted = source.run.recall_ks if source.run is not None else DEFAULT_KS
     ks = wanted if args.ks is None else tuple(int(value) for value in args.ks.split(","))
-    if args.metrics is not None or args.ks is not None:
-        return args.metrics, ks, []
+    if args.metrics is not None:  # recall@4 is recall@k with K = 4, which joins the Ks
+        registered = {name: metric_of_key(name) or name for name in args.metrics}
+        named_ks = {int(key.rpartition("@")[2]) for key, name in registered.items() if key != name}
+        if named_ks:
+            ks = tuple(sorted(named_ks | (set() if args.ks is None else set(ks))))
+        return list(dict.fromkeys(registered.values())), ks, []
+    if args.ks is not None:
+        return None, ks, []
     gallery = None if queries is None else int((~queries).sum())
     table = answerable_table(labels, ks, candidates=gallery)
     return table.metrics, table.ks, table.notes
@@ -140,10 +147,11 @@ def add_evaluate(verbs: Verbs) -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--metrics",
         nargs="+",
-        choices=metrics,
+        type=metric_name(metrics),
         metavar="METRIC",
-        help=f"the scores to compute, among {', '.join(metrics)}; only what they "
-        f"read is computed (default: all but {', '.join(left_out)})",
+        help=f"the scores to compute, among {', '.join(metrics)}, or a table's own names "
+        "(recall@1, recall@4: the K joins --ks); only what they read is computed (default: all "
+        f"but {', '.join(left_out)})",
     )
     _add_clustering(evaluate, "partition the cluster scores are computed on")
     evaluate.add_argument(
