@@ -42,6 +42,42 @@ def test_a_gap_per_budget_per_claim(quick_run: tuple[Path, dict]) -> None:
         assert all(len(per_seed) == 1 for per_seed in raw["gaps"][comparison.name])
 
 
+#: Each claim as its text puts it: (row name, A, B, metrics, whether A must be strictly above).
+CLAIMED = [
+    ("lifted - triplet", "lifted", "triplet (semi-hard)", ("nmi", "recall@1"), False),
+    ("lifted - contrastive", "lifted", "contrastive", ("nmi", "recall@1"), False),
+    (
+        "DSCL (d=5): with SC - without SC",
+        "DSCL (d=5) with SC",
+        "DSCL (d=5) without SC",
+        ("nmi", "recall@1"),
+        False,
+    ),
+    (
+        "DSCL (d=64): with SC - without SC",
+        "DSCL (d=64) with SC",
+        "DSCL (d=64) without SC",
+        ("nmi", "recall@1"),
+        False,
+    ),
+    ("MsDNN-AE - MsDNN", "MsDNN-AE", "MsDNN", ("nmi", "accuracy"), True),  # "above"
+]
+
+
+def test_claims_are_judged_at_the_largest_budget(quick_run, assert_verdicts) -> None:
+    """Each verdict from the raw per-seed scores of ``scores.json`` at the largest budget: the
+    mean over seeds of A - B at least 0 on every metric (above 0 where the claim says "above")."""
+    folder, result = quick_run
+    largest = json.loads((folder / SCORES).read_text())["scores"][-1]  # per seed: method -> scores
+    rows = {row["method"]: row["ours"] for row in result["rows"]}
+    expected = []
+    for name, a, b, metrics, strict in CLAIMED:
+        gaps = {m: float(np.mean([seed[a][m] - seed[b][m] for seed in largest])) for m in metrics}
+        assert rows[f"{name}, {QUICK_POINTS[-1].label}"] == pytest.approx(gaps)
+        expected.append(all(g > 0 if strict else g >= 0 for g in gaps.values()))
+    assert_verdicts(folder, expected)
+
+
 def test_plot_written_and_linked(quick_run: tuple[Path, dict]) -> None:
     folder, result = quick_run
     assert result["plots"] == [PLOT]
