@@ -74,8 +74,15 @@ REFUSED: dict[str, tuple[str, ...]] = {
 
 #: The keyword flags: the loss's, the model's and the sampler's own arguments.
 KEYWORDS_REFUSED = {
-    "--loss-arg": ("margin=wide", "margin=nan", "margin=inf", "margn=1"),
-    "--model-arg": ("hidden_dims=wide", "hidden_dims=nan", "hiden_dims=8"),
+    "--loss-arg": ("margin=wide", "margin=nan", "margin=inf", "margin=-1", "margn=1"),
+    "--model-arg": (
+        "hidden_dims=wide",
+        "hidden_dims=nan",
+        "hidden_dims=0",
+        "hidden_dims=64,-1",
+        "negative_slope=-1",
+        "hiden_dims=8",
+    ),
     "--sampler-arg": (
         "batches_per_epoch=ten",
         "batches_per_epoch=-1",
@@ -216,6 +223,28 @@ def test_the_messages_the_audit_found_unclear_say_what_to_give(tmp_path, capsys,
     assert "did you mean recall@1?" in metric
 
 
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (
+            ["--loss", "lifted", "--loss-arg", "margin=-1"],
+            "--loss-arg margin=-1 must be at least 0",
+        ),
+        (["--loss", "msdnn", "--loss-arg", "sigma=0"], "--loss-arg sigma=0 must be above 0"),
+        (["--loss", "center", "--loss-arg", "alpha=2"], "--loss-arg alpha=2 must be in (0, 1]"),
+        (["--model", "mlp", "--model-arg", "hidden_dims=0"], "--model-arg hidden_dims=0 holds 0"),
+    ],
+    ids=["lifted-margin", "msdnn-sigma", "center-alpha", "mlp-width"],
+)
+def test_a_loss_or_model_argument_outside_its_range_is_refused_before_the_run(
+    argv, words, tmp_path, capsys, no_training
+):
+    out = tmp_path / "run"
+    line = refusal(capsys, ["train", *argv, "--out", str(out)], argv[-2])
+    assert words in line, line
+    assert not out.exists()
+
+
 def test_a_path_that_is_not_there_is_not_called_an_unknown_dataset(tmp_path):
     missing = f"{tmp_path}/nope/"
     with pytest.raises(FileNotFoundError, match=r"no folder or file .* exists"):
@@ -231,9 +260,10 @@ def test_a_path_that_is_not_there_is_not_called_an_unknown_dataset(tmp_path):
     [
         (["--data", "no-such-set"], ["--data no-such-set", "unknown dataset"]),
         (["--loss-arg", "margn=1"], ["--loss-arg margn=1", "did you mean margin"]),
+        (["--loss-arg", "margin=-1"], ["--loss-arg margin=-1", "must be at least 0"]),
         (["--data", "folder:/no/such/folder"], ["/no/such/folder", "does not exist"]),
     ],
-    ids=["unknown-dataset", "unknown-loss-argument", "missing-folder"],
+    ids=["unknown-dataset", "unknown-loss-argument", "negative-margin", "missing-folder"],
 )
 def test_a_refused_run_leaves_no_run_folder(argv, words, tmp_path, capsys):
     out = tmp_path / "deeper" / "run"

@@ -45,9 +45,15 @@ from clusterable.losses import (
     loss_class,
 )
 from clusterable.metric_table import format_metric_table
-from clusterable.models import available_models, build_decoder, build_model, model_builder
+from clusterable.models import (
+    available_models,
+    build_decoder,
+    build_model,
+    model_argument_bounds,
+    model_builder,
+)
 from clusterable.seeding import seed_everything
-from clusterable.spec_rules import check_run_spec
+from clusterable.spec_rules import AUTOENCODER_BOUNDS, check_run_spec
 from clusterable.train.answerable import Answerable, answerable_table, ks_within
 from clusterable.train.callbacks import TrainerCallback
 from clusterable.train.checkpoint import load_run_record, load_weights, resolve_checkpoint
@@ -98,7 +104,34 @@ class RunSpec:
         typed = typed_settings(vars(self), field_types(type(self)), "run setting")
         for name, value in typed.items():
             setattr(self, name, value)
-        check_run_spec(self, self._loss_class())  # ranges, names, keywords: before any data
+        # Model and loss arguments typed against what receives them ("16,32" becomes (16, 32),
+        # margin="1e-1" becomes 0.1), then checked with the run settings: NaN or infinity is
+        # refused here with the argument's range, the rest of the range by check_run_spec.
+        if self.model in available_models():
+            self.model_args = typed_settings(
+                self.model_args,
+                parameter_types(model_builder(self.model)),
+                f"model {self.model!r} argument",
+                field="model_args",
+                bounds=model_argument_bounds(self.model),
+            )
+        constructor = self._loss_class()
+        if constructor is not None:
+            self.loss_args = typed_settings(
+                self.loss_args,
+                parameter_types(constructor),
+                f"loss {self.loss!r} argument",
+                field="loss_args",
+                bounds=getattr(constructor, "argument_bounds", None),
+            )
+        self.loss_args = typed_settings(
+            self.loss_args,
+            {"reconstruction_weight": float},
+            "autoencoder argument",
+            "loss_args",
+            bounds=AUTOENCODER_BOUNDS,
+        )
+        check_run_spec(self, constructor)  # ranges, names, keywords: before any data
         if self.augment not in AUGMENTS:
             raise ValueError(f"augment must be one of {', '.join(AUGMENTS)}, got {self.augment!r}")
         # Paths are kept absolute, so that the run can be evaluated from any directory.
@@ -115,27 +148,6 @@ class RunSpec:
                 **self.model_args,
                 "weights": str(Path(weights).expanduser().resolve()),
             }
-        # Model and loss arguments typed against what receives them ("16,32" becomes (16, 32),
-        # margin="1e-1" becomes 0.1).
-        builder = model_builder(self.model) if self.model in available_models() else None
-        if builder is not None:
-            self.model_args = typed_settings(
-                self.model_args,
-                parameter_types(builder),
-                f"model {self.model!r} argument",
-                field="model_args",
-            )
-        constructor = self._loss_class()
-        if constructor is not None:
-            self.loss_args = typed_settings(
-                self.loss_args,
-                parameter_types(constructor),
-                f"loss {self.loss!r} argument",
-                field="loss_args",
-            )
-        self.loss_args = typed_settings(
-            self.loss_args, {"reconstruction_weight": float}, "autoencoder argument", "loss_args"
-        )
 
     def _loss_class(self) -> type | None:
         if self.unsupervised and self.loss == "opml":

@@ -3,7 +3,9 @@
 Every run setting is refused here, before any data is read or any run folder is made, when it
 cannot describe a run: a number outside its range, a dataset, model or loss no registry holds (with
 the closest name), a ``timm:`` / ``torchvision:`` name the installed library does not list, a loss
-or model keyword its constructor does not take. Each refusal is a
+or model keyword its constructor does not take, and a loss's or model's argument outside the range
+it declares (``EmbeddingLoss.argument_bounds``, ``register_model(..., argument_bounds=...)``: the
+declaration its constructor checks too). Each refusal is a
 :class:`~clusterable.train.config_typing.SettingError` naming the field, so that the command line
 names the flag the value came from (``--data``, ``--loss-arg margn=1``).
 
@@ -19,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from clusterable._register import accepted_keywords
 from clusterable.data.registry import check_dataset_name
 from clusterable.losses import available_losses
-from clusterable.models._registry import check_model_name, model_arguments
+from clusterable.losses.autoencoder import RECONSTRUCTION_WEIGHT
+from clusterable.models._registry import check_model_arguments, check_model_name, model_arguments
 from clusterable.models.pretrained import NOT_ARGUMENTS
 from clusterable.train.config_typing import (
     Bounds,
@@ -49,9 +52,10 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "channels": (1, 3, None),
 }
 
-#: Loss keywords a run fills in itself (``build_loss``'s task), and the autoencoder's weight.
+#: Loss keywords a run fills in itself (``build_loss``'s task).
 _LOSS_GIVEN = ("num_classes", "embedding_dim")
-_AUTOENCODER_ARGUMENTS = ("reconstruction_weight",)
+#: The loss argument that weighs the autoencoder's term (``AutoencoderLoss``'s ``weight``).
+AUTOENCODER_BOUNDS = {"reconstruction_weight": RECONSTRUCTION_WEIGHT}
 
 
 def check_run_spec(spec: RunSpec, loss_constructor: Callable[..., Any] | None) -> None:
@@ -78,11 +82,14 @@ def check_run_spec(spec: RunSpec, loss_constructor: Callable[..., Any] | None) -
         check_model_name(spec.model)
     except ValueError as error:
         raise SettingError(WHAT, "model", spec.model, str(error), sentence=True) from None
+    own = {k: v for k, v in spec.loss_args.items() if k not in AUTOENCODER_BOUNDS}
     if loss_constructor is not None:
         takes = accepted_keywords(loss_constructor, _LOSS_GIVEN)
         if takes is not None:
-            own = {k: v for k, v in spec.loss_args.items() if k not in _AUTOENCODER_ARGUMENTS}
             _check_keywords(f"loss {spec.loss!r}", "loss_args", own, takes)
+        bounds = getattr(loss_constructor, "argument_bounds", {})
+        check_bounds(own, bounds, f"loss {spec.loss!r} argument", "loss_args")
+    check_bounds(spec.loss_args, AUTOENCODER_BOUNDS, "autoencoder argument", "loss_args")
     _check_model_arguments(spec.model, spec.model_args)
 
 
@@ -90,6 +97,7 @@ def _check_model_arguments(model: str, model_args: Mapping[str, Any]) -> None:
     takes = model_arguments(model)
     if takes is not None:
         _check_keywords(f"model {model!r}", "model_args", model_args, takes)
+        check_model_arguments(model, model_args, "model_args")
         return
     for key, value in model_args.items():  # a pretrained backbone: its library checks the rest
         if key in NOT_ARGUMENTS:

@@ -18,10 +18,13 @@ batch itself passed as its references (the same tensor, as pytorch-metric-learni
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
+
+from clusterable._ranges import Bounds, check_bounds
 
 #: Dtypes a loss does not compute in (see the module docstring).
 LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -147,7 +150,8 @@ class EmbeddingLoss(nn.Module):
 
     What the training loop (:class:`~clusterable.train.Trainer`) reads from a loss is declared
     here, each with a default that asks for nothing: :attr:`takes_inputs`, :attr:`needs_pairs` and
-    :meth:`predict`.
+    :meth:`predict`. The range of each numeric constructor argument is declared once, in
+    :attr:`argument_bounds`, and the constructor checks it with :meth:`check_arguments`.
 
     Examples
     --------
@@ -159,6 +163,13 @@ class EmbeddingLoss(nn.Module):
     ...         return embeddings.norm(dim=1).mean()
     >>> value = MeanNorm()(torch.ones(4, 2), torch.tensor([0, 0, 1, 1]))
     """
+
+    #: The range of each numeric constructor argument (name -> ``Bounds``), as the loss's paper
+    #: defines it: the constructor refuses a value outside it (and NaN or infinity) through
+    #: :meth:`check_arguments`, and a run's spec refuses ``--loss-arg NAME=VALUE`` against the
+    #: same declaration before any data is read. A subclass adds to its base's:
+    #: ``{**Base.argument_bounds, "sigma": Bounds(0, low_open=True)}``.
+    argument_bounds: ClassVar[Mapping[str, Bounds]] = {}
 
     #: Whether :meth:`forward` upcasts float16 and bfloat16 embeddings to float32 before
     #: :meth:`compute`. A loss that needs the caller's precision sets False and upcasts itself.
@@ -183,6 +194,21 @@ class EmbeddingLoss(nn.Module):
     #: a negative (an item of another class): the trainer then refuses, before the first step,
     #: batches that can never hold both (a batch of one, one class per batch).
     needs_pairs: ClassVar[bool] = False
+
+    @classmethod
+    def check_arguments(cls, **values: Any) -> None:
+        """Refuse a constructor argument outside its :attr:`argument_bounds` (names without one
+        pass): a :class:`~clusterable._ranges.SettingError` (a ``ValueError``) naming the argument,
+        its value and its range.
+
+        >>> from clusterable.losses import LiftedStructureLoss
+        >>> try:
+        ...     LiftedStructureLoss.check_arguments(margin=-1.0)
+        ... except ValueError as error:
+        ...     print(error)
+        LiftedStructureLoss argument margin=-1.0 must be at least 0
+        """
+        check_bounds(values, cls.argument_bounds, f"{cls.__name__} argument")
 
     def predict(self, embeddings: Tensor) -> Tensor | None:
         """Class ids ``(n,)`` the loss's own classifier gives ``embeddings`` ``(n, d)``, or None

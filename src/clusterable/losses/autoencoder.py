@@ -10,11 +10,18 @@ decoder, so its weights train with the loss's own parameters and are saved in ev
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from clusterable._ranges import Bounds, check_bounds
 from clusterable.losses._base import LOW_PRECISION, EmbeddingLoss
 from clusterable.losses.distributed import loss_on_global_batch, mean_with_local_gradient
+
+#: The range of MsDNN-AE's lambda (Eq. 6), the reconstruction term's weight: 0 leaves it out.
+RECONSTRUCTION_WEIGHT = Bounds(0)
 
 
 def msdnn_autoencoder_loss(
@@ -56,8 +63,7 @@ def msdnn_autoencoder_loss(
             f"reconstruction has shape {tuple(reconstruction.shape)} but inputs have "
             f"{tuple(inputs.shape)}; the decoder must output the input's shape"
         )
-    if not float(lam) >= 0.0:
-        raise ValueError(f"lam weighs the reconstruction term and must be >= 0, got {lam}")
+    check_bounds({"lam": lam}, {"lam": RECONSTRUCTION_WEIGHT}, "msdnn_autoencoder_loss argument")
     error = F.mse_loss(reconstruction, inputs.to(reconstruction.dtype))
     return margin_loss + lam * mean_with_local_gradient(error)
 
@@ -94,24 +100,19 @@ class AutoencoderLoss(EmbeddingLoss):
 
     takes_inputs = True
 
+    argument_bounds: ClassVar[Mapping[str, Bounds]] = {"weight": RECONSTRUCTION_WEIGHT}
+
     def __init__(self, loss: EmbeddingLoss, decoder: nn.Module, weight: float = 1.0) -> None:
+        self.check_arguments(weight=weight)
         super().__init__()
         if not isinstance(loss, EmbeddingLoss):
             raise TypeError(
                 f"AutoencoderLoss wraps an EmbeddingLoss, got {type(loss).__name__}; build it "
                 "with clusterable.losses.build_loss"
             )
-        try:
-            weight = float(weight)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f"reconstruction weight must be a number, got {weight!r}; give e.g. 0.5"
-            ) from None
-        if not weight >= 0.0 or weight == float("inf"):
-            raise ValueError(f"reconstruction weight must be finite and >= 0, got {weight}")
         self.loss = loss
         self.decoder = decoder
-        self.weight = weight
+        self.weight = float(weight)
 
     @property  # type: ignore[misc]
     def needs_pairs(self) -> bool:  # type: ignore[override]

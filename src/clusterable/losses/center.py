@@ -6,10 +6,14 @@ ECCV 2016. The COREL paper (Kenyon-Dean et al., 2019, Eq. 8) uses it as its stro
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from clusterable._ranges import Bounds
 from clusterable.losses._base import EmbeddingLoss
 from clusterable.losses._registry import register_loss
 from clusterable.losses.corel import CrossEntropyLoss
@@ -40,8 +44,8 @@ class CenterLoss(EmbeddingLoss):
     embedding_dim : int
         Dimension d of the embeddings.
     lam : float
-        Weight of the centre term. Default 0.003, Wen et al.'s value for their face experiments
-        (the COREL paper tunes it per data set).
+        Weight of the centre term, >= 0. Default 0.003, Wen et al.'s value for their face
+        experiments (the COREL paper tunes it per data set).
     alpha : float
         Learning rate of the centres, in ``(0, 1]``. Default 0.5, Wen et al.'s value.
 
@@ -58,16 +62,19 @@ class CenterLoss(EmbeddingLoss):
         "matrix, never with other items (the centres already average past batches)"
     )
 
+    argument_bounds: ClassVar[Mapping[str, Bounds]] = {
+        **CrossEntropyLoss.argument_bounds,
+        "lam": Bounds(0),
+        "alpha": Bounds(0, 1, low_open=True),
+    }
+
     def __init__(
         self, num_classes: int, embedding_dim: int, lam: float = 0.003, alpha: float = 0.5
     ) -> None:
+        self.check_arguments(
+            num_classes=num_classes, embedding_dim=embedding_dim, lam=lam, alpha=alpha
+        )
         super().__init__()
-        if not float(lam) >= 0.0:
-            raise ValueError(f"lam weighs the centre term and must be >= 0, got {lam}")
-        if not 0.0 < float(alpha) <= 1.0:
-            raise ValueError(
-                f"alpha is the centres' learning rate and must lie in (0, 1], got {alpha}"
-            )
         self.classifier = CrossEntropyLoss(num_classes, embedding_dim)
         self.num_classes = self.classifier.num_classes
         self.embedding_dim = self.classifier.embedding_dim

@@ -7,9 +7,13 @@ CVPR 2016, Eq. (1).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 import torch
 from torch import Tensor
 
+from clusterable._ranges import Bounds
 from clusterable.losses._registry import register_loss
 from clusterable.losses.pair_loss import PairLoss, Pairs
 
@@ -34,8 +38,8 @@ class ContrastiveLoss(PairLoss):
     Parameters
     ----------
     margin : float
-        ``a``: negative pairs closer than this are pushed apart; the lifted-structure paper
-        uses 1.0.
+        ``a`` > 0: negative pairs closer than this are pushed apart (at 0 none would be); the
+        lifted-structure paper uses 1.0.
     normalize : bool
         l2-normalise the embeddings first (pytorch-metric-learning's default distance does);
         the paper uses raw embeddings.
@@ -52,7 +56,10 @@ class ContrastiveLoss(PairLoss):
     >>> value = loss(torch.randn(8, 4), torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]))
     """
 
+    argument_bounds: ClassVar[Mapping[str, Bounds]] = {"margin": Bounds(0, low_open=True)}
+
     def __init__(self, margin: float = 1.0, normalize: bool = False) -> None:
+        self.check_arguments(margin=margin)
         super().__init__(normalize=normalize)
         self.margin = margin
 

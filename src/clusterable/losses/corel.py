@@ -16,11 +16,14 @@ models use): uniform on ``[-1/sqrt(d), 1/sqrt(d)]`` from the global torch genera
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from clusterable._ranges import Bounds
 from clusterable.losses._base import EmbeddingLoss, host_readable
 from clusterable.losses._pairs import squared_distances, unit_rows
 from clusterable.losses._registry import register_loss
@@ -34,9 +37,9 @@ class AttractiveRepulsiveLoss(EmbeddingLoss):
     Parameters
     ----------
     num_classes : int
-        Number of classes k (labels must lie in ``[0, k)``); at least 2.
+        Number of classes k (labels must lie in ``[0, k)``); at least 2 for a classifier.
     embedding_dim : int
-        Dimension d of the embeddings.
+        Dimension d of the embeddings, at least 1.
     lam : float
         Weight of the attractive term, in ``[0, 1]``; ``1 - lam`` weighs the repulsive term.
 
@@ -52,16 +55,15 @@ class AttractiveRepulsiveLoss(EmbeddingLoss):
         "batch)"
     )
 
+    argument_bounds: ClassVar[Mapping[str, Bounds]] = {
+        "num_classes": Bounds(2),
+        "embedding_dim": Bounds(1),
+        "lam": Bounds(0, 1),
+    }
+
     def __init__(self, num_classes: int, embedding_dim: int, lam: float = 0.5) -> None:
+        self.check_arguments(num_classes=num_classes, embedding_dim=embedding_dim, lam=lam)
         super().__init__()
-        if int(num_classes) < 2:
-            raise ValueError(f"num_classes must be at least 2 for a classifier, got {num_classes}")
-        if int(embedding_dim) < 1:
-            raise ValueError(f"embedding_dim must be a positive integer, got {embedding_dim}")
-        if not 0.0 <= float(lam) <= 1.0:
-            raise ValueError(
-                f"lam weighs attraction against repulsion and must lie in [0, 1], got {lam}"
-            )
         self.num_classes = int(num_classes)
         self.embedding_dim = int(embedding_dim)
         self.lam = float(lam)
@@ -205,12 +207,16 @@ class GaussianCORELLoss(AttractiveRepulsiveLoss):
         Kernel width, > 0.
     """
 
+    argument_bounds: ClassVar[Mapping[str, Bounds]] = {
+        **AttractiveRepulsiveLoss.argument_bounds,
+        "sigma": Bounds(0, low_open=True),
+    }
+
     def __init__(
         self, num_classes: int, embedding_dim: int, lam: float = 0.5, sigma: float = 1.0
     ) -> None:
+        self.check_arguments(sigma=sigma)
         super().__init__(num_classes, embedding_dim, lam)
-        if not float(sigma) > 0.0:
-            raise ValueError(f"sigma must be positive, got {sigma}")
         self.sigma = float(sigma)
         self.gamma = 1.0 / (2.0 * self.sigma**2)
 

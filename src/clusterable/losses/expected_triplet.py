@@ -13,10 +13,14 @@ where ``r_i`` is the MsDNN expected margin, so the two losses differ only in hin
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 from torch import Tensor
 
+from clusterable._ranges import Bounds
 from clusterable.losses._registry import register_loss
-from clusterable.losses.msdnn import expected_margin_of_pairs, kernel_scale
+from clusterable.losses.msdnn import KERNEL_SCALE, expected_margin_of_pairs
 from clusterable.losses.pair_loss import PairLoss, Pairs
 
 
@@ -44,6 +48,8 @@ class ExpectedTripletLoss(PairLoss):
 
     centres_points = True
 
+    argument_bounds: ClassVar[Mapping[str, Bounds]] = {"sigma": KERNEL_SCALE, "margin": Bounds(0)}
+
     def __init__(
         self,
         sigma: float = 1.0,
@@ -51,10 +57,9 @@ class ExpectedTripletLoss(PairLoss):
         squared: bool = False,
         detach_weights: bool = True,
     ) -> None:
+        self.check_arguments(sigma=sigma, margin=margin)
         super().__init__(squared=squared)
-        self.sigma = kernel_scale(sigma)
-        if not float(margin) >= 0.0:
-            raise ValueError(f"margin must be >= 0, got {margin}")
+        self.sigma = float(sigma)
         self.margin = float(margin)
         self.detach_weights = bool(detach_weights)
 

@@ -6,9 +6,13 @@ CVPR 2016, Eq. (4).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 import torch
 from torch import Tensor
 
+from clusterable._ranges import Bounds
 from clusterable.losses._pairs import masked_logsumexp
 from clusterable.losses._registry import register_loss
 from clusterable.losses.pair_loss import PairLoss, Pairs
@@ -41,7 +45,8 @@ class LiftedStructureLoss(PairLoss):
     Parameters
     ----------
     margin : float
-        ``a`` in Eq. (4); the paper uses 1.0.
+        ``a`` in Eq. (4), >= 0: the log-sum-exp asks each negative to lie ``a`` beyond the
+        positive pair; the paper uses 1.0.
     normalize : bool
         l2-normalise the embeddings first. The paper uses raw embeddings (default False);
         pytorch-metric-learning normalises, and with ``normalize=True`` this loss equals its
@@ -68,7 +73,10 @@ class LiftedStructureLoss(PairLoss):
     >>> value = loss(torch.randn(8, 4), torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]))
     """
 
+    argument_bounds: ClassVar[Mapping[str, Bounds]] = {"margin": Bounds(0)}
+
     def __init__(self, margin: float = 1.0, normalize: bool = False) -> None:
+        self.check_arguments(margin=margin)
         super().__init__(normalize=normalize)
         self.margin = margin
 

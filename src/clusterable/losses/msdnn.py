@@ -15,9 +15,13 @@ MsDNN-AE adds a reconstruction term (Eq. 6): :class:`~clusterable.losses.Autoenc
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 import torch.nn.functional as F
 from torch import Tensor
 
+from clusterable._ranges import Bounds
 from clusterable.losses._pairs import masked_logsumexp
 from clusterable.losses._registry import register_loss
 from clusterable.losses.pair_loss import PairLoss, Pairs, partner_pairs
@@ -42,11 +46,8 @@ def _expectation(probability: Tensor, embeddings: Tensor, references: Tensor | N
     return probability[:, :n] @ embeddings + probability[:, n:] @ references
 
 
-def kernel_scale(sigma: float) -> float:
-    """``sigma`` as a float, or a ``ValueError`` when it is no kernel scale (not > 0)."""
-    if not float(sigma) > 0.0:
-        raise ValueError(f"sigma is the kernel scale and must be positive, got {sigma}")
-    return float(sigma)
+#: The range of the kernel scale sigma of ``exp(-D / sigma)`` (MsDNN Eq. 2-3): a width, > 0.
+KERNEL_SCALE = Bounds(0, low_open=True)
 
 
 def expected_margin_of_pairs(
@@ -148,11 +149,14 @@ class MsDNNLoss(PairLoss):
 
     centres_points = True
 
+    argument_bounds: ClassVar[Mapping[str, Bounds]] = {"sigma": KERNEL_SCALE}
+
     def __init__(
         self, sigma: float = 1.0, squared: bool = False, detach_weights: bool = True
     ) -> None:
+        self.check_arguments(sigma=sigma)
         super().__init__(squared=squared)
-        self.sigma = kernel_scale(sigma)
+        self.sigma = float(sigma)
         self.detach_weights = bool(detach_weights)
 
     def loss_on_pairs(self, pairs: Pairs) -> Tensor:

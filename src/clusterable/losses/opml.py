@@ -18,13 +18,15 @@ and :attr:`OPMLLoss.last_mean_weight` tell the two apart.
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.autograd.function import FunctionCtx, once_differentiable
 
+from clusterable._ranges import Bounds
 from clusterable.losses._base import EmbeddingLoss
 from clusterable.losses._pairs import centred, partner_masks, squared_distances
 from clusterable.losses._registry import register_loss
@@ -121,9 +123,10 @@ class OPMLLoss(EmbeddingLoss):
     Parameters
     ----------
     embedding_dim : int
-        Dimension d of the embeddings.
+        Dimension d of the embeddings, at least 1.
     metric_dim : int, optional
-        Dimension l of the metric, ``l <= d``; ``min(128, d)`` by default (the paper uses 128).
+        Dimension l of the metric, ``1 <= l <= d``; ``min(128, d)`` by default (the paper uses
+        128).
     alpha_deg : float
         Angle alpha of the constraint, in degrees, in (0, 90) (the paper uses 45).
     orthogonal : bool
@@ -131,10 +134,11 @@ class OPMLLoss(EmbeddingLoss):
     weighted : bool
         Use the weight ``w``; False sets ``w = 1`` (the paper's ablation, Fig. 6).
     margin : float
-        Semi-hard mining window on squared metric distances; 0.2, FaceNet's value for unit-norm
-        embeddings (the paper's features are l2-normalised). Scale it with your embeddings.
+        Semi-hard mining window on squared metric distances, > 0 (an empty window mines
+        nothing); 0.2, FaceNet's value for unit-norm embeddings (the paper's features are
+        l2-normalised). Scale it with your embeddings.
     seed : int
-        Seed of the initialisation of ``L`` and ``R``.
+        Seed of the initialisation of ``L`` and ``R``, in ``[0, 2**64 - 1]``.
 
     Attributes
     ----------
@@ -157,6 +161,14 @@ class OPMLLoss(EmbeddingLoss):
         "larger batches instead"
     )
 
+    argument_bounds: ClassVar[Mapping[str, Bounds]] = {
+        "embedding_dim": Bounds(1),
+        "metric_dim": Bounds(1, none="min(128, embedding_dim)"),
+        "alpha_deg": Bounds(0, 90, low_open=True, high_open=True),
+        "margin": Bounds(0, low_open=True),
+        "seed": Bounds(0, 2**64 - 1),  # what torch.Generator.manual_seed takes, as every seed
+    }
+
     def __init__(
         self,
         embedding_dim: int,
@@ -167,21 +179,20 @@ class OPMLLoss(EmbeddingLoss):
         margin: float = 0.2,
         seed: int = 0,
     ) -> None:
+        self.check_arguments(
+            embedding_dim=embedding_dim,
+            metric_dim=metric_dim,
+            alpha_deg=alpha_deg,
+            margin=margin,
+            seed=seed,
+        )
         super().__init__()
         metric_dim = min(128, int(embedding_dim)) if metric_dim is None else metric_dim
-        if int(embedding_dim) < 1 or int(metric_dim) < 1:
-            raise ValueError(
-                f"embedding_dim and metric_dim must be positive, got {embedding_dim}, {metric_dim}"
-            )
         if int(metric_dim) > int(embedding_dim):
             raise ValueError(
                 f"metric_dim={metric_dim} exceeds embedding_dim={embedding_dim}: L (d x l) cannot "
                 "have more orthonormal columns than rows; pass metric_dim <= embedding_dim"
             )
-        if not 0.0 < float(alpha_deg) < 90.0:
-            raise ValueError(f"alpha_deg must lie strictly between 0 and 90, got {alpha_deg}")
-        if not float(margin) > 0.0:
-            raise ValueError(f"margin (semi-hard mining window) must be positive, got {margin}")
         self.embedding_dim = int(embedding_dim)
         self.metric_dim = int(metric_dim)
         self.alpha_deg = float(alpha_deg)

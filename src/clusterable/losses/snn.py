@@ -7,9 +7,13 @@ Nearest Neighbor Loss". ICML 2019 (Eq. 1). The MsDNN paper uses it as a baseline
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 import torch
 from torch import Tensor
 
+from clusterable._ranges import Bounds
 from clusterable.losses._pairs import masked_logsumexp
 from clusterable.losses._registry import register_loss
 from clusterable.losses.pair_loss import PairLoss, Pairs
@@ -39,10 +43,11 @@ class SoftNearestNeighborLoss(PairLoss):
     >>> value = loss(torch.randn(6, 3), torch.tensor([0, 0, 1, 1, 2, 2]))
     """
 
+    argument_bounds: ClassVar[Mapping[str, Bounds]] = {"temperature": Bounds(0, low_open=True)}
+
     def __init__(self, temperature: float = 1.0) -> None:
+        self.check_arguments(temperature=temperature)
         super().__init__(squared=True)
-        if not float(temperature) > 0.0:
-            raise ValueError(f"temperature must be positive, got {temperature}")
         self.temperature = float(temperature)
 
     def loss_on_pairs(self, pairs: Pairs) -> Tensor:

@@ -6,9 +6,13 @@ Learning via Lifted Structured Feature Embedding, CVPR 2016, Eq. (2).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 import torch
 from torch import Tensor
 
+from clusterable._ranges import Bounds
 from clusterable.losses._base import wide_dtype
 from clusterable.losses._registry import register_loss
 from clusterable.losses._triplets import violation_counts
@@ -39,7 +43,9 @@ class TripletMarginLoss(PairLoss):
     Parameters
     ----------
     margin : float
-        ``alpha``; FaceNet uses 0.2 on unit-norm embeddings.
+        ``alpha`` > 0, the margin enforced between positive and negative pairs (at 0 the
+        semi-hard window is empty and nothing is mined); FaceNet uses 0.2 on unit-norm
+        embeddings.
     mining : {"semi-hard", "batch-hard", "all"}
         ``"semi-hard"`` (FaceNet): every valid triplet with ``D_ap^2 < D_an^2 < D_ap^2 + alpha``.
         ``"batch-hard"`` (Hermans et al. 2017): per anchor, farthest positive and nearest negative.
@@ -54,9 +60,12 @@ class TripletMarginLoss(PairLoss):
     >>> value = loss(torch.randn(8, 4), torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]))
     """
 
+    argument_bounds: ClassVar[Mapping[str, Bounds]] = {"margin": Bounds(0, low_open=True)}
+
     def __init__(
         self, margin: float = 0.2, mining: MiningStrategy = "semi-hard", normalize: bool = True
     ) -> None:
+        self.check_arguments(margin=margin)
         # FaceNet's squared distances.
         super().__init__(squared=True, normalize=normalize)
         if mining not in MINING_STRATEGIES:

@@ -10,6 +10,7 @@ from clusterable.models._registry import (
     available_models,
     build_decoder,
     build_model,
+    model_argument_bounds,
     model_builder,
     register_model,
 )
@@ -21,6 +22,7 @@ __all__ = [
     "available_models",
     "build_decoder",
     "build_model",
+    "model_argument_bounds",
     "model_builder",
     "register_model",
 ]

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from torch import nn
 
+from clusterable._ranges import Bounds, check_bounds
 from clusterable._register import Entry, Registry, accepted_keywords, check_keywords
 from clusterable.models.embedding_net import EmbeddingNet
 
@@ -30,7 +31,11 @@ _GIVEN = ("input_shape", "embedding_dim")
 
 
 def register_model(
-    name: str, *, decoder: DecoderBuilder, **metadata: Any
+    name: str,
+    *,
+    decoder: DecoderBuilder,
+    argument_bounds: Mapping[str, Bounds] | None = None,
+    **metadata: Any,
 ) -> Callable[[BackboneBuilder], BackboneBuilder]:
     """Function decorator: make a backbone builder available as ``build_model(name)``.
 
@@ -41,9 +46,15 @@ def register_model(
     decoder : callable
         Builds the mirrored decoder for an autoencoder term (MsDNN-AE); it takes the same
         architecture keywords as the backbone builder, plus ``sigmoid``.
+    argument_bounds : mapping of str to Bounds, optional
+        The range of each numeric architecture keyword (of each item, for a list of widths):
+        :func:`build_model` and :func:`build_decoder` refuse a value outside it, and so does a
+        run's spec for ``--model-arg NAME=VALUE``, before any data is read.
     **metadata
         Anything else to keep with the entry (``MODELS.metadata(name)``).
     """
+    if argument_bounds:
+        metadata["argument_bounds"] = dict(argument_bounds)
     return MODELS.register(name, decoder=decoder, **metadata)
 
 
@@ -66,6 +77,26 @@ def model_arguments(name: str) -> list[str] | None:
     if _split_pretrained(name) is not None:
         return None
     return accepted_keywords(_entry(name).value, _GIVEN)
+
+
+def model_argument_bounds(name: str) -> Mapping[str, Bounds]:
+    """The range of each numeric model argument of the built-in model ``name`` (declared at its
+    registration); empty for a pretrained backbone, whose library checks its own."""
+    if _split_pretrained(name) is not None:
+        return {}
+    return _entry(name).metadata.get("argument_bounds", {})
+
+
+def check_model_arguments(name: str, kwargs: Mapping[str, Any], field: str | None = None) -> None:
+    """Refuse a model argument of ``kwargs`` outside the range model ``name`` declares for it.
+
+    Raises
+    ------
+    SettingError
+        A ``ValueError`` naming the model, the argument, its value and its range; ``field``
+        (``"model_args"``) is the setting the arguments were given as.
+    """
+    check_bounds(kwargs, model_argument_bounds(name), f"model {name!r} argument", field)
 
 
 def _entry(name: str) -> Entry[BackboneBuilder]:
@@ -179,6 +210,7 @@ def build_model(
     else:
         builder = _entry(name).value
         check_keywords(f"model {name!r}", builder, kwargs, skip=_GIVEN)
+        check_model_arguments(name, kwargs)
         backbone, feature_dim = builder(input_shape, **kwargs)
     return EmbeddingNet(backbone, feature_dim, embedding_dim, normalize=normalize)
 
@@ -216,4 +248,5 @@ def build_decoder(
         )
     decoder: DecoderBuilder = _entry(name).metadata["decoder"]
     check_keywords(f"decoder {name!r}", decoder, kwargs, skip=_GIVEN)
+    check_model_arguments(name, kwargs)
     return decoder(input_shape, embedding_dim, **kwargs)

@@ -8,6 +8,7 @@ from functools import partial
 
 from torch import nn
 
+from clusterable._ranges import Bounds
 from clusterable.models._conv import ConvStage, MirrorDecoder, conv_encoder, image_shape
 from clusterable.models._registry import register_model
 
@@ -37,7 +38,16 @@ def corel_cnn_decoder(
     )
 
 
-@register_model("corel-cnn", decoder=corel_cnn_decoder)
+#: Filter counts, kernel size and width are counts; LeakyReLU's slope runs from 0 (ReLU) to 1.
+_ARGUMENT_BOUNDS = {
+    "channels": Bounds(1),
+    "kernel_size": Bounds(1),
+    "hidden_dim": Bounds(1),
+    "negative_slope": Bounds(0, 1),
+}
+
+
+@register_model("corel-cnn", decoder=corel_cnn_decoder, argument_bounds=_ARGUMENT_BOUNDS)
 def corel_cnn(
     input_shape: tuple[int, ...],
     *,
@@ -59,13 +69,13 @@ def corel_cnn(
     input_shape : tuple of int
         ``(C, H, W)``, ``H, W >= 8``.
     channels : sequence of int
-        Filters per convolution.
+        Filters per convolution, each at least 1.
     kernel_size : int
-        Odd kernel size of every convolution.
+        Odd kernel size of every convolution, at least 1.
     hidden_dim : int
-        Width of the first fully connected layer.
+        Width of the first fully connected layer, at least 1.
     negative_slope : float
-        LeakyReLU slope.
+        LeakyReLU slope, in ``[0, 1]``.
 
     Returns
     -------

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from torch import nn
 
+from clusterable._ranges import Bounds
 from clusterable.models._conv import ConvStage, MirrorDecoder, conv_encoder, image_shape
 from clusterable.models._registry import register_model
 
@@ -35,7 +36,11 @@ def lenet_decoder(
     )
 
 
-@register_model("lenet", decoder=lenet_decoder)
+#: Filter counts, kernel size and width are counts.
+_ARGUMENT_BOUNDS = {"channels": Bounds(1), "kernel_size": Bounds(1), "hidden_dim": Bounds(1)}
+
+
+@register_model("lenet", decoder=lenet_decoder, argument_bounds=_ARGUMENT_BOUNDS)
 def lenet(
     input_shape: tuple[int, ...],
     *,
@@ -54,11 +59,11 @@ def lenet(
     input_shape : tuple of int
         ``(C, H, W)``, ``H, W >= 8``.
     channels : sequence of int
-        Filters per convolution.
+        Filters per convolution, each at least 1.
     kernel_size : int
-        Odd kernel size.
+        Odd kernel size, at least 1.
     hidden_dim : int
-        Width of the fully connected layer before the head.
+        Width of the fully connected layer before the head, at least 1.
 
     Returns
     -------

@@ -9,6 +9,7 @@ from functools import partial
 
 from torch import nn
 
+from clusterable._ranges import Bounds
 from clusterable.models._conv import mlp_layers
 from clusterable.models._registry import register_model
 
@@ -35,7 +36,11 @@ def mlp_decoder(
     return nn.Sequential(*layers)
 
 
-@register_model("mlp", decoder=mlp_decoder)
+#: Layer widths are counts; LeakyReLU's slope on negative inputs runs from 0 (ReLU) to 1 (linear).
+_ARGUMENT_BOUNDS = {"hidden_dims": Bounds(1), "negative_slope": Bounds(0, 1)}
+
+
+@register_model("mlp", decoder=mlp_decoder, argument_bounds=_ARGUMENT_BOUNDS)
 def mlp(
     input_shape: tuple[int, ...],
     *,
@@ -56,9 +61,9 @@ def mlp(
     input_shape : tuple of int
         Any shape; inputs are flattened.
     hidden_dims : sequence of int
-        Widths of the hidden layers before the head.
+        Widths of the hidden layers before the head, each at least 1 (none: a linear model).
     negative_slope : float
-        LeakyReLU slope.
+        LeakyReLU slope, in ``[0, 1]``.
 
     Returns
     -------

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from torch import nn
 
+from clusterable._ranges import Bounds
 from clusterable.models._conv import ConvStage, MirrorDecoder, conv_encoder, image_shape
 from clusterable.models._registry import register_model
 
@@ -40,7 +41,11 @@ def msdnn_cnn_decoder(
     )
 
 
-@register_model("msdnn-cnn", decoder=msdnn_cnn_decoder)
+#: Filter counts and kernel size are counts.
+_ARGUMENT_BOUNDS = {"channels": Bounds(1), "kernel_size": Bounds(1)}
+
+
+@register_model("msdnn-cnn", decoder=msdnn_cnn_decoder, argument_bounds=_ARGUMENT_BOUNDS)
 def msdnn_cnn(
     input_shape: tuple[int, ...],
     *,
@@ -60,9 +65,9 @@ def msdnn_cnn(
     input_shape : tuple of int
         ``(C, H, W)``, ``H, W >= 8``.
     channels : sequence of int
-        Six filter counts.
+        Six filter counts, each at least 1.
     kernel_size : int
-        Odd kernel size.
+        Odd kernel size, at least 1.
 
     Returns
     -------

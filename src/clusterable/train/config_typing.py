@@ -5,7 +5,9 @@ rules read ``1e-3`` as a string. Each value is converted here to the type its re
 once, before anything is built or trained, so a wrong value is a one-line error naming the setting
 rather than a ``TypeError`` from inside the training step. A float setting is never NaN or
 infinite. :class:`Bounds` states a numeric setting's range once, beside its field, and
-:func:`check_bounds` refuses a value outside it with the range in words.
+:func:`check_bounds` refuses a value outside it with the range in words (both live in
+`clusterable._ranges`, where the losses and models declare their arguments' ranges too, and are
+re-exported here).
 
 Every refusal is a :class:`SettingError`: it names the setting it is about, so that the command
 line can name the flag, the ``--set`` or the ``--config`` line the value came from instead
@@ -21,53 +23,27 @@ import math
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from clusterable._ranges import Bounds, SettingError, check_bounds
+
+__all__ = [
+    "Bounds",
+    "SettingError",
+    "check_bounds",
+    "check_choice",
+    "did_you_mean",
+    "field_types",
+    "parameter_types",
+    "read_settings_file",
+    "settings_file_line",
+    "typed_settings",
+]
 
 _NONE_WORDS = {"none", "null", "~", ""}
 _TRUE_WORDS = {"true", "yes", "on", "1"}
 _FALSE_WORDS = {"false", "no", "off", "0"}
-
-
-class SettingError(ValueError):
-    """A setting whose value cannot be used, with what it is about.
-
-    Attributes
-    ----------
-    what : str
-        What the settings are, in words: ``"training setting"``, ``"loss 'lifted' argument"``.
-    setting : str
-        The field the value was given for: ``"grad_clip"``; ``"loss_args"`` for a loss's keyword.
-    key : str or None
-        The keyword within a mapping field (``"margin"`` of ``loss_args``); None for a plain one.
-    value : object
-        The value as given.
-    reason : str
-        The rest of the sentence: ``"must be above 0, or none (no clipping)"``; or, where
-        ``sentence`` is set, that whole sentence (``"loss 'lifted' takes no argument margn; ..."``).
-
-    ``str(error)`` is ``"{what} {key or setting}={value!r} {reason}"`` (or the sentence);
-    :meth:`as_given` puts another subject in front (a flag and its value).
-    """
-
-    def __init__(
-        self,
-        what: str,
-        setting: str,
-        value: Any,
-        reason: str,
-        key: str | None = None,
-        sentence: bool = False,
-    ) -> None:
-        self.what, self.setting, self.key, self.value = what, setting, key, value
-        self.reason, self.sentence = reason, sentence
-        super().__init__(reason if sentence else f"{what} {key or setting}={value!r} {reason}")
-
-    def as_given(self, subject: str) -> str:
-        """The message about ``subject`` (``"--grad-clip -1.0"``): ``"--grad-clip -1.0 must be
-        above 0, ..."``."""
-        return f"{subject}: {self.reason}" if self.sentence else f"{subject} {self.reason}"
 
 
 class _NotFinite(ValueError):
@@ -96,6 +72,8 @@ def _to_int(value: Any) -> int:
         number = float(value.strip())
     else:
         number = value
+    if isinstance(number, float) and not math.isfinite(number):
+        raise _NotFinite
     if isinstance(number, float) and not number.is_integer():
         raise ValueError
     return int(number)
@@ -175,6 +153,7 @@ def typed_settings(
     annotations: Mapping[str, Any],
     what: str,
     field: str | None = None,
+    bounds: Mapping[str, Bounds] | None = None,
 ) -> dict[str, Any]:
     """Each of ``values`` converted to the type ``annotations`` gives its name.
 
@@ -190,12 +169,16 @@ def typed_settings(
     field : str, optional
         The mapping field these are the keywords of (``"loss_args"``), for
         :attr:`SettingError.setting`; None: each name is a field itself.
+    bounds : mapping, optional
+        Setting name -> its range: a NaN or infinite value of a setting named here is refused
+        with the range in words (the range itself is :func:`check_bounds`'s to check, once the
+        values are typed).
 
     Raises
     ------
     SettingError
-        A value that is not of its setting's type, or a float that is NaN or infinite; the
-        message names the setting, the value and the type wanted.
+        A value that is not of its setting's type, or a number that is NaN or infinite; the
+        message names the setting, the value and the type (or the range) wanted.
 
     Examples
     --------
@@ -211,9 +194,11 @@ def typed_settings(
         try:
             typed[name] = _convert(value, annotations[name])
         except _NotFinite:
-            raise SettingError(
-                what, setting, value, "is not a finite number; give a number", key
-            ) from None
+            wanted = "; give a number"
+            if bounds and name in bounds:
+                wanted = f": it {bounds[name].describe()}"
+            reason = f"is not a finite number{wanted}"
+            raise SettingError(what, setting, value, reason, key) from None
         except (ValueError, TypeError, OverflowError):
             if typing.get_origin(annotations[name]) is typing.Literal:
                 choices = ", ".join(repr(v) for v in typing.get_args(annotations[name]))
@@ -228,75 +213,6 @@ def typed_settings(
                 key,
             ) from None
     return typed
-
-
-@dataclass(frozen=True)
-class Bounds:
-    """The range of a numeric setting.
-
-    ``low`` / ``high``: its ends (None: unbounded); ``low_open`` / ``high_open``: the end itself
-    is excluded; ``none``: what None means where the setting may be None (shown in the message).
-
-    Examples
-    --------
-    >>> Bounds(0, low_open=True, none="no clipping").describe()
-    'must be above 0, or none (no clipping)'
-    >>> Bounds(0, 1, high_open=True).describe()
-    'must be in [0, 1)'
-    """
-
-    low: float | None = None
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-    none: str | None = None
-
-    def holds(self, value: Any) -> bool:
-        if value is None:
-            return True  # the type allowed it
-        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
-            return False
-        return self.high is None or (value < self.high if self.high_open else value <= self.high)
-
-    def describe(self) -> str:
-        low, high = _number(self.low), _number(self.high)
-        if self.low is not None and self.high is not None:
-            ends = f"{'(' if self.low_open else '['}{low}, {high}"
-            text = f"must be in {ends}{')' if self.high_open else ']'}"
-        elif self.low is not None:
-            text = f"must be {'above' if self.low_open else 'at least'} {low}"
-        elif self.high is not None:
-            text = f"must be {'below' if self.high_open else 'at most'} {high}"
-        else:
-            text = "may be any number"
-        return text if self.none is None else f"{text}, or none ({self.none})"
-
-
-def _number(value: float | None) -> str:
-    """``1`` for 1.0, ``0.5``, ``4294967295``: as a person writes it."""
-    if value is None:
-        return ""
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
-
-
-def check_bounds(
-    values: Mapping[str, Any],
-    bounds: Mapping[str, Bounds],
-    what: str,
-    field: str | None = None,
-) -> None:
-    """Refuse a value of ``values`` outside its setting's ``bounds`` (typed values; names
-    without bounds pass).
-
-    Raises
-    ------
-    SettingError
-        Naming the setting, its value and its range.
-    """
-    for name, value in values.items():
-        if name in bounds and not bounds[name].holds(value):
-            setting, key = (name, None) if field is None else (field, name)
-            raise SettingError(what, setting, value, bounds[name].describe(), key)
 
 
 def field_types(cls: type) -> dict[str, Any]:

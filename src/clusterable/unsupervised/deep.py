@@ -16,13 +16,15 @@ loss's per-step diagnostics in the log.
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from clusterable._ranges import Bounds
 from clusterable.data import LabelledDataset
 from clusterable.losses import OPMLLoss
 from clusterable.losses._pairs import partner_masks, squared_distances
@@ -96,10 +98,14 @@ class RiemannianOPMLLoss(OPMLLoss):
         Mean ``m_i`` and ``w_i`` of the last batch's triplets after its RCGD steps.
     """
 
+    argument_bounds: ClassVar[Mapping[str, Bounds]] = {
+        **OPMLLoss.argument_bounds,
+        "maxiter": Bounds(1),
+    }
+
     def __init__(self, *args: Any, maxiter: int = 10, **kwargs: Any) -> None:
+        self.check_arguments(maxiter=maxiter)
         super().__init__(*args, **kwargs)
-        if int(maxiter) < 1:
-            raise ValueError(f"maxiter (RCGD steps per batch) must be >= 1, got {maxiter}")
         self.maxiter = int(maxiter)
         self.R.requires_grad_(False)
         self.L.requires_grad_(False)
