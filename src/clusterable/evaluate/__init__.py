@@ -5,7 +5,8 @@ metrics use one exact, chunked kNN search (`neighbors`); partition metrics use o
 contingency table (`partition_metrics`). `evaluate_embeddings` computes any set of the metrics its
 modules register (`registry`), each shared step once, and returns an `Evaluation`: the scores
 and the partition they were computed on (`ScoredPartition`, k-means by `kmeans_rule`, the rule
-the command line's ``cluster`` uses too).
+the command line's ``cluster`` uses too). `verification` chooses a distance threshold for "same or
+not" (`select_threshold`) and computes FNMR@FMR from pair distances (`fnmr_at_fmr`).
 """
 
 from clusterable.evaluate.clustering import ScoredPartition, describe_kmeans, kmeans_rule
@@ -35,12 +36,20 @@ from clusterable.evaluate.retrieval import (
 )
 from clusterable.evaluate.silhouette import silhouette
 from clusterable.evaluate.table import Evaluation, EvaluationOptions, evaluate_embeddings
+from clusterable.evaluate.verification import (
+    ThresholdChoice,
+    VerificationCurve,
+    fnmr_at_fmr,
+    select_threshold,
+)
 
 __all__ = [
     "Contingency",
     "Evaluation",
     "EvaluationOptions",
     "ScoredPartition",
+    "ThresholdChoice",
+    "VerificationCurve",
     "ari",
     "available_metrics",
     "cluster_accuracy",
@@ -48,6 +57,7 @@ __all__ = [
     "describe_kmeans",
     "evaluate_embeddings",
     "faiss_available",
+    "fnmr_at_fmr",
     "iter_knn",
     "kmeans_rule",
     "knn_accuracy",
@@ -61,6 +71,7 @@ __all__ = [
     "r_precision",
     "recall_at_k",
     "register_metric",
+    "select_threshold",
     "silhouette",
     "table_keys",
     "v_measure",
