@@ -25,11 +25,14 @@ import numpy as np
 
 from clusterable._arrays import as_embeddings, label_values
 from clusterable.archive import load_archive, save_archive
+from clusterable.classify import Classification, nearest_class_mean, neighbour_vote
 from clusterable.evaluate._keywords import refuse_renamed
 from clusterable.evaluate.neighbors import faiss_available, knn_search
 
 Distance = Literal["euclidean", "cosine"]
 Kind = Literal["exact", "ivf", "hnsw"]
+Method = Literal["knn", "class-mean"]
+
 
 #: What `EmbeddingIndex.save` writes, and the version of its layout.
 ARCHIVE_KIND = "clusterable search index"
@@ -198,7 +201,9 @@ class EmbeddingIndex:
             self._faiss.add(np.ascontiguousarray(self._searchable(vectors), dtype=np.float32))
             self._faiss_rows = np.concatenate([self._faiss_rows, np.arange(n_old, n_old + n_new)])
 
-    def search(self, queries: Any, k: int = 10) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def search(
+        self, queries: Any, k: int = 10, max_distance: float | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The ``k`` gallery items nearest to each query.
 
         Parameters
@@ -207,6 +212,9 @@ class EmbeddingIndex:
             ``(m, d)`` query embeddings, from the same model as the gallery.
         k : int
             Neighbours per query, ``1 <= k <= len(index)``.
+        max_distance : float, optional
+            Keep only neighbours at distance ``<= max_distance`` (compared with the returned
+            float32 distance); the others are reported as missing, as below. None keeps all k.
 
         Returns
         -------
@@ -220,22 +228,139 @@ class EmbeddingIndex:
         An approximate index (``"ivf"``, ``"hnsw"``) may find fewer than ``k`` items for a query
         (the lists or the graph it searched hold fewer): each missing neighbour is row -1 at
         distance ``inf``, with id -1 (integer ids) or ``""`` (string ids), after the found ones;
-        never a gallery row standing in for it.
+        never a gallery row standing in for it. Neighbours farther than ``max_distance`` are
+        marked missing the same way (they come last, since distances ascend), so a query may get
+        fewer than ``k``, or none, with any kind of index.
         """
         q = self._check_queries(queries, "queries")
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= len(self):
             raise ValueError(
                 f"k = {k!r} but the index holds {len(self)} items: choose 1 <= k <= {len(self)}"
             )
+        if max_distance is not None and (
+            isinstance(max_distance, bool)
+            or not isinstance(max_distance, (int, float, np.integer, np.floating))
+            or not max_distance >= 0  # NaN fails too
+        ):
+            raise ValueError(f"max_distance must be a number >= 0 (or None), got {max_distance!r}")
         if self._faiss is None:
             distances, rows = knn_search(q, int(k), self.vectors, distance=self.distance)
         else:
             distances, rows = self._search_approximate(q, int(k))
+        if max_distance is not None:
+            too_far = distances > max_distance
+            distances = np.where(too_far, distances.dtype.type(np.inf), distances)
+            rows = np.where(too_far, -1, rows)
         ids = self.ids[rows]
         missing = rows < 0
         if missing.any():
             ids[missing] = "" if self.ids.dtype.kind == "U" else -1
         return distances, rows, ids
+
+    def remove(self, ids: Sequence[Any] | np.ndarray) -> None:
+        """Remove the gallery items with these ids (every item carrying one of them).
+
+        The remaining items keep their order, so their rows close up. An approximate index
+        (``"ivf"``, ``"hnsw"``) re-adds the remaining items to its faiss structure (the IVF lists
+        keep their training; the HNSW graph is rebuilt), keeping its search breadth; its
+        ``recall_at_10`` stays the figure measured when it was built. Nothing changes if a check
+        fails.
+
+        Raises
+        ------
+        ValueError
+            If an id is not in the index (the message names the first such id), or removing
+            them would leave the index empty.
+        """
+        if np.ndim(ids) == 0:
+            ids = [ids]
+        wanted = label_values(ids, len(ids), "ids", what="id")
+        unknown = ~np.isin(wanted, self.ids)
+        if unknown.any():
+            raise ValueError(
+                f"id {wanted[unknown][0].item()!r} is not in this index; nothing was removed"
+            )
+        keep = ~np.isin(self.ids, wanted)
+        if not keep.any():
+            raise ValueError(
+                "removing these ids would leave the index empty; build a new index instead"
+            )
+        faiss_index, faiss_rows = self._faiss, self._faiss_rows
+        if self._faiss is not None:
+            import faiss
+
+            new_row = np.cumsum(keep) - 1
+            faiss_rows = new_row[self._faiss_rows[keep[self._faiss_rows]]]
+            faiss_index = faiss.clone_index(self._faiss)
+            faiss_index.reset()  # IVF keeps its trained quantizer; HNSW starts a new graph
+            vectors = self._searchable(self.vectors[keep][faiss_rows])
+            faiss_index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+            _set_breadth(faiss_index, self.kind, self.search_breadth)
+        self.vectors = self.vectors[keep]
+        self.ids = self.ids[keep]
+        if self.labels is not None:
+            self.labels = self.labels[keep]
+        self._faiss, self._faiss_rows = faiss_index, faiss_rows
+
+    def classify(
+        self,
+        queries: Any,
+        k: int = 10,
+        weighting: Literal["uniform", "distance"] = "uniform",
+        method: Method = "knn",
+    ) -> Classification:
+        """The label of each query, by a vote of its ``k`` nearest gallery items or by the
+        nearest class mean, with a confidence in ``[0, 1]``.
+
+        Parameters
+        ----------
+        queries : array-like
+            ``(m, d)`` query embeddings, from the same model as the gallery.
+        k : int
+            Neighbours that vote (``method="knn"``), ``1 <= k <= len(index)``; unused by
+            ``"class-mean"``.
+        weighting : {"uniform", "distance"}
+            For ``"knn"``: one vote per neighbour, or a vote of ``1 / distance`` (scikit-learn's
+            ``weights="distance"``: when some neighbours are at distance exactly 0, they alone
+            vote, one vote each).
+        method : {"knn", "class-mean"}
+            ``"knn"`` votes among the neighbours found by :meth:`search` (for an approximate
+            index, missing neighbours do not vote). ``"class-mean"`` picks the class whose mean
+            gallery embedding is nearest (for cosine, the mean of unit-length embeddings,
+            compared by cosine distance), searched exactly whatever the kind.
+
+        Returns
+        -------
+        Classification
+            ``labels`` ``(m,)`` and ``confidence`` ``(m,)``. For ``"knn"`` the confidence is the
+            predicted class's share of the (weighted) vote, which equals scikit-learn's
+            ``KNeighborsClassifier(...).predict_proba(...).max(axis=1)``. For ``"class-mean"``
+            it is the predicted class's weight in a softmax over the negative distances to all
+            class means, ``exp(-d_c) / sum_j exp(-d_j)`` (temperature 1, so it depends on the
+            scale of the distances).
+
+        Ties go to the class that sorts first (smallest number, or first string in code-point
+        order), as scikit-learn's argmax does: among classes with equal vote (``"knn"``) or at
+        equal distance (``"class-mean"``). A query whose approximate search found no neighbour
+        gets that first class with confidence 0 (scikit-learn's rule for an all-zero vote).
+
+        Raises
+        ------
+        ValueError
+            If the index has no labels, or an argument is out of range.
+        """
+        if self.labels is None:
+            raise ValueError(
+                "this index was built without labels, so it cannot classify; build it with labels="
+            )
+        weighting = _check_choice(weighting, ("uniform", "distance"), "weighting")
+        method = _check_choice(method, ("knn", "class-mean"), "method")
+        classes, codes = np.unique(self.labels, return_inverse=True)
+        if method == "class-mean":
+            q = self._check_queries(queries, "queries")
+            return nearest_class_mean(q, self.vectors, codes, classes, self.distance)
+        distances, rows, _ = self.search(queries, k)
+        return neighbour_vote(distances, rows, codes, classes, weighting)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the index to one checksummed ``.npz`` file at ``path`` (whatever its suffix:
