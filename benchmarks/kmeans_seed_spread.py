@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 #: The evaluation's k-means before the shared rule, at up to 64 clusters: one k-means++ restart of
-#: at most 20 Lloyd iterations (``EVALUATION_KMEANS`` with ``KMEANS_PP_MAX_CLUSTERS``).
+#: at most 20 Lloyd iterations (the removed ``EVALUATION_KMEANS`` below 65 clusters).
 OLD_RULE = {"init": "k-means++", "n_init": 1, "max_iter": 20}
 
 #: The two training runs: their folder names under ``--work`` and their ``clusterable train``

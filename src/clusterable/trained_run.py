@@ -45,7 +45,7 @@ from torch import nn
 
 from clusterable._atomic import atomic_write_text
 from clusterable.data import ImageFiles, LabelledDataset
-from clusterable.data.generic import IMAGE_EXTENSIONS, load_table
+from clusterable.data.generic import IMAGE_EXTENSIONS, images_in, load_table
 from clusterable.data.transforms import backbone_preprocessing
 from clusterable.device import DeviceSpec, resolve_device
 
@@ -447,12 +447,8 @@ class TrainedRun:
         if split is not None:
             dataset = self.split(split, data=f"folder:{folder}")
             return dataset, _ids(dataset), dataset.name
-        paths, names = [], []
-        for path in sorted(folder.rglob("*")):
-            if path.is_file() and path.suffix.lower() in IMAGE_EXTENSIONS:
-                paths.append(path)
-                relative = path.relative_to(folder).parts
-                names.append(relative[-2] if len(relative) > 1 else "")
+        paths = images_in(folder)  # as a folder data set lists them
+        names = [p.relative_to(folder).parts[-2] if p.parent != folder else "" for p in paths]
         if not paths:
             raise ValueError(
                 f"folder {folder} holds no image files ({', '.join(sorted(IMAGE_EXTENSIONS))}); "

@@ -35,7 +35,9 @@ def _class_folders(directory: Path) -> list[Path]:
     return sorted(p for p in directory.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
-def _images_in(folder: Path) -> list[Path]:
+def images_in(folder: Path) -> list[Path]:
+    """The image files below ``folder``, sorted, hidden files left out: how a folder data set
+    lists its images, and how a trained run lists a folder it is given."""
     return sorted(
         p
         for p in folder.rglob("*")
@@ -133,7 +135,7 @@ def load_image_folder(
         names = [f.name for _, f in folders]
     files, labels, is_query = [], [], []
     for part, folder in folders:
-        images = _images_in(folder)
+        images = images_in(folder)
         files += images
         labels += [names.index(folder.name)] * len(images)
         is_query += [part == "query"] * len(images)

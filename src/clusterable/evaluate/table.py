@@ -46,7 +46,6 @@ from clusterable.evaluate.silhouette import (
 )
 
 __all__ = [
-    "EVALUATION_KMEANS",
     "KMEANS_PP_MAX_CLUSTERS",
     "Evaluation",
     "EvaluationOptions",
@@ -54,12 +53,6 @@ __all__ = [
     "kmeans_rule",
     "partition",
 ]
-
-#: The k-means settings of the evaluation at the class counts of retrieval test sets (51
-#: classes and more, `clusterable.evaluate.clustering.kmeans_rule`): one restart of at most 20
-#: Lloyd iterations, seeded on ``k`` distinct random points above 64 classes. Fewer classes get
-#: more restarts: ``kmeans_rule(k)`` is the rule.
-EVALUATION_KMEANS = kmeans_rule(100)
 
 #: Neighbours of each item kept from the table's kNN search for k-means to start from: its
 #: first assignment reads each item's nearest seed off this list (a list of 32 holds one of
