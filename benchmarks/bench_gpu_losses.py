@@ -1,40 +1,51 @@
-"""Forward + backward time and peak GPU memory of every registered loss on CUDA, beside PML.
+"""Time and peak memory of every loss's forward + backward, eager and compiled, beside PML.
 
 Run from the repository root, with the python that holds the CUDA build of torch::
 
     PYTHONPATH=src python3 benchmarks/bench_gpu_losses.py             # n = 256, 1024, 4096
-    PYTHONPATH=src python3 benchmarks/bench_gpu_losses.py --compile   # + torch.compile at n=256
-    .venv/bin/python benchmarks/bench_gpu_losses.py --device cpu --sizes small   # smoke test
+    PYTHONPATH=src python3 benchmarks/bench_gpu_losses.py --compile   # + torch.compile at each n
+    .venv/bin/python benchmarks/bench_gpu_losses.py --device cpu --sizes 256   # CPU smoke test
 
 What is measured:
 
-- every loss of ``clusterable.losses.available_losses()`` at n = 256, 1024 and 4096, d = 512,
-  classes of 8 items, float32 embeddings drawn N(0, 1) that require grad; the losses with class
-  weights get ``num_classes`` and ``embedding_dim``, ``opml`` its ``embedding_dim``;
+- every loss of ``clusterable.losses.available_losses()`` at n = 256, 1024 and 4096 (``--sizes``:
+  a preset or batch sizes such as ``256,4096``), d = 512, classes of 8 items, float32 embeddings
+  drawn N(0, 1) that require grad; the losses with class weights get ``num_classes`` and
+  ``embedding_dim``, ``opml`` its ``embedding_dim``;
 - pytorch-metric-learning's nearest equivalent where there is one, the pairs of
   ``bench_losses.py`` case 4: contrastive -> ``ContrastiveLoss``, triplet ->
   ``TripletMarginLoss`` + ``TripletMarginMiner("semihard")``, snn -> ``NCALoss``, lifted ->
-  ``LiftedStructureLoss`` (not run where its ``|P| x |N|`` pair mask passes 8 GiB: n >= 1024).
+  ``LiftedStructureLoss`` (not run where its ``|P| x |N|`` pair mask passes 8 GiB: n >= 1024;
+  the triplet miner's lists of every triplet take 5.2 GiB at n = 4096).
   The definitions differ in details: the ratio compares cost, not values;
-- time: one ``loss(x, labels).backward()`` between two ``torch.cuda.Event`` records, the stream
-  synchronised after each call, so each call starts on an idle card and a launch-bound loss pays
-  its launches; median of up to ``--repeats`` calls (at least 3; a case stops after 1 s once it
-  has them), after warm-up calls;
-- peak: ``torch.cuda.max_memory_allocated`` during one call, reset just before it, minus what
-  was allocated before it (the inputs and the loss's own parameters are not counted);
-- at the smallest n, ways to cut the launch overhead of small batches: the whole forward +
-  backward captured in one CUDA graph (``torch.cuda.graph``) and replayed, and with
-  ``--compile`` the loss under ``torch.compile`` (compile seconds reported). A loss whose call
-  synchronises with the host (a data-dependent shape, a check read back on the CPU) cannot be
-  captured: the row says so and why.
+- time: one ``loss(x, labels).backward()`` between two ``torch.cuda.Event`` records (the host
+  clock on the CPU), the stream synchronised after each call, so each call starts on an idle card
+  and a launch-bound loss pays its launches; median of up to ``--repeats`` calls (at least 3; a
+  case stops after 1 s once it has them), after warm-up calls;
+- peak: the most memory torch's allocator held during one call, minus what it held before it
+  (the inputs and the loss's own parameters are not counted; x's gradient is). On CUDA
+  ``torch.cuda.max_memory_allocated``, reset just before the call; on the CPU, which keeps no
+  such statistic, the running total of the allocator's events under
+  ``torch.profiler.profile(profile_memory=True)`` (every tensor allocation and free, exact to
+  the byte; a library's own workspace outside torch's allocator is not seen), in a call of its
+  own since the profiler slows the call down;
+- with ``--compile``: the loss under ``torch.compile(loss, dynamic=True)`` (inductor), one
+  compilation serving every n, timed and measured as eager; its first call at each n, compile
+  included, is reported as ``compile s``;
+- at the smallest n, on CUDA, the whole forward + backward captured in one CUDA graph
+  (``torch.cuda.graph``) and replayed: a way to cut the launch overhead of small batches. A loss
+  whose call synchronises with the host (a data-dependent shape, a check read back on the CPU)
+  cannot be captured: the row says so and why.
 
 Each loss runs in its own subprocess: ours at every size, then pml's equivalent at every size,
-then ours in the variants (a failed capture can leave the stream unusable, so they come last). A
+then the CUDA graph (a failed capture can leave the stream unusable, so it comes last); with
+``--compile``, once every loss has its eager rows, a second subprocess per loss compiles it. A
 process per case would start torch and CUDA 64 times, seconds each. Each process prints one JSON
-line per result as it goes, so a crash or a timeout loses only what was left.
+line per result as it goes, so a crash or a timeout loses only what was left. On the CPU each
+process uses one torch thread.
 
 Rows flagged ``!``: at the largest n, ours above 10 ms or 1 GB; at any n, pml faster than ours
-(ratio < 1.0).
+(ratio < 1.0), or a compilation that failed.
 """
 
 from __future__ import annotations
@@ -46,6 +57,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -54,14 +66,16 @@ from pathlib import Path
 import torch
 from bench_losses import PML_EQUIVALENT, pml_lifted_mask_gib
 
-#: ``--sizes`` presets: (batch sizes, embedding width). ``launch``: the small batch alone, for
-#: ``--compile`` without the larger sizes again.
+#: ``--sizes`` presets: (batch sizes, embedding width). ``launch``: the small batch alone.
 SIZES = {"full": ((256, 1024, 4096), 512), "launch": ((256,), 512), "small": ((32, 64), 32)}
+#: Embedding width for batch sizes given as numbers (``--sizes 256,4096``).
+DEFAULT_DIM = 512
 ITEMS_PER_CLASS = 8
 #: Flags at the largest n (the issue's bounds).
 SLOW_MS, LARGE_MB = 10.0, 1024.0
-#: pml's lifted loss is not run where its pair x pair mask would pass this.
-PML_LIFTED_MAX_GIB = 8.0
+#: pml's lifted and triplet losses are not run where what they build per pair x pair or per
+#: triplet would pass this (:func:`pml_index_gib`).
+PML_MAX_GIB = 8.0
 #: A case stops repeating once this much time is spent (after at least 3 repeats).
 CASE_BUDGET_S = 1.0
 WARMUP = 3
@@ -90,6 +104,19 @@ def _batch(n: int, dim: int, device: torch.device) -> tuple[torch.Tensor, torch.
     return x, labels
 
 
+def pml_index_gib(name: str, n: int) -> tuple[float, str]:
+    """GiB of what pml's equivalent builds in proportion to pairs x pairs or to triplets at n,
+    and what it is: the lifted loss's float ``|P| x |N|`` mask; the semi-hard miner's three int64
+    lists of every triplet (``n (c - 1) (n - c)`` with classes of ``c``), built then joined."""
+    if name == "LiftedStructureLoss":
+        # No "|" in the words: they end up in a markdown table's cell.
+        return pml_lifted_mask_gib(n, 0, n // ITEMS_PER_CLASS), "positive x negative pair mask"
+    if name == "TripletMarginLoss+semihard":
+        triplets = n * (ITEMS_PER_CLASS - 1) * (n - ITEMS_PER_CLASS)
+        return 2 * 3 * 8 * triplets / 2**30, "list of every triplet"
+    return 0.0, ""
+
+
 def _zero_grads(loss: object, x: torch.Tensor) -> None:
     x.grad = None
     if isinstance(loss, torch.nn.Module):
@@ -110,9 +137,28 @@ def _timed_ms(step: Step, device: torch.device) -> float:
     return begin.elapsed_time(end)
 
 
-def _peak_mb(step: Step, device: torch.device) -> float | None:
+def _cpu_peak_mb(step: Step) -> float:
+    """MiB above the start that torch's CPU allocator held at most during ``step``: the running
+    total of the profiler's memory events. The total carries over allocations made under earlier
+    profiles, so the baseline is the total just before the first event."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    with tempfile.TemporaryDirectory(prefix="bench_gpu_losses-") as folder:
+        trace = Path(folder) / "trace.json"
+        prof.export_chrome_trace(str(trace))
+        events = json.loads(trace.read_text())["traceEvents"]
+    memory = [event["args"] for event in events if event.get("name") == "[memory]"]
+    if not memory:
+        return 0.0
+    baseline = memory[0]["Total Allocated"] - memory[0]["Bytes"]
+    return max(0, max(m["Total Allocated"] for m in memory) - baseline) / 2**20
+
+
+def _peak_mb(step: Step, device: torch.device) -> float:
     if device.type != "cuda":
-        return None
+        return _cpu_peak_mb(step)
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
@@ -147,13 +193,15 @@ def measure_eager(loss: object, n: int, dim: int, device: torch.device, repeats:
     return {"ms": _median_ms(step, device, repeats), "peak_mb": peak}
 
 
-def measure_compiled(loss: object, n: int, dim: int, device: torch.device, repeats: int) -> dict:
-    """The loss under ``torch.compile``; the first call's seconds are the compile time."""
-    compiled = torch.compile(loss)
+def measure_compiled(
+    compiled: torch.nn.Module, n: int, dim: int, device: torch.device, repeats: int
+) -> dict:
+    """A compiled loss at n, as :func:`measure_eager`, and the seconds of its first call (the
+    compile time)."""
     x, labels = _batch(n, dim, device)
 
     def step() -> None:
-        _zero_grads(loss, x)
+        _zero_grads(compiled, x)
         compiled(x, labels).backward()
 
     start = time.perf_counter()
@@ -162,7 +210,8 @@ def measure_compiled(loss: object, n: int, dim: int, device: torch.device, repea
         torch.cuda.synchronize()
     compile_s = time.perf_counter() - start
     _warm_up(step, device)
-    return {"ms": _median_ms(step, device, repeats), "compile_s": compile_s}
+    peak = _peak_mb(step, device)
+    return {"ms": _median_ms(step, device, repeats), "peak_mb": peak, "compile_s": compile_s}
 
 
 def measure_graphed(loss: object, n: int, dim: int, device: torch.device, repeats: int) -> dict:
@@ -207,12 +256,10 @@ def _emit(side: str, name: str, variant: str, n: int, result: dict) -> None:
 def _eager_rows(side: str, name: str, spec: dict, device: torch.device) -> None:
     dim = spec["dim"]
     for n in spec["sizes"]:
-        if side == "pml" and name == "LiftedStructureLoss":
-            gib = pml_lifted_mask_gib(n, 0, n // ITEMS_PER_CLASS)
-            if gib > PML_LIFTED_MAX_GIB:
-                reason = f"not run: its |P| x |N| mask is {gib:,.0f} GiB"
-                _emit(side, name, "eager", n, {"skipped": reason})
-                continue
+        gib, what = pml_index_gib(name, n) if side == "pml" else (0.0, "")
+        if gib > PML_MAX_GIB:
+            _emit(side, name, "eager", n, {"skipped": f"not run: its {what} is {gib:,.0f} GiB"})
+            continue
         loss = None
         try:
             loss = _build(side, name, n // ITEMS_PER_CLASS, dim, device)
@@ -224,29 +271,48 @@ def _eager_rows(side: str, name: str, spec: dict, device: torch.device) -> None:
             torch.cuda.empty_cache()
 
 
+def _compiled_rows(name: str, spec: dict, device: torch.device) -> None:
+    """Ours under ``torch.compile(dynamic=True)`` at every size, ascending, built for each n as
+    eager is (the class count follows n): the graphs of the later sizes are the first's, with
+    symbolic shapes, so inductor's cache serves them."""
+    dim = spec["dim"]
+    for n in sorted(spec["sizes"]):
+        try:
+            loss = _build("ours", name, n // ITEMS_PER_CLASS, dim, device)
+            compiled = torch.compile(loss, dynamic=True)
+            result = measure_compiled(compiled, n, dim, device, spec["repeats"])
+        except Exception as error:  # a graph that does not compile: the row says why
+            _emit("ours", name, "compile", n, {"error": _why(error)})
+            return
+        _emit("ours", name, "compile", n, result)
+
+
 def run_child(spec: dict) -> None:
     """One loss of ours at every size, its pml equivalent (``spec["pml"]``) at every size, then
-    ours in the variants; one JSON line per result, printed as it comes."""
+    the CUDA graph at the smallest; or (``spec["compile"]``) ours compiled at every size. One
+    JSON line per result, printed as it comes."""
     device = torch.device(spec["device"])
     if device.type == "cpu":
         torch.set_num_threads(1)  # the CPU smoke test shares its cores
     torch.manual_seed(0)
     name, dim = spec["loss"], spec["dim"]
+    if spec.get("compile"):
+        _compiled_rows(name, spec, device)
+        return
     _eager_rows("ours", name, spec, device)
     if spec.get("pml"):
         _eager_rows("pml", spec["pml"], spec, device)
+    if not spec.get("graph"):
+        return
     n = min(spec["sizes"])
-    for variant in spec["variants"]:
-        if variant == "graph" and device.type != "cuda":
-            _emit("ours", name, variant, n, {"skipped": "CUDA graphs need a CUDA device"})
-            continue
-        measure = measure_compiled if variant == "compile" else measure_graphed
-        try:
-            loss = _build("ours", name, n // ITEMS_PER_CLASS, dim, device)
-            _emit("ours", name, variant, n, measure(loss, n, dim, device, spec["repeats"]))
-        except Exception as error:  # e.g. a host sync during capture
-            _emit("ours", name, variant, n, {"error": _why(error)})
-            return  # a failed capture can leave the stream unusable: nothing more here
+    if device.type != "cuda":
+        _emit("ours", name, "graph", n, {"skipped": "CUDA graphs need a CUDA device"})
+        return
+    try:
+        loss = _build("ours", name, n // ITEMS_PER_CLASS, dim, device)
+        _emit("ours", name, "graph", n, measure_graphed(loss, n, dim, device, spec["repeats"]))
+    except Exception as error:  # e.g. a host sync during capture
+        _emit("ours", name, "graph", n, {"error": _why(error)})
 
 
 # ---------------------------------------------------------------- parent side: cases and table
@@ -302,135 +368,130 @@ def _cell_mb(row: dict | None) -> str:
     return f"{row['peak_mb']:.1f}"
 
 
+def _row_flags(
+    ours: dict | None, compiled: dict | None, theirs: dict | None, largest: bool, compiling: bool
+) -> list[str]:
+    """What one (loss, n) row misses: the issue's bounds at the largest n, pml faster, a time or
+    a compilation missing."""
+    flag = []
+    if ours and theirs and "ms" in ours and "ms" in theirs and theirs["ms"] < ours["ms"]:
+        flag.append("pml faster")
+    if ours and "ms" in ours and largest:
+        if ours["ms"] > SLOW_MS:
+            flag.append(f"> {SLOW_MS:.0f} ms")
+        if (ours.get("peak_mb") or 0) > LARGE_MB:
+            flag.append("> 1 GB")
+    if ours is None or "ms" not in ours:
+        flag.append("no time")
+    if compiling and (compiled is None or "ms" not in compiled):
+        flag.append("not compiled")
+    return flag
+
+
+def _ratio(slow: dict | None, fast: dict | None) -> str:
+    if slow and fast and "ms" in slow and "ms" in fast:
+        return f"{slow['ms'] / fast['ms']:.2f}x"
+    return ""
+
+
 def table(
-    rows: list[dict], losses: list[str], sizes: tuple[int, ...], pml: bool
+    rows: list[dict], losses: list[str], sizes: tuple[int, ...], pml: bool, compiling: bool
 ) -> tuple[str, list[str]]:
-    """The markdown table of the eager rows and the list of flags raised."""
-    lines = [
-        "| loss | n | ours ms | pml | pml ms | pml / ours | ours peak MB | pml peak MB | flag |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    """The markdown table (eager, compiled when ``compiling``, pml) and the flags raised."""
+    header = ["loss", "n", "ours ms", "ours peak MB"]
+    if compiling:
+        header += ["compiled ms", "eager / compiled", "compiled peak MB", "compile s"]
+    header += ["pml", "pml ms", "pml / ours", "pml peak MB", "flag"]
+    lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
     flags: list[str] = []
     for name in losses:
         pml_name = PML_EQUIVALENT.get(name) if pml else None
         for n in sizes:
             ours = _find(rows, "ours", name, "eager", n)
+            compiled = _find(rows, "ours", name, "compile", n) if compiling else None
             theirs = _find(rows, "pml", pml_name, "eager", n) if pml_name else None
-            ratio, flag = "", []
-            if ours and theirs and "ms" in ours and "ms" in theirs:
-                ratio = f"{theirs['ms'] / ours['ms']:.2f}x"
-                if theirs["ms"] < ours["ms"]:
-                    flag.append("pml faster")
-            if ours and "ms" in ours and n == max(sizes):
-                if ours["ms"] > SLOW_MS:
-                    flag.append(f"> {SLOW_MS:.0f} ms")
-                if (ours.get("peak_mb") or 0) > LARGE_MB:
-                    flag.append("> 1 GB")
-            if ours is None or "ms" not in ours:
-                flag.append("no time")
+            flag = _row_flags(ours, compiled, theirs, n == max(sizes), compiling)
             if flag:
                 flags.append(f"{name} n={n}: {', '.join(flag)}")
-            lines.append(
-                f"| {name} | {n:,} | {_cell_ms(ours)} | {pml_name or ''} | "
-                f"{_cell_ms(theirs) if pml_name else ''} | {ratio} | {_cell_mb(ours)} | "
-                f"{_cell_mb(theirs) if pml_name else ''} | {'! ' + '; '.join(flag) if flag else ''}"
-                " |"
+            cells = [name, f"{n:,}", _cell_ms(ours), _cell_mb(ours)]
+            if compiling:
+                seconds = f"{compiled['compile_s']:.1f}" if compiled and "ms" in compiled else ""
+                cells += [_cell_ms(compiled), _ratio(ours, compiled), _cell_mb(compiled), seconds]
+            cells += [pml_name or ""]
+            cells += (
+                [_cell_ms(theirs), _ratio(theirs, ours), _cell_mb(theirs)] if pml_name else [""] * 3
             )
+            cells.append("! " + "; ".join(flag) if flag else "")
+            lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines), flags
 
 
-def variants_table(rows: list[dict], losses: list[str], n: int, variants: list[str]) -> str:
-    header = ["loss", f"eager ms (n={n})"]
-    for variant in variants:
-        header += [f"{variant} ms", f"{variant} speed-up"]
-    lines = ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]
+def graph_table(rows: list[dict], losses: list[str], n: int) -> str:
+    """Eager against the CUDA graph at the smallest n."""
+    lines = [f"| loss | eager ms (n={n}) | graph ms | graph speed-up |", "|---|---|---|---|"]
     for name in losses:
-        eager = _find(rows, "ours", name, "eager", n)
-        cells = [name, _cell_ms(eager)]
-        for variant in variants:
-            row = _find(rows, "ours", name, variant, n)
-            cell = _cell_ms(row)
-            if row and "compile_s" in row:
-                cell += f" (compile {row['compile_s']:.1f} s)"
-            speedup = ""
-            if row and eager and "ms" in row and "ms" in eager:
-                speedup = f"{eager['ms'] / row['ms']:.2f}x"
-            cells += [cell, speedup]
-        lines.append("| " + " | ".join(cells) + " |")
+        eager, graph = _find(rows, "ours", name, "eager", n), _find(rows, "ours", name, "graph", n)
+        lines.append(f"| {name} | {_cell_ms(eager)} | {_cell_ms(graph)} | {_ratio(eager, graph)} |")
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cuda", help="cuda (default), cuda:N or cpu")
-    parser.add_argument(
-        "--sizes",
-        choices=list(SIZES),
-        default="full",
-        help="full (default), launch (n=256 only) or small (CPU smoke)",
-    )
-    parser.add_argument("--losses", help="comma-separated loss names (default: every loss)")
-    parser.add_argument("--repeats", type=int, default=20, help="timed calls per case")
-    parser.add_argument(
-        "--compile", action="store_true", help="also torch.compile at the smallest n"
-    )
-    parser.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph variant")
-    parser.add_argument("--no-pml", action="store_true", help="ours only")
-    parser.add_argument("--budget", type=float, default=600.0, help="seconds for the whole run")
-    parser.add_argument("--case-timeout", type=float, default=90.0, help="seconds per process")
-    parser.add_argument("--json", type=Path, help="also write the results here")
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.child:
-        run_child(json.loads(args.child))
-        return 0
+def parse_sizes(text: str) -> tuple[tuple[int, ...], int]:
+    """``--sizes``: a preset of :data:`SIZES`, or batch sizes separated by commas (d = 512)."""
+    if text in SIZES:
+        return SIZES[text]
+    try:
+        sizes = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+    except ValueError:
+        sizes = ()
+    if not sizes or sizes[0] < 2 * ITEMS_PER_CLASS:
+        raise ValueError(
+            f"--sizes takes {', '.join(SIZES)} or batch sizes of at least "
+            f"{2 * ITEMS_PER_CLASS} separated by commas (e.g. 256,4096); got {text!r}"
+        )
+    return sizes, DEFAULT_DIM
 
-    from clusterable.losses import available_losses
 
-    device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        print(f"bench_gpu_losses: torch {torch.__version__} sees no CUDA GPU; use --device cpu")
-        return 2
-    sizes, dim = SIZES[args.sizes]
-    losses = args.losses.split(",") if args.losses else available_losses()
-    variants = ([] if args.no_graph or device.type != "cuda" else ["graph"]) + (
-        ["compile"] if args.compile else []
-    )
-    pml, note = not args.no_pml, ""
-    if pml:
-        try:
-            import pytorch_metric_learning  # noqa: F401
-        except ImportError:
-            pml, note = False, "pytorch-metric-learning is not importable here: ours only."
-            print(note)
-    card = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-    print(
-        f"# bench_gpu_losses: {card}, torch {torch.__version__}, CUDA {torch.version.cuda}; "
-        f"d={dim}, classes of {ITEMS_PER_CLASS}; tf32 matmul "
-        f"{torch.backends.cuda.matmul.allow_tf32}",
-        flush=True,
-    )
-    common = {"device": str(device), "dim": dim, "repeats": args.repeats}
-    cases = [
-        {
-            "loss": name,
-            "pml": PML_EQUIVALENT.get(name) if pml else None,
-            "sizes": list(sizes),
-            "variants": variants,
-            **common,
-        }
+def summary(
+    rows: list[dict], losses: list[str], sizes: tuple[int, ...], compiling: bool
+) -> dict[str, object]:
+    """The key figures of ``--json``: timed losses and the slowest at the largest n, the lowest
+    pml / ours ratio, and how many compiled."""
+    largest = [_find(rows, "ours", name, "eager", max(sizes)) for name in losses]
+    timed = [(r["ms"], r["loss"]) for r in largest if r and "ms" in r]
+    ratios = [
+        theirs["ms"] / ours["ms"]
         for name in losses
+        if name in PML_EQUIVALENT
+        for n in sizes
+        if (ours := _find(rows, "ours", name, "eager", n))
+        and (theirs := _find(rows, "pml", PML_EQUIVALENT[name], "eager", n))
+        and "ms" in ours
+        and "ms" in theirs
     ]
-    deadline = time.monotonic() + args.budget
+    compiled = [_find(rows, "ours", name, "compile", max(sizes)) for name in losses]
+    return {
+        "losses": len(losses),
+        "timed_at_largest": len(timed),
+        "largest_n": max(sizes),
+        "slowest_at_largest": max(timed) if timed else None,
+        "min_ratio": min(ratios) if ratios else None,
+        "compiled_at_largest": sum(bool(r and "ms" in r) for r in compiled) if compiling else None,
+    }
+
+
+def run_cases(cases: list[dict], budget: float, timeouts: dict[bool, float]) -> list[dict]:
+    """Every case in its own process, each under its timeout (``timeouts[compile]``), none
+    started once ``budget`` seconds are spent; the rows, printed as they come."""
+    deadline = time.monotonic() + budget
     rows: list[dict] = []
     for case in cases:
         left = deadline - time.monotonic()
         if left < 5:
-            rows.append({"loss": case["loss"], "stopped": f"budget of {args.budget:.0f} s spent"})
+            rows.append({"loss": case["loss"], "stopped": f"budget of {budget:.0f} s spent"})
             print(f"  {case['loss']}: not run ({rows[-1]['stopped']})")
             continue
         start = time.monotonic()
-        found = run_case(case, min(args.case_timeout, left))
+        found = run_case(case, min(timeouts[bool(case.get("compile"))], left))
         rows += found
         for row in found:
             if "variant" in row:
@@ -440,45 +501,95 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
         print(f"  ({case['loss']}: {time.monotonic() - start:.1f} s)", flush=True)
+    return rows
 
-    markdown, flags = table(rows, losses, sizes, pml)
+
+def _pml_available() -> tuple[bool, str]:
+    """Whether pytorch-metric-learning imports here, and the note that says it does not."""
+    try:
+        import pytorch_metric_learning  # noqa: F401
+    except ImportError:
+        note = "pytorch-metric-learning is not importable here: ours only."
+        print(note)
+        return False, note
+    return True, ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda", help="cuda (default), cuda:N or cpu")
+    parser.add_argument(
+        "--sizes",
+        default="full",
+        help="full (default: 256,1024,4096), launch (256), small (32,64 at d=32: smoke), or "
+        "batch sizes such as 256,4096 (d=512)",
+    )
+    parser.add_argument("--losses", help="comma-separated loss names (default: every loss)")
+    parser.add_argument("--repeats", type=int, default=20, help="timed calls per case")
+    parser.add_argument("--compile", action="store_true", help="also torch.compile at each n")
+    parser.add_argument("--no-graph", action="store_true", help="skip the CUDA-graph variant")
+    parser.add_argument("--no-pml", action="store_true", help="ours only")
+    parser.add_argument("--budget", type=float, default=600.0, help="seconds for the whole run")
+    parser.add_argument("--case-timeout", type=float, default=90.0, help="seconds per process")
+    parser.add_argument(
+        "--compile-timeout", type=float, default=240.0, help="seconds per compiling process"
+    )
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        run_child(json.loads(args.child))
+        return 0
+
+    from clusterable.losses import available_losses
+
+    try:
+        sizes, dim = parse_sizes(args.sizes)
+    except ValueError as error:
+        parser.error(str(error))
+    losses = args.losses.split(",") if args.losses else available_losses()
+    unknown = sorted(set(losses) - set(available_losses()))
+    if unknown:
+        parser.error(
+            f"--losses: unknown {', '.join(unknown)}; choose from {', '.join(available_losses())}"
+        )
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print(f"bench_gpu_losses: torch {torch.__version__} sees no CUDA GPU; use --device cpu")
+        return 2
+    graph = not args.no_graph and device.type == "cuda"
+    pml, note = (False, "") if args.no_pml else _pml_available()
+    card = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
+    print(
+        f"# bench_gpu_losses: {card}, torch {torch.__version__}, CUDA {torch.version.cuda}; "
+        f"d={dim}, classes of {ITEMS_PER_CLASS}; tf32 matmul "
+        f"{torch.backends.cuda.matmul.allow_tf32}",
+        flush=True,
+    )
+    common = {"device": str(device), "dim": dim, "repeats": args.repeats, "sizes": list(sizes)}
+    # Every loss's eager rows first, so that compiling, the slowest part, cannot crowd them out.
+    cases = [
+        {"loss": name, "pml": PML_EQUIVALENT.get(name) if pml else None, "graph": graph, **common}
+        for name in losses
+    ]
+    cases += [{"loss": name, "compile": True, **common} for name in losses if args.compile]
+    rows = run_cases(cases, args.budget, {False: args.case_timeout, True: args.compile_timeout})
+
+    markdown, flags = table(rows, losses, sizes, pml, args.compile)
     if note:
         markdown += "\n\n" + note
     stopped = [f"- {row['loss']}: {row['stopped']}" for row in rows if "stopped" in row]
     if stopped:
         markdown += "\n\nNot measured in full:\n" + "\n".join(stopped)
+    if graph:
+        markdown += f"\n\nLaunch overhead at n={min(sizes)}, eager against a CUDA graph:\n\n"
+        markdown += graph_table(rows, losses, min(sizes))
     print("\n" + markdown)
-    extra = ""
-    if variants:
-        extra = variants_table(rows, losses, min(sizes), variants)
-        print(f"\nLaunch overhead at n={min(sizes)}: eager against {', '.join(variants)}\n{extra}")
     print("\nflags: " + ("; ".join(flags) if flags else "none"))
     if args.json:
-        largest = [_find(rows, "ours", name, "eager", max(sizes)) for name in losses]
-        timed = [(r["ms"], r["loss"]) for r in largest if r and "ms" in r]
-        ratios = [
-            theirs["ms"] / ours["ms"]
-            for name in losses
-            if name in PML_EQUIVALENT
-            for n in sizes
-            if (ours := _find(rows, "ours", name, "eager", n))
-            and (theirs := _find(rows, "pml", PML_EQUIVALENT[name], "eager", n))
-            and "ms" in ours
-            and "ms" in theirs
-        ]
-        summary = {
-            "device": card,
-            "losses": len(losses),
-            "timed_at_largest": len(timed),
-            "largest_n": max(sizes),
-            "slowest_at_largest": max(timed) if timed else None,
-            "min_ratio": min(ratios) if ratios else None,
-            "pml": pml,
-            "flags": flags,
-            "markdown": markdown + ("\n\n" + extra if extra else ""),
-            "rows": rows,
-        }
-        args.json.write_text(json.dumps(summary, indent=1))
+        figures = summary(rows, losses, sizes, args.compile)
+        data = {"device": card, **figures, "pml": pml, "flags": flags, "markdown": markdown}
+        args.json.write_text(json.dumps({**data, "rows": rows}, indent=1))
     return 0
 
 

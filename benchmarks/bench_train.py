@@ -14,6 +14,8 @@ fit / step >= 0.8):
   and augmented (random resized crop to ``--image-size``, flip; the fine-tuning view) by the
   default workers, class-balanced batches; timed from the start of the second epoch (the first
   starts the workers and decodes the images it caches), windows across epochs included.
+  ``--augment-on`` says where its training view is made (``TrainConfig.augment_on``; ``auto``:
+  on the device on CUDA, issue 40).
   ``--cache-images auto,none`` makes one fit side of each setting (``TrainConfig.cache_images``),
   alternating with the others. A fit side also reports its peak RSS: the training process's,
   and the largest of its loader workers' (pages shared copy-on-write count in both), and the
@@ -217,6 +219,7 @@ def fit_side(args: argparse.Namespace, device: torch.device) -> dict:
         epochs=args.epochs,
         workers=args.workers,
         cache_images=args.cache_images,
+        augment_on=args.augment_on,
         verbose=True,  # its lines: the note on the decoded images, one per epoch
     )
     trainer = build_trainer(spec, config, train)
@@ -253,7 +256,7 @@ def run_side(args: argparse.Namespace) -> None:
 # the comparison: sides alternating, each in a fresh process
 def child_argv(args: argparse.Namespace, side: str, cache_images: str) -> list[str]:
     keep = ("device", "model", "loss", "embedding_dim", "image_size", "batch_size", "steps")
-    keep += ("warmup", "epochs", "threads", "photos", "workers")
+    keep += ("warmup", "epochs", "threads", "photos", "workers", "augment_on")
     argv = [sys.executable, __file__, "--side", side, "--cache-images", cache_images]
     for name in keep:
         if getattr(args, name) is not None:
@@ -418,6 +421,11 @@ def main() -> None:
         default="auto",
         help="fit: TrainConfig.cache_images (auto, none, ram); several, comma-separated, are "
         "one fit side each, e.g. auto,none",
+    )
+    parser.add_argument(
+        "--augment-on",
+        default="auto",
+        help="fit: TrainConfig.augment_on (auto, device, loader): where the training view is made",
     )
     parser.add_argument("--photos", type=Path, help="a folder of class sub-folders of photos")
     parser.add_argument("--photo-size", default="400x300", help="generated photos, WxH")

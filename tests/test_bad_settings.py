@@ -67,6 +67,7 @@ REFUSED: dict[str, tuple[str, ...]] = {
     "--workers": NUMBER,
     "--num-workers": NUMBER,
     "--cache-images": NAMES,
+    "--augment-on": NAMES,
     "--precision": NAMES,
     "--device": (*NAMES, "gpu"),
     "--seed": (*NUMBER, "4294967296"),

@@ -84,6 +84,24 @@ def test_evaluate_shape_mismatch_is_a_one_line_error(saved_embeddings, capsys):
     assert "39" in err and "40" in err and "Traceback" not in err
 
 
+def test_demo_without_the_plots_extra_is_refused_before_it_trains(tmp_path, capsys, monkeypatch):
+    """An installed wheel without clusterable[plots]: one line naming the extra, nothing trained."""
+    import sys
+
+    import clusterable.demo as demo
+
+    def never(*args, **kwargs):
+        raise AssertionError("the demo trained before it checked its extras")
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib: ImportError
+    monkeypatch.setattr(demo, "_run_demo", never)
+    with pytest.raises(SystemExit) as exited:
+        main(["demo", "--quick", "--out", str(tmp_path / "demo")])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "pip install 'clusterable[plots]'" in err
+
+
 def test_demo_quick_writes_its_report(tmp_path, capsys):
     assert main(["demo", "--quick", "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "results.json").read_text())

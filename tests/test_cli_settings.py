@@ -33,7 +33,9 @@ FLAGS_BEFORE = {
     "index": "--device --seed --data --split --root --out --kind --metric --target-recall",
     "search": "--device --seed -k --run --json",
     "assign": "--device --seed --out --json",
+    "classify": "--device --seed --split -k --weighting --method --max-distance --run --output",
     "report": "--seed --out --embeddings --labels",
+    "cache": "",
     "export": "--seed --format --out",
     "reproduce": "--device --seed --quick --full --seeds --from-json --out",
 }

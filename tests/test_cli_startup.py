@@ -158,6 +158,7 @@ def test_device_is_on_every_verb_that_runs_a_model_a_search_or_a_clustering():
         "index",
         "search",
         "assign",
+        "classify",
         "report",
         "export",
         "reproduce",

@@ -1,9 +1,11 @@
-"""The GPU check's orchestration (benchmarks/gpu_check.py) on fake steps: no subprocess, no GPU."""
+"""The GPU check's orchestration (benchmarks/gpu_check.py) on fake steps, no GPU; and CPU smoke
+runs of its evaluation and loss benchmarks."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -145,15 +147,135 @@ def test_benchmark_figures_say_what_was_missed(gpu_check):
         "min_ratio": 0.8,
         "pml": True,
         "flags": ["snn n=256: pml faster"],
+        "compiled_at_largest": 11,
         "rows": [{"variant": "graph", "ms": 0.1}, {"variant": "graph", "error": "capture"}],
     }
     figures, flagged = gpu_check.loss_figures(losses)
     assert figures == (
         "12/12 losses timed at n=4,096; slowest opml 3.25 ms; lowest pml/ours 0.80x; 1 flags; "
-        "1/2 graph variants ran"
+        "11/12 compiled at the largest n; 1/2 CUDA graphs ran"
     )
     assert flagged
     losses["flags"] = []
     assert not gpu_check.loss_figures(losses)[1]
     losses["timed_at_largest"] = 11  # a loss without a time at n=4096 is flagged too
     assert gpu_check.loss_figures(losses)[1]
+
+
+def test_evaluation_figures_name_each_candidate_pass(gpu_check):
+    evaluation = {
+        "verdicts": {"million": "MISSED (13.0 s > 12 s)", "million+tf32": "met"},
+        "results": {
+            "million": {"ours": {"seconds": 13.0}, "ours+tf32": {"seconds": 3.5}},
+        },
+    }
+    figures, flagged = gpu_check.evaluate_figures(evaluation)
+    assert figures == "million 13.00 s [MISSED (13.0 s > 12 s)]; million tf32 3.50 s [met]"
+    assert flagged
+
+
+@pytest.mark.slow
+def test_the_evaluation_benchmark_runs_both_passes_on_the_cpu(tmp_path):
+    """bench_gpu_evaluate.py at a small size on the CPU: the float32 and the bfloat16 candidate
+    pass each in its own process, the same table, and the search's stages profiled."""
+    script = SCRIPT.parent / "bench_gpu_evaluate.py"
+    result = tmp_path / "evaluate.json"
+    command = [sys.executable, str(script), "--device", "cpu", "--n", "3000", "--no-pml"]
+    subprocess.run([*command, "--json", str(result)], check=True, timeout=600, cwd=SCRIPT.parent)
+    data = json.loads(result.read_text())
+    sides = data["results"]["custom"]
+    assert sorted(sides) == ["ours", "ours+bf16"]
+    assert "| custom | 3,000 x 128, 30 | bf16 |" in data["markdown"]
+    assert "| yes |" in data["markdown"]  # the table equals the float32 pass's
+    for row in sides.values():
+        assert set(row["stages"]["seconds"]) == {"products", "selection", "re-score"}
+    assert sides["ours+bf16"]["stages"]["seconds"]["re-score"] > 0
+
+
+@pytest.fixture(scope="module")
+def bench_gpu_losses():
+    sys.path.insert(0, str(SCRIPT.parent))  # it imports bench_losses
+    spec = importlib.util.spec_from_file_location(
+        "bench_gpu_losses", SCRIPT.parent / "bench_gpu_losses.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    yield module
+    sys.path.remove(str(SCRIPT.parent))
+
+
+def test_the_cpu_peak_is_what_the_allocator_held_above_the_start(bench_gpu_losses):
+    """The profiler's running total carries over what an earlier profile allocated and freed
+    after it: the peak is taken above the total before the call's first event."""
+    import torch
+
+    mib = 2**20
+    kept = []
+    first = bench_gpu_losses._cpu_peak_mb(
+        lambda: kept.append(torch.empty(8 * mib, dtype=torch.uint8))
+    )
+    kept.clear()  # freed with no profile running: the profiler's total still counts it
+
+    def two_blocks() -> None:
+        block = torch.empty(3 * mib, dtype=torch.uint8)
+        del block
+        both = torch.empty(2 * mib, dtype=torch.uint8), torch.empty(2 * mib, dtype=torch.uint8)
+        del both
+
+    assert first == 8.0
+    assert bench_gpu_losses._cpu_peak_mb(two_blocks) == 4.0
+
+
+def test_the_loss_benchmark_runs_on_the_cpu(tmp_path):
+    """bench_gpu_losses.py's CPU smoke: a loss and pml's equivalent, time and peak memory; a
+    size it cannot take is refused in one line."""
+    script = SCRIPT.parent / "bench_gpu_losses.py"
+    result = tmp_path / "losses.json"
+    command = [sys.executable, str(script), "--device", "cpu", "--sizes", "32", "--repeats", "3"]
+    command += ["--losses", "contrastive", "--json", str(result)]
+    subprocess.run(command, check=True, timeout=300, cwd=SCRIPT.parent, capture_output=True)
+    data = json.loads(result.read_text())
+    assert (data["losses"], data["timed_at_largest"], data["largest_n"]) == (1, 1, 32)
+    rows = {row["side"]: row for row in data["rows"]}
+    assert rows["ours"]["ms"] > 0 and rows["ours"]["peak_mb"] > 0
+    assert rows["pml"]["loss"] == "ContrastiveLoss" and rows["pml"]["peak_mb"] > 0
+    assert "| contrastive | 32 |" in data["markdown"]
+    refused = subprocess.run(
+        [sys.executable, str(script), "--device", "cpu", "--sizes", "4"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=SCRIPT.parent,
+    )
+    assert refused.returncode == 2
+    assert (
+        refused.stderr.strip()
+        .splitlines()[-1]
+        .endswith("separated by commas (e.g. 256,4096); got '4'")
+    )
+
+
+@pytest.mark.slow
+def test_the_loss_benchmark_compiles_each_size_on_the_cpu(tmp_path):
+    """``--compile``: every size timed and measured under torch.compile too."""
+    script = SCRIPT.parent / "bench_gpu_losses.py"
+    result = tmp_path / "losses.json"
+    command = [sys.executable, str(script), "--device", "cpu", "--sizes", "32,64", "--compile"]
+    command += ["--losses", "triplet", "--repeats", "3", "--json", str(result)]
+    subprocess.run(command, check=True, timeout=900, cwd=SCRIPT.parent, capture_output=True)
+    data = json.loads(result.read_text())
+    compiled = [row for row in data["rows"] if row.get("variant") == "compile"]
+    assert [row["n"] for row in compiled] == [32, 64]
+    assert all(row["ms"] > 0 and row["compile_s"] > 0 for row in compiled)
+    assert data["compiled_at_largest"] == 1
+    # Speed flags (pml faster, 10 ms) are figures of a loaded CPU, not failures; a size that did
+    # not compile is one.
+    assert not [flag for flag in data["flags"] if "not compiled" in flag]
+
+
+def test_the_default_steps_fit_one_ten_minute_call(gpu_check):
+    """a, b and c side by side, then each timing step alone: the worst case stays under 600 s."""
+    default = [gpu_check.STEPS[key] for key in gpu_check.DEFAULT_STEPS.split(",")]
+    together = max(step.budget_s for step in default if not step.timing)
+    alone = sum(step.budget_s for step in default if step.timing)
+    assert together + alone <= 600

@@ -284,3 +284,53 @@ def test_remove_approximate(kind, tmp_path):
     loaded = EmbeddingIndex.load(index.save(tmp_path / "a.npz"))
     assert loaded._faiss.ntotal == 1504
     assert loaded.search(gallery[:1], 1)[2].tolist() == [["n0"]]
+
+
+# --- classify(max_distance=) and add's ids ---------------------------------------------------
+
+
+@pytest.mark.parametrize("weighting", ["uniform", "distance"])
+def test_knn_classify_within_a_distance_votes_only_the_neighbours_within_it(weighting):
+    gallery, labels = random_labelled(300, 6, 5, seed=2)
+    queries = np.random.default_rng(4).normal(size=(80, 6)).astype(np.float32)
+    index = EmbeddingIndex.build(gallery, labels=labels)
+    distances, rows, _ = index.search(queries, 7)
+    limit = float(np.quantile(distances[:, 0], 0.3))  # some queries have no neighbour within
+    got = index.classify(queries, 7, weighting=weighting, max_distance=limit)
+    alone = distances[:, 0] > limit
+    assert alone.any() and (~alone).any()
+    assert (got.labels[alone] == -1).all() and (got.confidence[alone] == 0).all()
+    for q in np.flatnonzero(~alone):  # the vote of the neighbours within, by hand
+        within = distances[q] <= limit
+        weights = np.ones(within.sum()) if weighting == "uniform" else 1 / distances[q][within]
+        votes = np.bincount(labels[rows[q][within]], weights=weights, minlength=5)
+        assert got.labels[q] == votes.argmax()
+        np.testing.assert_allclose(got.confidence[q], votes.max() / votes.sum(), rtol=1e-6)
+
+
+def test_class_mean_within_a_distance_and_string_labels_say_none():
+    gallery = np.array([[0.0], [2.0], [10.0], [12.0]], dtype=np.float32)
+    index = EmbeddingIndex.build(gallery, labels=["a", "a", "b", "b"])
+    queries = np.array([[1.0], [11.0], [6.0], [30.0]])
+    got = index.classify(queries, method="class-mean", max_distance=5.0)
+    assert got.labels.tolist() == ["a", "b", "a", ""]  # 6 is 5 from both: kept, ties to "a"
+    assert got.confidence[2] > 0 and got.confidence[3] == 0
+    assert index.classify(queries, k=1, max_distance=0.5).labels.tolist() == ["", "", "", ""]
+    with pytest.raises(ValueError, match="max_distance"):
+        index.classify(queries, max_distance=-1.0)
+
+
+def test_add_refuses_ids_already_there_or_of_another_kind_and_changes_nothing():
+    gallery, labels = random_labelled(10, 3)
+    index = EmbeddingIndex.build(gallery, labels=labels)
+    index.remove([9])
+    index.add(gallery[:1], labels=labels[:1])  # one past the largest id, never a taken one
+    assert index.ids.tolist() == [*range(9), 9]
+    for ids, message in (
+        ([3], "id 3 is already in this index"),
+        ([20, 20], "id 20 is already in this index or given twice"),
+        (["x"], "ids are numbers; the new ids are strings"),
+    ):
+        with pytest.raises(ValueError, match=message):
+            index.add(gallery[: len(ids)], ids=ids, labels=labels[: len(ids)])
+    assert len(index) == 10 and index.ids.tolist() == [*range(9), 9]

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from clusterable.trained_run import TrainedRun
 
+#: The project's one version: pyproject.toml reads it (``[tool.setuptools.dynamic]``), so the
+#: wheel's metadata, ``clusterable --version`` and this attribute agree.
 __version__ = "0.1.0"
 
 __all__ = ["TrainedRun", "__version__"]

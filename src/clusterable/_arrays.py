@@ -163,7 +163,7 @@ def _typed(arr: np.ndarray, name: str, what: str) -> np.ndarray:
     """An object array of labels as an int64, float or unicode array."""
     values = arr.tolist()
     missing = np.flatnonzero(
-        [v is None or (isinstance(v, numbers.Real) and not np.isfinite(v)) for v in values]
+        [v is None or (isinstance(v, numbers.Real) and not np.isfinite(float(v))) for v in values]
     )
     if missing.size:
         raise ValueError(_missing(name, what, missing))

@@ -54,7 +54,7 @@ def replacing(target: str | os.PathLike[str]) -> Iterator[Path]:
         temporary.unlink(missing_ok=True)
 
 
-def atomic_write(target: str | os.PathLike[str], write: Callable[[BinaryIO], None]) -> Path:
+def atomic_write(target: str | os.PathLike[str], write: Callable[[BinaryIO], object]) -> Path:
     """Create ``target`` (and its folder) with the bytes ``write`` puts into a binary file."""
     with replacing(target) as temporary, open(temporary, "wb") as out:
         write(out)

@@ -113,13 +113,17 @@ class Bounds:
             return f"is not a number: it {self.describe()}"
         if not math.isfinite(value):
             return f"is not a finite number: it {self.describe()}"
-        if self.low is not None and (value <= self.low if self.low_open else value < self.low):
+        number = float(value)  # finite, so exact enough to compare with the float bounds
+        if self.low is not None and (number <= self.low if self.low_open else number < self.low):
             return self.describe()
-        if self.high is not None and (value >= self.high if self.high_open else value > self.high):
+        if self.high is not None and (
+            number >= self.high if self.high_open else number > self.high
+        ):
             return self.describe()
         return None
 
     def describe(self) -> str:
+        """The bounds in words, as error messages say them: "must be in [0, 1)"."""
         low, high = _number(self.low), _number(self.high)
         if self.low is not None and self.high is not None:
             ends = f"{'(' if self.low_open else '['}{low}, {high}"
@@ -159,7 +163,7 @@ def check_bounds(
         What the settings are, in words (``"loss 'lifted' argument"``): named in the error.
     field : str, optional
         The mapping field these are the keywords of (``"loss_args"``), for
-        :attr:`SettingError.setting`; None: each name is a field itself.
+        ``SettingError.setting``; None: each name is a field itself.
 
     Raises
     ------

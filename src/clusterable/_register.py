@@ -52,7 +52,8 @@ class Entry(Generic[T]):
 def _parameters(target: Callable[..., Any]) -> list[inspect.Parameter] | None:
     """The parameters of ``target`` (a class: its ``__init__``, ``self`` left out); None when it
     has no signature (a builtin: let it check for itself)."""
-    function = target.__init__ if isinstance(target, type) else target
+    # mypy calls reading __init__ unsound (a subclass may change it): this is the class's own.
+    function = target.__init__ if isinstance(target, type) else target  # type: ignore[misc]
     try:
         parameters = inspect.signature(function).parameters.values()
     except (TypeError, ValueError):

@@ -61,9 +61,15 @@ def load_archive(
 
     Parameters
     ----------
+    path : str or os.PathLike
+        The archive file.
+    kind : str
+        The ``archive_kind`` it must have been saved with (its manifest's ``format``).
+    version : int
+        The format version this installation reads; another version is refused.
     remedy : str
         What the user should do when the file cannot be used (e.g. "rebuild it with
-        `clusterable index`"); ends every error message.
+        ``clusterable index``"); ends every error message.
 
     Raises
     ------

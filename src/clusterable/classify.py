@@ -3,7 +3,9 @@ nearest class mean (`clusterable.index.EmbeddingIndex.classify` documents the ru
 
 Ties go to the class that sorts first, as scikit-learn's ``KNeighborsClassifier`` (its argmax)
 does; the kNN confidence is the winner's share of the vote, scikit-learn's
-``predict_proba(...).max(axis=1)``.
+``predict_proba(...).max(axis=1)``. With a largest distance, a query with nothing within it
+(no neighbour, or no class mean) gets the *none* label, :func:`none_label`, at confidence 0:
+"none of these" (open-set classification).
 """
 
 from __future__ import annotations
@@ -35,6 +37,20 @@ class Classification(NamedTuple):
 
     labels: np.ndarray
     confidence: np.ndarray
+
+
+def none_label(classes: np.ndarray) -> int | str:
+    """The label of "none of these" for labels like ``classes``: -1 for integer labels, ``""``
+    for strings (as `EmbeddingIndex.search` marks a missing neighbour's id)."""
+    return "" if classes.dtype.kind == "U" else -1
+
+
+def rejected(result: Classification, none: np.ndarray, classes: np.ndarray) -> Classification:
+    """``result`` with the queries where ``none`` ``(m,)`` is True given the none label
+    (:func:`none_label`) at confidence 0."""
+    labels = result.labels.copy()
+    labels[none] = none_label(classes)
+    return Classification(labels, np.where(none, 0.0, result.confidence))
 
 
 def neighbour_vote(
@@ -83,10 +99,12 @@ def nearest_class_mean(
     codes: np.ndarray,
     classes: np.ndarray,
     distance: Literal["euclidean", "cosine"],
+    max_distance: float | None = None,
 ) -> Classification:
     """The class whose mean gallery embedding is nearest to each query (for cosine, the mean of
     the unit-length embeddings), searched exactly; confidence: the softmax weight of its distance
-    among all the class means', ``exp(-d_c) / sum_j exp(-d_j)``."""
+    among all the class means', ``exp(-d_c) / sum_j exp(-d_j)``. A query whose nearest mean is
+    farther than ``max_distance`` (when given) gets the none label (:func:`rejected`)."""
     vectors = gallery.astype(np.float64)  # (n, d)
     if distance == "cosine":
         vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -97,4 +115,7 @@ def nearest_class_mean(
     distances, rows = knn_search(queries, classes.size, means, distance=distance)  # (m, C)
     shifted = distances.astype(np.float64) - distances[:, :1]
     confidence = 1.0 / np.exp(-shifted).sum(axis=1)
-    return Classification(classes[rows[:, 0]], confidence)
+    result = Classification(classes[rows[:, 0]], confidence)
+    if max_distance is None:
+        return result
+    return rejected(result, distances[:, 0] > max_distance, classes)

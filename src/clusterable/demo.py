@@ -24,8 +24,10 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 from tqdm import tqdm
 
+from clusterable._optional import require
 from clusterable._threads import single_thread
 from clusterable.data import MSDNN_COARSE, LabelledDataset, class_split, coarse_labels, load_dataset
 from clusterable.evaluate import evaluate_embeddings, knn_accuracy
@@ -50,6 +52,8 @@ SEEN_CLASSES = range(5)  # zero-shot view: train on 0-4, test on 5-9
 
 @dataclass(frozen=True)
 class DemoConfig:
+    """Settings of ``clusterable demo``: one training per loss and view of the digits."""
+
     epochs: int = 15  # passes over the training split, per loss and view
     batch_size: int = 120  # class-balanced: 10 classes x 12 digits in the fine view
     embedding_dim: int = 32
@@ -107,6 +111,7 @@ def score_views(
 
 
 def digits_views() -> dict[str, tuple[LabelledDataset, LabelledDataset]]:
+    """The demo's ``(train, test)`` views of digits: fine classes, coarse ones, unseen classes."""
     train, test = load_dataset("digits", split="train"), load_dataset("digits", split="test")
     unseen = [c for c in range(10) if c not in SEEN_CLASSES]
     return {
@@ -117,6 +122,7 @@ def digits_views() -> dict[str, tuple[LabelledDataset, LabelledDataset]]:
 
 
 def markdown_table(results: dict[str, dict[str, float]]) -> str:
+    """The demo's results, one row per loss, as a Markdown table (scores in percent)."""
     lines = [
         "| loss | " + " | ".join(COLUMNS.values()) + " | seconds |",
         "|---" * (len(COLUMNS) + 2) + "|",
@@ -134,7 +140,16 @@ def run_demo(
 
     ``device``: where the models train and the searches and k-means run (``clusterable demo
     --device``); ``"auto"``: CUDA, then MPS, then the CPU.
+
+    Raises
+    ------
+    ImportError
+        Before any training, when the report's figures cannot be drawn: matplotlib, and openTSNE
+        for the maps (``pip install 'clusterable[plots]'``).
     """
+    require("matplotlib", "clusterable demo (its report's figures)")
+    if DemoConfig.plots:
+        require("openTSNE", "clusterable demo (its t-SNE maps)")
     with single_thread():  # batches of 120 x 64
         return _run_demo(out, quick, seed, device)
 
@@ -153,7 +168,9 @@ def _run_demo(out: Path, quick: bool, seed: int, device: str) -> dict[str, dict[
         start = time.perf_counter()
         models = {view: train_view(name, views[view][0], config, device) for view in views}
 
-        def trained(view: str, dataset: LabelledDataset, models=models) -> np.ndarray:
+        def trained(
+            view: str, dataset: LabelledDataset, models: dict[str, nn.Module] = models
+        ) -> np.ndarray:
             return embed_dataset(models[view], dataset)[0]
 
         row, test_emb = score_views(trained, views, seed, device)

@@ -121,8 +121,8 @@ def module_device(module: nn.Module) -> torch.device:
     """The device of a model's first parameter (or buffer); the CPU for one that has neither."""
     for tensor in module.parameters():
         return tensor.device
-    for tensor in module.buffers():
-        return tensor.device
+    for buffer in module.buffers():
+        return buffer.device
     return torch.device("cpu")
 
 

@@ -123,6 +123,7 @@ def export_run(
 
     trained = TrainedRun.load(run, device=device)
     spec = trained.spec
+    assert spec is not None and trained.checkpoint is not None  # load() reads both from the run
     description = {
         "model": spec.model,
         "embedding_dim": spec.embedding_dim,
@@ -147,6 +148,7 @@ def _onnx_writer(model: nn.Module, example: torch.Tensor, path: Path) -> None:
         dynamic_shapes=({0: batch},),
         verbose=False,
     )
+    assert program is not None  # dynamo=True returns the program
     program.save(str(path), external_data=False)
 
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from clusterable._arrays import as_embeddings, label_values
 from clusterable.archive import load_archive, save_archive
-from clusterable.classify import Classification, nearest_class_mean, neighbour_vote
+from clusterable.classify import Classification, nearest_class_mean, neighbour_vote, rejected
 from clusterable.evaluate._keywords import refuse_renamed
 from clusterable.evaluate.neighbors import faiss_available, knn_search
 
@@ -95,8 +95,9 @@ class EmbeddingIndex:
     recall_at_10: float | None = None
     search_breadth: int | None = None
     _faiss: Any = field(default=None, repr=False)
-    #: Gallery row of each faiss position (the held-out recall sample goes in last).
-    _faiss_rows: np.ndarray | None = field(default=None, repr=False)
+    #: ``(n,)`` gallery row of each faiss position (the held-out recall sample goes in last),
+    #: None without faiss.
+    _faiss_rows: Any = field(default=None, repr=False)
 
     @classmethod
     @refuse_renamed(metric="distance")
@@ -176,17 +177,34 @@ class EmbeddingIndex:
         ids: Sequence[Any] | np.ndarray | None = None,
         labels: Sequence[Any] | np.ndarray | None = None,
     ) -> None:
-        """Append items to the gallery (ids continue the row numbers when not given).
+        """Append items to the gallery (when not given, ids are numbers from one past the
+        largest id).
 
         Raises
         ------
         ValueError
-            If the dimension differs from the index's, or labels are given to an index built
-            without them (or left out of one built with them).
+            If the dimension differs from the index's, labels are given to an index built
+            without them (or left out of one built with them), or an id is already in the index,
+            given twice, or of another kind (numbers for string ids, or strings for numbers).
+            Nothing changes if a check fails.
         """
         vectors = self._check_queries(embeddings, "embeddings")
         n_old, n_new = len(self), vectors.shape[0]
-        new_ids = _as_ids(ids, n_new, default=np.arange(n_old, n_old + n_new))
+        first = int(self.ids.max()) + 1 if self.ids.dtype.kind == "i" else n_old
+        new_ids = _as_ids(ids, n_new, default=np.arange(first, first + n_new))
+        if (new_ids.dtype.kind == "U") != (self.ids.dtype.kind == "U"):
+            kinds = ("strings", "numbers") if self.ids.dtype.kind == "U" else ("numbers", "strings")
+            raise ValueError(
+                f"this index's ids are {kinds[0]}; the new ids are {kinds[1]}: give ids= of the "
+                "index's kind"
+            )
+        values, counts = np.unique(new_ids, return_counts=True)
+        taken = np.concatenate([values[counts > 1], new_ids[np.isin(new_ids, self.ids)]])
+        if taken.size:
+            raise ValueError(
+                f"id {taken[0].item()!r} is already in this index or given twice; ids must be "
+                "unique, so remove the old item first or give the new one another id"
+            )
         if labels is None and self.labels is not None:
             raise ValueError("this index stores labels: pass labels= for the new items too")
         if labels is not None and self.labels is None:
@@ -237,12 +255,7 @@ class EmbeddingIndex:
             raise ValueError(
                 f"k = {k!r} but the index holds {len(self)} items: choose 1 <= k <= {len(self)}"
             )
-        if max_distance is not None and (
-            isinstance(max_distance, bool)
-            or not isinstance(max_distance, (int, float, np.integer, np.floating))
-            or not max_distance >= 0  # NaN fails too
-        ):
-            raise ValueError(f"max_distance must be a number >= 0 (or None), got {max_distance!r}")
+        _check_max_distance(max_distance)
         if self._faiss is None:
             distances, rows = knn_search(q, int(k), self.vectors, distance=self.distance)
         else:
@@ -290,7 +303,7 @@ class EmbeddingIndex:
             import faiss
 
             new_row = np.cumsum(keep) - 1
-            faiss_rows = new_row[self._faiss_rows[keep[self._faiss_rows]]]
+            faiss_rows = new_row[faiss_rows[keep[faiss_rows]]]
             faiss_index = faiss.clone_index(self._faiss)
             faiss_index.reset()  # IVF keeps its trained quantizer; HNSW starts a new graph
             vectors = self._searchable(self.vectors[keep][faiss_rows])
@@ -308,6 +321,7 @@ class EmbeddingIndex:
         k: int = 10,
         weighting: Literal["uniform", "distance"] = "uniform",
         method: Method = "knn",
+        max_distance: float | None = None,
     ) -> Classification:
         """The label of each query, by a vote of its ``k`` nearest gallery items or by the
         nearest class mean, with a confidence in ``[0, 1]``.
@@ -328,6 +342,11 @@ class EmbeddingIndex:
             index, missing neighbours do not vote). ``"class-mean"`` picks the class whose mean
             gallery embedding is nearest (for cosine, the mean of unit-length embeddings,
             compared by cosine distance), searched exactly whatever the kind.
+        max_distance : float, optional
+            Open-set classification: only neighbours within ``max_distance`` vote (as
+            :meth:`search` keeps them), and a query with no neighbour within it (``"knn"``), or
+            whose nearest class mean is farther (``"class-mean"``), is "none of these": label -1
+            (integer labels) or ``""`` (strings), confidence 0. None decides for every query.
 
         Returns
         -------
@@ -341,8 +360,9 @@ class EmbeddingIndex:
 
         Ties go to the class that sorts first (smallest number, or first string in code-point
         order), as scikit-learn's argmax does: among classes with equal vote (``"knn"``) or at
-        equal distance (``"class-mean"``). A query whose approximate search found no neighbour
-        gets that first class with confidence 0 (scikit-learn's rule for an all-zero vote).
+        equal distance (``"class-mean"``). Without ``max_distance``, a query whose approximate
+        search found no neighbour gets that first class with confidence 0 (scikit-learn's rule
+        for an all-zero vote); with it, the none label.
 
         Raises
         ------
@@ -355,12 +375,14 @@ class EmbeddingIndex:
             )
         weighting = _check_choice(weighting, ("uniform", "distance"), "weighting")
         method = _check_choice(method, ("knn", "class-mean"), "method")
+        _check_max_distance(max_distance)
         classes, codes = np.unique(self.labels, return_inverse=True)
         if method == "class-mean":
             q = self._check_queries(queries, "queries")
-            return nearest_class_mean(q, self.vectors, codes, classes, self.distance)
-        distances, rows, _ = self.search(queries, k)
-        return neighbour_vote(distances, rows, codes, classes, weighting)
+            return nearest_class_mean(q, self.vectors, codes, classes, self.distance, max_distance)
+        distances, rows, _ = self.search(queries, k, max_distance)
+        result = neighbour_vote(distances, rows, codes, classes, weighting)
+        return result if max_distance is None else rejected(result, rows[:, 0] < 0, classes)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the index to one checksummed ``.npz`` file at ``path`` (whatever its suffix:
@@ -523,6 +545,7 @@ def _build_approximate(vectors: np.ndarray, kind: str, seed: int) -> Any:
 
     data = np.ascontiguousarray(vectors, dtype=np.float32)
     n, d = data.shape
+    index: Any
     if kind == "hnsw":
         index = faiss.IndexHNSWFlat(d, HNSW_M)
     else:
@@ -536,8 +559,10 @@ def _build_approximate(vectors: np.ndarray, kind: str, seed: int) -> Any:
     return index
 
 
-def _set_breadth(index: Any, kind: str, breadth: int) -> None:
-    """Search-time breadth, which faiss does not save with the index."""
+def _set_breadth(index: Any, kind: str, breadth: int | None) -> None:
+    """Search-time breadth, which faiss does not save with the index (None: none to set)."""
+    if breadth is None:
+        return
     if kind == "hnsw":
         index.hnsw.efSearch = int(breadth)
     else:
@@ -547,6 +572,15 @@ def _set_breadth(index: Any, kind: str, breadth: int) -> None:
 def _as_ids(values: Any, n: int, default: np.ndarray) -> np.ndarray:
     """``(n,)`` ids as int64 or strings (never an object array), ``default`` when not given."""
     return default if values is None else label_values(values, n, "ids", what="id")
+
+
+def _check_max_distance(max_distance: Any) -> None:
+    if max_distance is not None and (
+        isinstance(max_distance, bool)
+        or not isinstance(max_distance, (int, float, np.integer, np.floating))
+        or not max_distance >= 0  # NaN fails too
+    ):
+        raise ValueError(f"max_distance must be a number >= 0 (or None), got {max_distance!r}")
 
 
 def _check_choice(value: str, choices: tuple[str, ...], name: str) -> Any:

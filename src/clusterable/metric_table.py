@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from clusterable.evaluate.registry import METRICS, metric_of_key
+from clusterable.evaluate.registry import label_of_key
 
 if TYPE_CHECKING:
     from clusterable.evaluate.clustering import ScoredPartition
@@ -24,9 +24,9 @@ OTHER_LABELS = {
 def metric_label(name: str) -> str:
     """The readable name of a key of :func:`clusterable.evaluate.evaluate_embeddings` (the
     label its metric was registered with) or of the run's other scores."""
-    metric = metric_of_key(name)
-    if metric is not None:
-        return METRICS.label(metric).replace("{k}", name.rpartition("@")[2])
+    label = label_of_key(name)
+    if label is not None:
+        return label
     if name in OTHER_LABELS:
         return OTHER_LABELS[name]
     if name.startswith("knn@"):
@@ -52,7 +52,7 @@ def clustering_heading(
 
 
 def partition_heading(partition: ScoredPartition, n: int, what: str) -> str:
-    """`clustering_heading` of the partition an evaluation scored (`Evaluation.partition`)."""
+    """`clustering_heading` of the partition an evaluation scored (``Evaluation.partition``)."""
     found = partition.n_clusters
     return clustering_heading(partition.method, partition.asked, found, n, what, partition.rule)
 

@@ -39,6 +39,7 @@ from clusterable.evaluate import Evaluation, evaluate_embeddings, knn_accuracy
 from clusterable.losses import (
     AutoencoderLoss,
     CrossBatchMemory,
+    EmbeddingLoss,
     OPMLLoss,
     available_losses,
     build_loss,
@@ -107,10 +108,11 @@ class RunSpec:
         # Model and loss arguments typed against what receives them ("16,32" becomes (16, 32),
         # margin="1e-1" becomes 0.1), then checked with the run settings: NaN or infinity is
         # refused here with the argument's range, the rest of the range by check_run_spec.
-        if self.model in available_models():
+        builder = model_builder(self.model) if self.model in available_models() else None
+        if builder is not None:  # a built-in model (a pretrained backbone has none)
             self.model_args = typed_settings(
                 self.model_args,
-                parameter_types(model_builder(self.model)),
+                parameter_types(builder),
                 f"model {self.model!r} argument",
                 field="model_args",
                 bounds=model_argument_bounds(self.model),
@@ -156,6 +158,7 @@ class RunSpec:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> RunSpec:
+        """The spec of setting name -> value; an unknown name is an error naming the known ones."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
@@ -209,7 +212,7 @@ class Pieces:
     """What :func:`build` makes: the model, the loss, and the MsDNN-AE decoder (or None)."""
 
     model: nn.Module
-    loss: nn.Module
+    loss: EmbeddingLoss
     decoder: nn.Module | None = None
 
 
@@ -244,6 +247,7 @@ def build(
     model = build_model(
         spec.model, input_shape, spec.embedding_dim, normalize=spec.normalize, **spec.model_args
     )
+    loss: EmbeddingLoss
     if spec.unsupervised and spec.loss == "opml":
         loss = RiemannianOPMLLoss(embedding_dim=spec.embedding_dim, **loss_args)
     else:
@@ -402,11 +406,12 @@ def train_run(
 ) -> tuple[TrainResult, dict[str, float]]:
     """Train as ``spec`` and ``config`` say; returns the training result and the test metrics.
 
-    The run folder ``out`` is checked first (:func:`~clusterable.train.run_folder.
-    prepare_run_folder`: a new run needs it empty, or ``overwrite``; ``resume`` needs a run in
-    it), then the data is loaded and every piece built, all before the first training step.
-    With ``config.verbose``, a banner says what is trained, on what and where. Training, the
-    test embeddings and their evaluation all run on ``config.device``.
+    The run folder ``out`` is checked first
+    (:func:`~clusterable.train.run_folder.prepare_run_folder`: a new run needs it empty, or
+    ``overwrite``; ``resume`` needs a run in it), then the data is loaded and every piece built,
+    all before the first training step. With ``config.verbose``, a banner says what is trained,
+    on what and where. Training, the test embeddings and their evaluation all run on
+    ``config.device``.
     """
     main_process = os.environ.get("RANK", "0") == "0"
     if out is not None:

@@ -270,6 +270,7 @@ class TrainedRun:
 
     @property
     def is_image_model(self) -> bool:
+        """Whether the model takes ``(C, H, W)`` images of one or three channels."""
         shape = self.input_shape
         return len(shape) == 3 and shape[0] in (1, 3)
 
@@ -332,6 +333,18 @@ class TrainedRun:
                 f"{self.input_shape}, or train a run on {spec.data}"
             )
         return dataset
+
+    def validation_split(self) -> LabelledDataset | None:
+        """The items the run held out of its training split for validation, as training held them
+        out (`clusterable.recipe.split_validation` with the run's ``val_fraction`` and seed), in
+        the run's view; None when it kept none: an unsupervised run, ``val_fraction`` 0, or a
+        lone checkpoint (no ``run.json``, so no seed to rebuild it with)."""
+        from clusterable.recipe import split_validation
+
+        spec = self.spec
+        if spec is None or spec.unsupervised or spec.val_fraction <= 0 or "seed" not in self.config:
+            return None
+        return split_validation(self.split("train"), spec.val_fraction, self.seed)[1]
 
     def image_files(self, paths: Sequence[Path]) -> ImageFiles:
         """Image files in the view the run's own images had at evaluation: its channels and
@@ -476,6 +489,7 @@ class TrainedRun:
                 f"table {path} has {table.input_shape[0]} feature columns but the run expects "
                 f"{self.expects}: give {width} feature columns per row"
             )
+        assert isinstance(table.x, np.ndarray)  # a table holds features, never image files
         table = table.replace(x=table.x.reshape(len(table), *self.input_shape))
         return table, np.arange(len(table)), str(path)
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from clusterable._optional import require
 
+#: Maps of fewer points use Barnes-Hut gradients, larger ones FFT-accelerated interpolation.
 BARNES_HUT_LIMIT = 10_000
 
 

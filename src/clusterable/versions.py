@@ -5,13 +5,16 @@ from __future__ import annotations
 import platform
 from importlib.metadata import PackageNotFoundError, version
 
-#: Packages whose version can change a number we report.
-PACKAGES = ("clusterable", "torch", "numpy", "scikit-learn", "faiss-cpu", "openTSNE")
+from clusterable import __version__
+
+#: Packages, beside clusterable itself, whose version can change a number we report.
+PACKAGES = ("torch", "numpy", "scikit-learn", "faiss-cpu", "openTSNE")
 
 
 def library_versions() -> dict[str, str]:
     """``{"python": ..., package: version or "not installed"}``."""
-    found = {"python": platform.python_version()}
+    # clusterable's is the running code's own, not an editable install's metadata of its set-up.
+    found = {"python": platform.python_version(), "clusterable": __version__}
     for package in PACKAGES:
         try:
             found[package] = version(package)

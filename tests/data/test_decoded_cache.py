@@ -1,12 +1,16 @@
-"""Image files decoded once into memory (``TrainConfig.cache_images``, issue 28): the same pixels
-in every view as decoding at access, so training, its seeds and a resumed run are unchanged; what
-``auto`` decides; an unreadable file named as at access; the setting as a flag."""
+"""Image files decoded once into memory (``TrainConfig.cache_images``, issues 28 and 40): the same
+pixels in every view as decoding at access, so training, its seeds and a resumed run are
+unchanged; what ``auto`` decides; an unreadable file named as at access; the setting as a flag.
+The disk cache itself: tests/data/test_image_cache.py."""
 
 from __future__ import annotations
 
 import gc
+import io
 import json
+import math
 import pickle
+import sys
 
 import numpy as np
 import pytest
@@ -17,7 +21,8 @@ from PIL import Image
 from clusterable.cli import build_parser
 from clusterable.cli._settings import given_settings
 from clusterable.data import ImageFiles, LabelledDataset
-from clusterable.data.transforms import Preprocessing
+from clusterable.data.image_cache import CACHE_DIR_VARIABLE
+from clusterable.data.transforms import Preprocessing, shorter_side_size
 from clusterable.losses import build_loss
 from clusterable.models import build_model
 from clusterable.train import TrainConfig, Trainer, TrainerCallback, loading
@@ -55,6 +60,13 @@ def photos(tmp_path_factory) -> list:
     return paths
 
 
+@pytest.fixture(autouse=True)
+def cache_folder(tmp_path, monkeypatch):
+    """Disk caches in this test's folder, never the user's."""
+    monkeypatch.setenv(CACHE_DIR_VARIABLE, str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
 def views(paths, channels: int = 3) -> dict[str, ImageFiles]:
     """The three ways files are read: stretched to a square, the evaluation view (centre crop),
     the training view (seeded random resized crop and flip)."""
@@ -77,19 +89,23 @@ def test_decoded_images_give_the_pixels_of_decoding_at_access(photos, channels, 
             expected = files.pixels((index, epoch))
             np.testing.assert_array_equal(cached.pixels((index, epoch)), expected)
         np.testing.assert_array_equal(cached[index], files[index])  # the float items too
-    with Image.open(photos[2]) as grey:  # a grayscale JPEG is stored converted, as read
-        wanted = np.asarray(grey.convert("RGB" if channels == 3 else "L"))
-    np.testing.assert_array_equal(cached.decoded.image(2), wanted)
+    stored = np.asarray(files.stored_form.read(photos[2]))  # a grayscale JPEG, converted
+    assert stored.shape == ((12, 20), (18, 24), (18, 24))[list(views(photos)).index(view)] + (
+        (3,) if channels == 3 else ()
+    )
+    np.testing.assert_array_equal(cached.decoded.image(2), stored)
 
 
 def test_copies_over_the_same_files_read_the_same_decoded_images(photos):
     files = views(photos)["training"]
     cached = files.with_decoded(threads=2)
-    evaluation = cached.replace(augment_seed=None)  # the evaluation view of the same photos
-    assert evaluation.decoded is cached.decoded
+    assert cached.replace(augment_seed=3).decoded is cached.decoded  # stored alike
+    evaluation = cached.replace(augment_seed=None)  # not from the training view's draft JPEGs
+    assert evaluation.decoded is None
     for index in range(len(photos)):
         expected = views(photos)["evaluation"].pixels(index)
         np.testing.assert_array_equal(evaluation.pixels(index), expected)
+    assert cached.replace(size=12).decoded is None  # another resolution
     subset = cached[np.array([5, 1, 6])]
     assert subset.decoded.buffer is cached.decoded.buffer  # nothing copied
     for row in range(3):
@@ -106,17 +122,32 @@ def cache(files: ImageFiles, setting: str) -> tuple[ImageFiles, str]:
     return decoded_images(files, setting, workers=1)
 
 
-def test_auto_caches_what_fits_its_budget_and_says_so(photos, monkeypatch):
+def stored_bytes(channels: int = 3) -> int:
+    """The bytes of the photos stored for the training view: the shorter side at 18 (16 / 0.875)."""
+    return sum(math.prod(shorter_side_size(w, h, 18)) * channels for w, h, _ in PHOTOS)
+
+
+def test_auto_caches_what_fits_its_budget_and_says_so(photos, monkeypatch, cache_folder):
     files = views(photos)["training"]
-    decoded_bytes = sum(w * h * 3 for w, h, _ in PHOTOS)
+    decoded_bytes = stored_bytes()
     monkeypatch.setattr(loading, "image_holders", lambda workers: 1)  # a forked worker
     monkeypatch.setattr(loading, "auto_cache_budget", lambda: decoded_bytes)
     cached, note = cache(files, "auto")
     assert cached.decoded.nbytes == decoded_bytes
     assert note.startswith("images cached: 8 decoded in ") and "(cache_images: auto)" in note
     monkeypatch.setattr(loading, "auto_cache_budget", lambda: decoded_bytes - 1)
+    on_disk, note = cache(files, "auto")  # memory cannot hold them: the disk cache
+    assert isinstance(on_disk.decoded.buffer, np.memmap) and on_disk.decoded.nbytes == decoded_bytes
+    assert note.startswith("images cached on disk: 8 decoded in ") and str(cache_folder) in note
+    _, note = cache(files, "auto")
+    assert note.startswith("images cached on disk: 8 reused, 0 MiB in ")
+    monkeypatch.setenv(CACHE_DIR_VARIABLE, str(photos[0]))  # a file: no disk cache either
     kept, note = cache(files, "auto")
     assert kept is files and note.startswith("images decoded at every access: the 8 images")
+    assert note.endswith(
+        f"image cache folder {photos[0]}: {photos[0]} is a file, not a folder; set "
+        f"{CACHE_DIR_VARIABLE} to a writable folder"
+    )
     _, note = cache(files, "ram")  # ram does not ask the budget
     assert note.startswith("images cached: 8 decoded")
     kept, note = cache(files, "none")
@@ -157,19 +188,22 @@ def test_workers_that_are_not_forked_each_hold_a_copy(monkeypatch, method, worke
 
 
 def test_auto_counts_every_copy_against_its_budget(photos, monkeypatch):
-    decoded_bytes = sum(w * h * 3 for w, h, _ in PHOTOS)
-    monkeypatch.setattr(loading, "auto_cache_budget", lambda: 2 * decoded_bytes)
+    monkeypatch.setattr(loading, "auto_cache_budget", lambda: 3 * stored_bytes())
     monkeypatch.setattr(loading, "image_holders", lambda workers: 3)
-    kept, note = cache(views(photos)["training"], "auto")
-    assert kept.decoded is None and "held by 3 processes" in note
+    _, note = cache(views(photos)["training"], "auto")
+    assert "held by 3 processes" in note and "in memory" in note
+    monkeypatch.setattr(loading, "auto_cache_budget", lambda: 3 * stored_bytes() - 1)
+    on_disk, note = cache(views(photos)["training"], "auto")
+    assert on_disk.decoded.file is not None and note.startswith("images cached on disk")
 
 
 def test_the_header_pass_stops_once_past_its_limit(photos):
-    files = views(photos)["stretch"]
-    shapes = files.header_shapes(threads=2)
-    assert shapes.tolist() == [[h, w] for w, h, _ in PHOTOS]
-    assert files.header_shapes(threads=2, max_bytes=int(shapes.prod(1).sum()) * 3) is not None
-    assert files.header_shapes(threads=2, max_bytes=int(shapes.prod(1).sum()) * 3 - 1) is None
+    files = views(photos)["training"]
+    shapes = files.stored_shapes(threads=2)
+    assert shapes.tolist() == [list(shorter_side_size(w, h, 18))[::-1] for w, h, _ in PHOTOS]
+    assert files.stored_shapes(threads=2, max_bytes=stored_bytes()) is not None
+    assert files.stored_shapes(threads=2, max_bytes=stored_bytes() - 1) is None
+    assert views(photos)["stretch"].stored_shapes(threads=2).tolist() == [[12, 20]] * 8
 
 
 def test_ram_refuses_more_than_the_memory_available(photos, monkeypatch):
@@ -191,20 +225,23 @@ def broken(photos, tmp_path):
 
 
 @pytest.mark.parametrize("kind", ["cut", "half", "text", "gone"])
-@pytest.mark.parametrize("setting", ["auto", "ram"])
-def test_an_unreadable_file_is_named_as_decoding_at_access_names_it(photos, broken, kind, setting):
+@pytest.mark.parametrize("setting", ["auto", "ram", "disk"])
+def test_an_unreadable_file_is_named_as_decoding_at_access_names_it(
+    photos, broken, kind, setting, cache_folder
+):
     files = views([*photos, broken[kind]])["training"]
     with pytest.raises((ValueError, FileNotFoundError)) as at_access:
         files.pixels(len(photos))
     with pytest.raises(type(at_access.value)) as cached:
         cache(files, setting)
     assert str(cached.value) == str(at_access.value) and broken[kind].name in str(cached.value)
+    assert not list(cache_folder.glob(".*.tmp"))  # a failed build leaves nothing behind
     assert cache(files, "none")[0] is files  # none reads nothing before training
 
 
 def test_a_failing_decode_stops_the_others(photos, broken, monkeypatch):
     files = views([broken["half"], *photos * 20])["stretch"]
-    shapes = files.header_shapes(threads=1)  # the half file's header reads
+    shapes = files.stored_shapes(threads=1)  # the half file's header reads
     opened = []
     real_open = Image.open
     monkeypatch.setattr(Image, "open", lambda path: opened.append(path) or real_open(path))
@@ -223,14 +260,16 @@ def test_cache_images_is_a_flag_a_yaml_setting_and_a_checked_value(tmp_path, cap
     _, train = given_settings(build_parser().parse_args(["train", "--config", str(config)]))
     assert TrainConfig.from_dict(train).to_dict()["cache_images"] == "ram"
     assert TrainConfig().cache_images == "auto"
-    with pytest.raises(ValueError, match="cache_images='disk'"):
-        TrainConfig(cache_images="disk")
+    assert TrainConfig(cache_images="disk").cache_images == "disk"
+    with pytest.raises(ValueError, match="cache_images='tape'"):
+        TrainConfig(cache_images="tape")
     with pytest.raises(SystemExit):
-        build_parser().parse_args(["train", "--cache-images", "disk"])
-    assert "cache_images='disk' is not one of 'auto', 'none', 'ram'" in capsys.readouterr().err
+        build_parser().parse_args(["train", "--cache-images", "tape"])
+    wanted = "cache_images='tape' is not one of 'auto', 'none', 'ram', 'disk'"
+    assert wanted in capsys.readouterr().err
     with pytest.raises(SystemExit):
         build_parser().parse_args(["train", "--help"])
-    assert "--cache-images {auto,none,ram}" in " ".join(capsys.readouterr().out.split())
+    assert "--cache-images {auto,none,ram,disk}" in " ".join(capsys.readouterr().out.split())
 
 
 # ------------------------------------------------------------------------------------------------
@@ -293,25 +332,29 @@ def fit(data, setting, out=None, resume=False, callbacks=(), epochs=3):
 
 
 def test_training_with_the_cache_trains_on_the_same_batches_to_the_same_weights(photos, tmp_path):
+    """Decoding at every access, into memory and into the disk cache: one run, bit for bit."""
     data = photo_set(photos)
     model_a, result_a, batches_a = fit(data, "none", out=tmp_path / "none")
-    model_b, result_b, batches_b = fit(data, "ram", out=tmp_path / "ram")
-    assert len(batches_a) == len(batches_b) == 3 * 2
-    for (x_a, y_a), (x_b, y_b) in zip(batches_a, batches_b, strict=True):
-        assert x_a.dtype == torch.uint8 and torch.equal(x_a, x_b) and torch.equal(y_a, y_b)
-    assert [r["loss"] for r in result_a.history] == [r["loss"] for r in result_b.history]
-    for a, b in zip(model_a.state_dict().values(), model_b.state_dict().values(), strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    for setting in ("ram", "disk"):
+        model_b, result_b, batches_b = fit(data, setting, out=tmp_path / setting)
+        assert len(batches_a) == len(batches_b) == 3 * 2
+        for (x_a, y_a), (x_b, y_b) in zip(batches_a, batches_b, strict=True):
+            assert x_a.dtype == torch.uint8 and torch.equal(x_a, x_b) and torch.equal(y_a, y_b)
+        assert [r["loss"] for r in result_a.history] == [r["loss"] for r in result_b.history]
+        for a, b in zip(model_a.state_dict().values(), model_b.state_dict().values(), strict=True):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
     notes = {
         setting: [
             record["note"]
             for record in map(json.loads, (tmp_path / setting / "log.jsonl").open())
             if record["event"] == "note"
         ]
-        for setting in ("none", "ram")
+        for setting in ("none", "ram", "disk")
     }
     assert notes["none"] == ["images decoded at every access (cache_images: none)"]
     assert len(notes["ram"]) == 1 and notes["ram"][0].startswith("images cached: 16 decoded")
+    assert len(notes["disk"]) == 1
+    assert notes["disk"][0].startswith("images cached on disk: 16 decoded")
 
 
 def test_epochs_after_the_decoding_read_no_file(photos, tmp_path):
@@ -321,10 +364,11 @@ def test_epochs_after_the_decoding_read_no_file(photos, tmp_path):
         copies[-1].write_bytes(path.read_bytes())
     data = photo_set(copies)
     # Six epochs of two batches: the worker's four prefetched batches do not reach the last.
-    _, result, _ = fit(data, "ram", callbacks=[GoneAfterFirstEpoch(copies)], epochs=6)
-    assert len(result.history) == 6
-    for path in copies:
-        path.with_suffix(".gone").rename(path)
+    for setting in ("ram", "disk"):
+        _, result, _ = fit(data, setting, callbacks=[GoneAfterFirstEpoch(copies)], epochs=6)
+        assert len(result.history) == 6
+        for path in copies:
+            path.with_suffix(".gone").rename(path)
     with pytest.raises(FileNotFoundError, match="is missing"):  # the control: files were read
         fit(data, "none", callbacks=[GoneAfterFirstEpoch(copies)], epochs=6)
     gc.collect()  # the failed run's loader worker ends now, not when the session does
@@ -350,3 +394,24 @@ def test_torchruns_processes_share_the_cpus_for_decoding(photos, monkeypatch):
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "32")  # more processes than CPUs: one thread each
     _, note = cache(views(photos)["training"], "ram")
     assert "on 1 thread(s)" in note
+
+
+class Terminal(io.StringIO):
+    """Standard error as a terminal, whose bars redraw in place."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("setting", ["ram", "disk"])
+def test_a_progress_bar_shows_while_decoding_on_a_terminal_only(photos, monkeypatch, setting):
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    cache(views(photos)["training"], setting)  # progress off: no bar
+    assert terminal.getvalue() == ""
+    decoded_images(views(photos)["evaluation"], setting, workers=1, progress=True)
+    assert "decoding images: 100%" in terminal.getvalue() and "8/8" in terminal.getvalue()
+    redirected = io.StringIO()  # a log file: no bar
+    monkeypatch.setattr(sys, "stderr", redirected)
+    decoded_images(views(photos)["stretch"], setting, workers=1, progress=True)
+    assert redirected.getvalue() == ""

@@ -20,6 +20,7 @@ from clusterable.metric_table import format_metric_table, metric_label
 
 RETRIEVAL = ["recall@k", "precision@1", "map@r", "r_precision"]
 PARTITION = ["nmi", "precision", "recall", "f1", "accuracy", "ari", "v_measure", "silhouette"]
+PAIRS = ["roc_auc", "fnmr@fmr"]
 
 
 def blobs(seed=0, n=120, classes=4, d=5):
@@ -44,7 +45,7 @@ def kmeans_calls(monkeypatch):
 
 
 def test_every_name_is_registered_in_table_order():
-    assert available_metrics() == RETRIEVAL + PARTITION
+    assert available_metrics() == RETRIEVAL + PARTITION + PAIRS
     assert select_metrics(None) == [m for m in RETRIEVAL + PARTITION if m != "v_measure"]
     assert select_metrics(["silhouette", "nmi", "recall@k"]) == ["recall@k", "nmi", "silhouette"]
 
@@ -172,7 +173,16 @@ def test_every_metric_is_shown_under_the_label_it_was_registered_with():
     assert metric_label("recall@4") == "recall@4 (retrieval)"
     assert metric_label("precision") == "pairwise precision (clusters)"  # not precision@1
     assert all(METRICS.label(name) != name for name in available_metrics())
-    assert table_keys() == ["recall@K", "precision@1", "map@r", "r_precision", *PARTITION]
+    assert metric_label("fnmr@fmr=0.0001") == "FNMR at FMR = 0.0001 (all pairs)"
+    assert table_keys() == [
+        "recall@K",
+        "precision@1",
+        "map@r",
+        "r_precision",
+        *PARTITION,
+        "roc_auc",
+        "fnmr@fmr=EPS",
+    ]
 
 
 def test_a_registered_metric_has_its_label_in_the_printed_table():

@@ -25,3 +25,15 @@ def decoded_png(source: str) -> Image.Image:
 
 def section_ids(page: str) -> list[str]:
     return re.findall(r'<section id="([^"]+)">', page)
+
+
+def section(page: str, anchor: str) -> str:
+    """The HTML of the section ``anchor`` of a page."""
+    return page.split(f'<section id="{anchor}">')[1].split("</section>")[0]
+
+
+def table_rows(html: str) -> dict[str, list[str]]:
+    """The rows of the first table of ``html``, by their first cell: the other cells' text."""
+    body = html.split("<tbody>")[1].split("</tbody>")[0]
+    rows = [re.findall(r"<td[^>]*>([^<]*)</td>", row) for row in body.split("</tr>") if row]
+    return {cells[0]: cells[1:] for cells in rows}

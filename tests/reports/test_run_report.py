@@ -9,12 +9,27 @@ import numpy as np
 import pytest
 
 from clusterable.cli import main
+from clusterable.evaluate import evaluate_embeddings, select_threshold
+from clusterable.evaluate.pair_sample import pair_distances
 from clusterable.metric_table import metric_label
 from clusterable.reports import write_run_report
+from clusterable.reports.run_report import PANEL_ITEMS
+from clusterable.trained_run import TrainedRun
 
-from _html import decoded_png, image_sources, section_ids
+from _html import decoded_png, image_sources, section, section_ids, table_rows
+from _pairs import direct_rates, table_cells
 
-PANELS = ["settings", "versions", "metrics", "curves", "classes", "map", "retrieval", "clusters"]
+PANELS = [
+    "settings",
+    "versions",
+    "metrics",
+    "curves",
+    "classes",
+    "map",
+    "retrieval",
+    "clusters",
+    "verification",
+]
 
 
 def test_an_image_run_shows_every_panel(digits_run):
@@ -92,3 +107,72 @@ def test_the_report_command_rewrites_the_page_train_wrote(digits_run, tmp_path, 
     assert capsys.readouterr().out == f"wrote {tmp_path / 'again.html'}\n"
     page, again = (p.read_text() for p in (digits_run / "report.html", tmp_path / "again.html"))
     assert section_ids(again) == section_ids(page) == PANELS
+
+
+def embedded_pairs(run: TrainedRun, dataset):
+    embeddings = run.embed(dataset, progress=False).embeddings
+    return pair_distances(embeddings, dataset.labels, seed=run.seed)
+
+
+def test_the_threshold_is_chosen_on_validation_and_its_rates_read_on_test(digits_run):
+    run = TrainedRun.load(digits_run, device="cpu")
+    test = run.split("test")
+    assert len(test) <= PANEL_ITEMS  # the panels embed every test item
+    pairs, held_out = embedded_pairs(run, test), embedded_pairs(run, run.validation_split())
+    chosen = select_threshold(held_out.distances, held_out.same, "f1")
+    view = section((digits_run / "report.html").read_text(), "verification")
+    rows = table_rows(view)
+    assert rows["validation (chose it)"] == table_cells(
+        len(held_out.distances),
+        "f1",
+        chosen.threshold,
+        direct_rates(held_out.distances, held_out.same, chosen.threshold),
+    )
+    assert rows["the test split"] == table_cells(
+        pairs.total,
+        "f1 on validation",
+        chosen.threshold,
+        direct_rates(pairs.distances, pairs.same, chosen.threshold),
+    )
+    assert (
+        f"Pairs of the test split: all {pairs.total:,} pairs, {pairs.positives:,} same-class"
+        in view
+    )
+    assert "chosen (f1) on the validation split" in view
+
+
+def test_the_validation_split_is_the_one_the_run_validated_on(digits_run):
+    run = TrainedRun.load(digits_run, device="cpu")
+    validation = run.validation_split()
+    result = json.loads((digits_run / "result.json").read_text())
+    best = result["history"][result["best_epoch"] - 1]  # the checkpoint the run keeps
+    embeddings = run.embed(validation, progress=False).embeddings
+    table = evaluate_embeddings(
+        embeddings, validation.labels, metrics=["recall@k", "map@r"], ks=(1,)
+    )
+    assert (table["recall@1"], table["map@r"]) == pytest.approx((best["recall@1"], best["map@r"]))
+
+
+def test_a_run_without_validation_chooses_on_the_test_pairs_and_says_so(tmp_path):
+    rng = np.random.default_rng(1)
+    labels = np.repeat(np.arange(3), 30)
+    features = rng.normal(size=(3, 5))[labels] + 0.5 * rng.normal(size=(90, 5))
+    np.savez(tmp_path / "points.npz", x=features.astype(np.float32), y=labels)
+    run = tmp_path / "run"
+    argv = ["train", "--data", f"table:{tmp_path / 'points.npz'}", "--loss", "contrastive"]
+    argv += ["--val-fraction", "0", "--epochs", "1", "--no-progress", "--out", str(run)]
+    assert main(argv) == 0
+    trained = TrainedRun.load(run, device="cpu")
+    assert trained.validation_split() is None
+    pairs = embedded_pairs(trained, trained.split("test"))
+    own = select_threshold(pairs.distances, pairs.same, "f1")
+    view = section((run / "report.html").read_text(), "verification")
+    assert table_rows(view) == {
+        "the test split": table_cells(
+            pairs.total,
+            "f1",
+            own.threshold,
+            direct_rates(pairs.distances, pairs.same, own.threshold),
+        )
+    }
+    assert "The run has no validation split" in view and "not held out" in view

@@ -1,7 +1,8 @@
 """Image files reach the training step as uint8 pixels (issue 28): the step's floats are the
 dataset's float items bit for bit, in either layout, on every device here; training from the
 pixels is training from the floats; one loader streams all epochs' batches, each epoch's own
-draw; a resumed run draws the same crops; a broken file is named."""
+draw; a resumed run draws the same crops, whether the loader or the device makes the views
+(issue 40); a broken file is named."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from PIL import Image
 from test_trainer import assert_resume_is_exact, assert_same_weights  # tests/train: resume
 
 from clusterable.data import ImageFiles, LabelledDataset
+from clusterable.data.device_augment import CropBatch
 from clusterable.data.transforms import IMAGENET_MEAN, IMAGENET_STD, Preprocessing
 from clusterable.losses import build_loss
 from clusterable.mining import SamplerSettings, build_sampler
@@ -41,9 +43,9 @@ def photos(tmp_path_factory) -> list:
 
 def float_item(path, files: ImageFiles, index: int, epoch: int) -> np.ndarray:
     """The float path before uint8 pixels: the view as float32, divided by 255, ``(C, H, W)``."""
-    with Image.open(path) as image:
-        view = files._view(image.convert("RGB"), index, epoch)  # the crops it draws
-        pixels = np.asarray(view, dtype=np.float32)
+    stored = files.stored_form.read(path)  # the image each view is drawn from (issue 40)
+    view = files._view(stored, index, epoch)  # the crops it draws
+    pixels = np.asarray(view, dtype=np.float32)
     pixels /= 255.0
     return pixels.transpose(2, 0, 1)
 
@@ -175,6 +177,29 @@ def test_a_resumed_run_from_pixels_draws_the_same_crops(photos, tmp_path):
         return trainer.fit(resume=resume), model
 
     assert_resume_is_exact(fit, tmp_path, kill_at=2)
+
+
+def test_a_resumed_run_whose_device_makes_the_views_draws_the_same_crops(
+    photos, tmp_path, monkeypatch
+):
+    files = ImageFiles(photos, 16, preprocessing=Preprocessing(size=16), augment_seed=0)
+    data = LabelledDataset("photos", files, np.arange(12) // 3)
+    stepped = []
+    step = Trainer.train_step
+    monkeypatch.setattr(
+        Trainer, "train_step", lambda self, x, y: stepped.append(type(x)) or step(self, x, y)
+    )
+
+    def fit(out, resume=False, callbacks=()):
+        torch.manual_seed(0)
+        model = build_model("corel-cnn", data.input_shape, 8)
+        config = quiet(epochs=3, workers=1, augment_on="device")  # forced on the CPU
+        trainer = Trainer(model, build_loss("triplet"), data, config=config, out=out)
+        trainer.callbacks.extend(callbacks)
+        return trainer.fit(resume=resume), model
+
+    assert_resume_is_exact(fit, tmp_path, kill_at=2)
+    assert set(stepped) == {CropBatch}  # the loader handed over crops, the step resized them
 
 
 @pytest.mark.parametrize("workers", [0, 1])

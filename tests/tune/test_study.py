@@ -197,7 +197,7 @@ def test_every_registered_metric_can_be_searched(monkeypatch):
     with pytest.raises(
         ValueError,
         match=r"unknown metric 'largest_cluster_share'; choose one of recall@K, precision@1, "
-        r".*, v_measure, silhouette, knn@K",
+        r".*, v_measure, silhouette, roc_auc, fnmr@fmr=EPS, knn@K",
     ):
         tune(SPEC, SPACE, config=CONFIG, folds=2, trials=1, metric="largest_cluster_share")
     with pytest.raises(ValueError, match="unknown metric 'recall@k'"):
@@ -213,3 +213,44 @@ def test_knn_accuracy_on_class_disjoint_folds_is_refused_before_any_training(tmp
     ):
         search(tmp_path, 2, protocol="class-disjoint", metric="knn@5")
     assert not (tmp_path / study.STUDY_FILE).exists()
+
+
+def test_an_error_rate_is_minimised(monkeypatch):
+    """fnmr@fmr=EPS is an error: the best trial is the one with the smallest score."""
+    scores = iter([0.9, 0.9, 0.2, 0.2, 0.6, 0.6])
+
+    def fold_score(spec, config, train, fit_rows, held_rows, metric, seed):
+        assert metric == "fnmr@fmr=0.001"
+        return next(scores)
+
+    monkeypatch.setattr(study, "_fold_score", fold_score)
+    result = tune(SPEC, SPACE, config=CONFIG, folds=2, trials=3, metric="fnmr@fmr=0.001")
+    assert result.best_score == 0.2 and result.completed == 3
+
+
+def test_the_tune_flag_takes_a_rate_in_any_spelling_and_says_it_minimises(monkeypatch, capsys):
+    seen = {}
+
+    def fake_tune(spec, space, **options):
+        seen.update(options)
+        raise SystemExit(0)
+
+    monkeypatch.setattr("clusterable.tune.tune", fake_tune)
+    with pytest.raises(SystemExit):
+        main(
+            [
+                "tune",
+                "--data",
+                "digits",
+                "--loss",
+                "contrastive",
+                "--param",
+                "margin=log:0.1:2",
+                "--metric",
+                "fnmr@fmr=1e-3",
+                "--trials",
+                "1",
+            ]
+        )
+    assert seen["metric"] == "fnmr@fmr=0.001"
+    assert "minimising fnmr@fmr=0.001" in capsys.readouterr().out

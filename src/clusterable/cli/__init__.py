@@ -2,6 +2,8 @@
 
 Examples
 --------
+::
+
     clusterable demo
     clusterable train --data fashion-mnist --loss msdnn --loss-arg sigma=0.5 --label-view coarse \\
         --model lenet --epochs 10 --out runs/msdnn
@@ -12,7 +14,8 @@ Examples
 Where things are:
 
 - ``run.py`` train, tune; ``embeddings.py`` evaluate, embed, cluster, plot; ``use.py`` index,
-  search, assign, export; ``report.py`` report; ``papers.py`` demo, reproduce.
+  search, assign, export; ``decisions.py`` classify, and ``--max-distance``; ``report.py``
+  report; ``cache.py`` cache; ``papers.py`` demo, reproduce.
 - ``_settings.py``: the run flags, generated from the RunSpec and TrainConfig fields, and the
   settings a command names (``--config`` file, then flags).
 - ``_files.py``: what verbs read and write (``.npy`` arrays, labels, JSON, a run's embeddings).
@@ -33,7 +36,7 @@ import warnings
 from typing import Any, NoReturn
 
 from clusterable import __version__
-from clusterable.cli import embeddings, papers, report, run, use
+from clusterable.cli import cache, decisions, embeddings, papers, report, run, use
 from clusterable.cli._parser import AddVerb, Verbs
 
 #: Every verb, in the order ``clusterable --help`` lists them.
@@ -48,7 +51,9 @@ VERBS: tuple[AddVerb, ...] = (
     use.add_index,
     use.add_search,
     use.add_assign,
+    decisions.add_classify,
     report.add_report,
+    cache.add_cache,
     use.add_export,
     papers.add_reproduce,
 )
@@ -60,10 +65,12 @@ class OneLineParser(argparse.ArgumentParser):
     first)."""
 
     def error(self, message: str) -> NoReturn:
+        """Exit with status 2 and ``message`` on one line."""
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``clusterable`` parser, with every verb's subparser."""
     parser = OneLineParser(
         prog="clusterable",
         description="Clustering-oriented deep metric learning.",
@@ -82,6 +89,7 @@ def _one_line_warning(message: Any, category: type, *_: Any, **__: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv`` (default ``sys.argv[1:]``); the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     # What the verb runs, imported once the command line is read: `--help` has exited by now.

@@ -33,7 +33,7 @@ def clusters_to_ask(
     n_items: int,
     *,
     announce: bool = False,
-) -> int | str | None:
+) -> int | Literal["auto"] | None:
     """``--n-clusters``, else the number of classes in ``labels``, else ``"auto"`` where the
     method can choose; None for a method that finds its own number (AAS, HDBSCAN).
 

@@ -54,6 +54,27 @@ def saved_embeddings(path: Path, dim: int) -> np.ndarray | None:
     return array if array.ndim == 2 and array.shape[1] == dim else None
 
 
+def partition_embeddings(path: Path, partition: Any, what: str, remedy: str) -> np.ndarray:
+    """The saved embeddings in ``path`` that ``partition`` (a `clusterable.cluster.Partition`)
+    takes: a ``.npy`` of ``partition.n_features``-dimensional rows, refused when not one, or when
+    the ``model.json`` beside it names another model than the partition's. ``what`` names the
+    file in the errors (the argument or flag), ``remedy`` says what to do instead."""
+    from clusterable.trained_run import MODEL_IDENTITY, ModelIdentity
+
+    points = saved_embeddings(path, partition.n_features)
+    if points is None:
+        raise ValueError(
+            f"{what} is not a .npy of {partition.n_features}-dimensional embeddings: {remedy}"
+        )
+    identity = ModelIdentity.beside(path)
+    if partition.model and identity is not None and identity.model != partition.model:
+        raise ValueError(
+            f"{what} was embedded by another model ({path.with_name(MODEL_IDENTITY)} names it) "
+            f"than the one whose embeddings the partition clustered: {remedy}"
+        )
+    return points
+
+
 def plain(value: Any) -> Any:
     """A numpy scalar as the Python value JSON and printing want."""
     import numpy as np

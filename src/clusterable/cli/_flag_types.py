@@ -15,6 +15,8 @@ import difflib
 import math
 from collections.abc import Callable, Sequence
 
+from clusterable.cli._names import PARAMETERISED_METRICS
+
 #: Seeds NumPy's global generator takes: below 2**32.
 SEED_MAX = 2**32 - 1
 
@@ -68,8 +70,10 @@ def ks_list(text: str) -> str:
 
 
 def metric_name(names: Sequence[str]) -> Callable[[str], str]:
-    """A type: a registered metric of ``names``, or a per-K one with its K, as every table prints
-    it (``recall@1`` for ``recall@k`` at K = 1); refused with the names and a "did you mean"."""
+    """A type: a registered metric of ``names``, a per-K one with its K, as every table prints
+    it (``recall@1`` for ``recall@k`` at K = 1), or one that takes a rate with it
+    (``fnmr@fmr=1e-3``, given back in the table's one spelling, ``fnmr@fmr=0.001``; the bare
+    name takes its default); refused with the names and a "did you mean"."""
     per_k = [name[: -len("k")] for name in names if name.endswith("@k")]
 
     def convert(text: str) -> str:
@@ -77,12 +81,25 @@ def metric_name(names: Sequence[str]) -> Callable[[str], str]:
         prefix, at, k = name.rpartition("@")
         if name in names or (at and f"{prefix}@" in per_k and k.isdigit() and int(k) >= 1):
             return name
+        base, equals, value = name.partition("=")
+        if equals and base in PARAMETERISED_METRICS and base in names:
+            try:
+                rate = float(value)
+            except ValueError:
+                rate = math.nan
+            if 0.0 <= rate <= 1.0:  # NaN fails too
+                return f"{base}={rate!r}"
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: {base} takes a rate in [0, 1] after '=', e.g. {base}=0.001"
+            )
         offered = [*names, *(f"{prefix}K" for prefix in per_k)]
+        offered += [f"{n}=EPS" for n in names if n in PARAMETERISED_METRICS]
         spelled = [*(n for n in names if not n.endswith("@k")), *(f"{p}1" for p in per_k)]
-        close = difflib.get_close_matches(name, spelled, n=1)
+        close = difflib.get_close_matches(base if equals else name, spelled, n=1)
         hint = f" (did you mean {close[0]}?)" if close else ""
         raise argparse.ArgumentTypeError(
-            f"unknown metric {text!r}{hint}; choose among {', '.join(offered)} (K a whole number)"
+            f"unknown metric {text!r}{hint}; choose among {', '.join(offered)} (K a whole "
+            "number, EPS a rate in [0, 1])"
         )
 
     convert.__name__ = "metric"

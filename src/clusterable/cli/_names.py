@@ -49,8 +49,12 @@ METRIC_NAMES = (
     "ari",
     "v_measure",
     "silhouette",
+    "roc_auc",
+    "fnmr@fmr",
 )
-OFF_BY_DEFAULT = ("v_measure",)
+OFF_BY_DEFAULT = ("v_measure", "roc_auc", "fnmr@fmr")
+#: Those asked with a rate, ``NAME=EPS`` (the registry's table keys ending in ``=EPS``).
+PARAMETERISED_METRICS = ("fnmr@fmr",)
 
 LISTINGS: dict[str, Listing] = {
     "datasets": Listing(
@@ -126,11 +130,15 @@ LISTINGS: dict[str, Listing] = {
         lambda m: m.select_metrics(None),
         tuple(name for name in METRIC_NAMES if name not in OFF_BY_DEFAULT),
     ),
-    # The keys a table can hold (``recall@K``), as ``tune --metric`` names them.
+    # The keys a table can hold (``recall@K``, ``fnmr@fmr=EPS``), as ``tune --metric`` names
+    # them.
     "table keys": Listing(
         "clusterable.evaluate.registry",
         lambda m: m.table_keys(),
-        tuple("recall@K" if name == "recall@k" else name for name in METRIC_NAMES),
+        tuple(
+            {"recall@k": "recall@K", "fnmr@fmr": "fnmr@fmr=EPS"}.get(name, name)
+            for name in METRIC_NAMES
+        ),
     ),
     "experiments": Listing(
         "clusterable.reproduce",

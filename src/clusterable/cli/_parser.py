@@ -38,6 +38,7 @@ class Verbs:
     TrainConfig fields of those names (`clusterable.cli._settings.add_run_flags`), not the
     factory's. ``seed_of_run``: the verb takes a run or saved arrays, and ``--seed`` defaults to
     the run's own seed (so that ``evaluate RUN`` clusters as the run's test table did).
+    ``seeded``: False for a verb with no random step (``cache``), which then takes no ``--seed``.
     """
 
     def __init__(self, subparsers: Any) -> None:
@@ -55,6 +56,7 @@ class Verbs:
         runs: Iterable[str] = (),
         run_settings: bool = False,
         seed_of_run: bool = False,
+        seeded: bool = True,
     ) -> argparse.ArgumentParser:
         work = frozenset(runs)
         if not work <= DEVICE_WORK:
@@ -71,6 +73,8 @@ class Verbs:
             return sub
         if work:
             sub.add_argument("--device", default="auto", help=f"{DEVICE_HELP} (default: auto)")
+        if not seeded:
+            return sub
         if seed_of_run:  # None: the run's own seed (`clusterable.cli._files.seed_of`)
             help = "seed of random steps (default: a run's own seed; 0 for saved arrays)"
             sub.add_argument("--seed", type=seed, default=None, help=help)

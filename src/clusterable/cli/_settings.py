@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import MISSING, asdict, dataclass, fields
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from clusterable.cli._names import registry_names
 
@@ -94,20 +94,24 @@ class RunFlag:
 
     @property
     def name(self) -> str:
+        """The setting's field name."""
         return self.field.name
 
     @property
     def annotation(self) -> Any:
+        """The setting's type annotation."""
         return self.field.annotation
 
     @property
     def flag(self) -> str:
+        """The command-line flag (``loss_args`` -> ``--loss-arg``)."""
         if self.is_keywords:
             return f"--{self.name.removesuffix('s').replace('_', '-')}"  # loss_args -> --loss-arg
         return FLAG_NAMES.get(self.name, f"--{self.name.replace('_', '-')}")
 
     @property
     def is_keywords(self) -> bool:
+        """Whether the setting is a dict of keywords, given as repeated ``NAME=VALUE`` flags."""
         return typing.get_origin(self.annotation) is dict or self.annotation is dict
 
 
@@ -149,7 +153,9 @@ def imported_fields(module: str, name: str) -> tuple[DeclaredField, ...]:
     found = []
     for f in fields(cls):
         named = getattr(sys.modules[cls.__module__], f"{f.name.upper()}S", None)
-        default = f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
+        default = f.default
+        if default is MISSING and f.default_factory is not MISSING:
+            default = f.default_factory()
         found.append(
             DeclaredField(
                 f.name,
@@ -283,7 +289,7 @@ def _constant(module: str, name: str) -> Any:
     return None
 
 
-def _names_values(named: Any) -> bool:
+def _names_values(named: object) -> TypeGuard[tuple[str, ...] | list[str] | dict[str, Any]]:
     """Whether a constant beside a field names its values (``OPTIMIZERS``: a tuple of text)."""
     return isinstance(named, (tuple, list, dict)) and all(isinstance(v, str) for v in named)
 

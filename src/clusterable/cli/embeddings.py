@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from clusterable.cli._clusters import clusters_to_ask, n_clusters_flag
 from clusterable.cli._files import (
@@ -23,6 +23,7 @@ from clusterable.cli._files import (
 from clusterable.cli._flag_types import ks_list, metric_name
 from clusterable.cli._names import registry_names
 from clusterable.cli._parser import Verbs
+from clusterable.cli.report import write_evaluation_page
 
 if TYPE_CHECKING:
     import numpy as np
@@ -51,14 +52,16 @@ def _add_clustering(parser: argparse.ArgumentParser, help: str) -> None:
 
 
 def command_evaluate(args: argparse.Namespace) -> int:
+    """Run ``clusterable evaluate`` with the parsed ``args``; its exit status."""
     from clusterable.data import labelled_mask
     from clusterable.evaluate import evaluate_embeddings
     from clusterable.evaluate.registry import needs_of, select_metrics
     from clusterable.metric_table import format_metric_table, partition_heading
     from clusterable.train.run_folder import check_parent_writable
 
-    if args.json:
-        check_parent_writable(args.json)
+    for written in (args.json, args.report):
+        if written:
+            check_parent_writable(written)
     source = embeddings_of(args)
     keep = labelled_mask(source.labels)
     embeddings, labels = source.embeddings[keep], source.labels[keep]
@@ -86,6 +89,8 @@ def command_evaluate(args: argparse.Namespace) -> int:
         heading += f"; retrieval: {int(queries.sum())} queries ranking the gallery"
     print(format_metric_table(table, heading, notes=notes))
     write_json(table, args.json)
+    if args.report:
+        write_evaluation_page(args, source, table, keep, queries, heading)
     return 0
 
 
@@ -132,6 +137,7 @@ def query_roles(args: argparse.Namespace, source: Embedded) -> np.ndarray | None
 
 
 def add_evaluate(verbs: Verbs) -> argparse.ArgumentParser:
+    """The ``evaluate`` verb's parser: its flags, defaults and help."""
     evaluate = verbs(
         "evaluate",
         "score a trained model on a dataset split, or saved embeddings: Recall@K, MAP@R, NMI, F1, "
@@ -174,10 +180,18 @@ def add_evaluate(verbs: Verbs) -> argparse.ArgumentParser:
         "gallery, as In-Shop's test split and embed's is_query.npy; else leave-one-out)",
     )
     evaluate.add_argument("--json", help="also write the table to this JSON file")
+    evaluate.add_argument(
+        "--report",
+        metavar="PAGE.html",
+        help="also write an HTML page of the table and the verification view: same-class and "
+        "other pair distances, the DET curve, and the F1 threshold with its FMR and FNMR (chosen "
+        "on a run's validation split for its own test split, else on these items)",
+    )
     return evaluate
 
 
 def command_embed(args: argparse.Namespace) -> int:
+    """Run ``clusterable embed`` with the parsed ``args``; its exit status."""
     import numpy as np
 
     from clusterable.train.run_folder import check_writable
@@ -199,6 +213,7 @@ def command_embed(args: argparse.Namespace) -> int:
 
 
 def add_embed(verbs: Verbs) -> argparse.ArgumentParser:
+    """The ``embed`` verb's parser: its flags, defaults and help."""
     embed = verbs(
         "embed",
         "write the embeddings of a dataset split under a trained model as .npy files",
@@ -212,6 +227,7 @@ def add_embed(verbs: Verbs) -> argparse.ArgumentParser:
 
 
 def command_cluster(args: argparse.Namespace) -> int:
+    """Run ``clusterable cluster`` with the parsed ``args``; its exit status."""
     import numpy as np
 
     from clusterable import cluster
@@ -227,7 +243,9 @@ def command_cluster(args: argparse.Namespace) -> int:
     embeddings, labels, model_id = _points_to_cluster(args)
     k = clusters_to_ask(args.clustering, args.n_clusters, labels, len(embeddings), announce=True)
     # k-means by the one rule `evaluate` uses too (seeding, restarts), stated under the table.
-    rule = kmeans_rule(k) if canonical_clustering(args.clustering) == "kmeans" else {}
+    rule: dict[str, Any] = {}
+    if k is not None and canonical_clustering(args.clustering) == "kmeans":
+        rule = kmeans_rule(k)
     partition = cluster.fit(
         embeddings, args.clustering, k, seed=args.seed, device=args.device, **rule
     )
@@ -289,6 +307,7 @@ def _points_to_cluster(
 
 
 def add_cluster(verbs: Verbs) -> argparse.ArgumentParser:
+    """The ``cluster`` verb's parser: its flags, defaults and help."""
     cluster = verbs(
         "cluster",
         "partition saved embeddings, or a split a trained run embeds: "
@@ -327,6 +346,7 @@ def add_cluster(verbs: Verbs) -> argparse.ArgumentParser:
 
 
 def command_plot(args: argparse.Namespace) -> int:
+    """Run ``clusterable plot`` with the parsed ``args``; its exit status."""
     from clusterable.plots import plot_retrieval_grid, plot_training_curves, plot_tsne
     from clusterable.train.run_folder import check_writable
 
@@ -376,6 +396,7 @@ def plots_folder(source: Embedded, given: str) -> Path:
 
 
 def add_plot(verbs: Verbs) -> argparse.ArgumentParser:
+    """The ``plot`` verb's parser: its flags, defaults and help."""
     plot = verbs(
         "plot",
         "PNG figures: t-SNE by class and sub-class, training curves, retrieval grid for images",

@@ -12,6 +12,7 @@ from clusterable.cli._parser import Verbs
 
 
 def command_demo(args: argparse.Namespace) -> int:
+    """Run ``clusterable demo`` with the parsed ``args``; its exit status."""
     from clusterable.demo import run_demo
     from clusterable.train.run_folder import check_writable
 
@@ -20,6 +21,7 @@ def command_demo(args: argparse.Namespace) -> int:
 
 
 def add_demo(verbs: Verbs) -> argparse.ArgumentParser:
+    """The ``demo`` verb's parser: its flags, defaults and help."""
     demo = verbs(
         "demo",
         "train every loss on the bundled digits, evaluate each, print and write one table",
@@ -33,6 +35,7 @@ def add_demo(verbs: Verbs) -> argparse.ArgumentParser:
 
 
 def command_reproduce(args: argparse.Namespace) -> int:
+    """Run ``clusterable reproduce`` with the parsed ``args``; its exit status."""
     from clusterable.reproduce import Budget, run_all, run_experiment, write_summary
 
     mode = "quick" if args.quick else "full" if args.full else "default"
@@ -55,6 +58,7 @@ def command_reproduce(args: argparse.Namespace) -> int:
 
 
 def add_reproduce(verbs: Verbs) -> argparse.ArgumentParser:
+    """The ``reproduce`` verb's parser: its flags, defaults and help."""
     reproduce = verbs(
         "reproduce",
         "run a paper's experiment (or all) and print our numbers beside the paper's",
@@ -74,7 +78,9 @@ def add_reproduce(verbs: Verbs) -> argparse.ArgumentParser:
         "--seeds", type=whole_number(1), help="number of seeds (default: per experiment)"
     )
     reproduce.add_argument(
-        "--from-json", action="store_true", help="with all: rebuild OUT.md from OUT/*/results.json"
+        "--from-json",
+        action="store_true",
+        help="with all: rebuild OUT.md from OUT/NAME/results.json files",
     )
     reproduce.add_argument(
         "--out", default="docs/results", help="results folder (default: %(default)s)"

@@ -1,4 +1,5 @@
-"""``clusterable report``: one self-contained HTML page of a run, a clustering or a reproduction."""
+"""``clusterable report``: one self-contained HTML page of a run, a clustering or a reproduction;
+and the page of ``clusterable evaluate --report``."""
 
 from __future__ import annotations
 
@@ -6,14 +7,20 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from clusterable.cli._files import load_array, load_run
+from clusterable.cli._files import Embedded, load_array, load_run, seed_of
 from clusterable.cli._parser import Verbs
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
     import numpy as np
+
+    from clusterable.trained_run import TrainedRun
 
 
 def command_report(args: argparse.Namespace) -> int:
+    """Run ``clusterable report`` with the parsed ``args``; its exit status."""
     from clusterable import reports
     from clusterable.train.run_folder import check_parent_writable
 
@@ -92,7 +99,65 @@ def _items_of(
     return data.class_names, item_images(data)
 
 
+def write_evaluation_page(
+    args: argparse.Namespace,
+    source: Embedded,
+    table: Mapping[str, Any],
+    keep: np.ndarray,
+    queries: np.ndarray | None,
+    heading: str,
+) -> None:
+    """``evaluate --report PAGE``: the table and the verification view of the evaluated items
+    (``keep``: the labelled ones among the source's). The threshold is chosen on the run's
+    validation split when the items are the run's own test split, the one split held out beside
+    it; on the evaluated items themselves otherwise, as the page says."""
+    from clusterable import reports
+
+    validation, reason = None, "Saved embeddings come with no validation split."
+    settings: dict[str, Any] = {"source": args.source, "labels": args.labels}
+    if source.run is not None:
+        settings = {"run": source.run.folder, "checkpoint": source.run.checkpoint}
+        settings.update(data=args.data or "the run's", split=args.split)
+        validation, reason = _run_validation(args, source.run)
+    written = reports.write_evaluation_report(
+        table,
+        source.embeddings[keep],
+        source.labels[keep],
+        args.report,
+        queries=queries,
+        validation=validation,
+        without_validation=reason,
+        heading=heading,
+        settings={**settings, "seed": seed_of(args, source)},
+        title=f"Evaluation of {args.source}",
+        seed=seed_of(args, source),
+    )
+    print(f"wrote {written}")
+
+
+def _run_validation(
+    args: argparse.Namespace, run: TrainedRun
+) -> tuple[tuple[np.ndarray, np.ndarray] | None, str]:
+    """The run's validation split embedded (labelled items), when the evaluated items are the
+    run's own test split; else None, with the reason."""
+    from clusterable.data import labelled_mask
+    from clusterable.reports.verification_view import NO_VALIDATION
+
+    if args.split != "test" or args.data is not None or args.root is not None:
+        return None, (
+            "The run's validation split chooses the threshold of its own test split only "
+            "(evaluate RUN without --data, --root or another --split)."
+        )
+    held_out = run.validation_split()
+    if held_out is None:
+        return None, NO_VALIDATION
+    keep = labelled_mask(held_out.labels)
+    embeddings = run.embed(held_out, progress=False).embeddings  # (v, d)
+    return (embeddings[keep], held_out.labels[keep]), ""
+
+
 def add_report(verbs: Verbs) -> argparse.ArgumentParser:
+    """The ``report`` verb's parser: its flags, defaults and help."""
     report = verbs(
         "report",
         "write one self-contained HTML page of a run, a clustering or a reproduction",

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from clusterable.cli._flag_types import whole_number
+from clusterable.cli._flag_types import metric_name, whole_number
 from clusterable.cli._given import settings_named_as_given
 from clusterable.cli._names import registry_names
 from clusterable.cli._parser import Verbs
@@ -23,6 +23,7 @@ from clusterable.cli._settings import (
 
 @settings_named_as_given
 def command_train(args: argparse.Namespace) -> int:
+    """Run ``clusterable train`` with the parsed ``args``; its exit status."""
     from clusterable.recipe import RunSpec, train_run
     from clusterable.train import TrainConfig
     from clusterable.train.distributed import end_distributed
@@ -66,6 +67,7 @@ def _write_report(out: Path, device: str) -> None:
 
 
 def add_train(verbs: Verbs) -> argparse.ArgumentParser:
+    """The ``train`` verb's parser: its flags, defaults and help."""
     spec, config = run_defaults("spec"), run_defaults("train")
     train = verbs(
         "train",
@@ -103,6 +105,8 @@ def add_train(verbs: Verbs) -> argparse.ArgumentParser:
 
 @settings_named_as_given
 def command_tune(args: argparse.Namespace) -> int:
+    """Run ``clusterable tune`` with the parsed ``args``; its exit status."""
+    from clusterable.evaluate.registry import lower_is_better
     from clusterable.recipe import RunSpec
     from clusterable.train import TrainConfig
     from clusterable.train.run_folder import check_writable, default_run_folder
@@ -119,7 +123,8 @@ def command_tune(args: argparse.Namespace) -> int:
     print(
         f"searching {', '.join(p.describe() for p in space)} for {spec.loss} on {spec.data}: "
         f"{args.trials} trials, {args.folds} {args.protocol} folds of the training split, "
-        f"maximising {args.metric}; study in {out}"
+        f"{'minimising' if lower_is_better(args.metric) else 'maximising'} {args.metric}; "
+        f"study in {out}"
     )
     result = tune(
         spec,
@@ -148,6 +153,7 @@ def command_tune(args: argparse.Namespace) -> int:
 
 
 def add_tune(verbs: Verbs) -> argparse.ArgumentParser:
+    """The ``tune`` verb's parser: its flags, defaults and help."""
     tune = verbs(
         "tune",
         "search hyper-parameters by cross-validation on the training split (Optuna); resumes a "
@@ -183,8 +189,10 @@ def add_tune(verbs: Verbs) -> argparse.ArgumentParser:
     tune.add_argument(
         "--metric",
         default="map@r",
-        help=f"what to maximise: {', '.join(registry_names('table keys'))}, or knn@K (k-NN "
-        "accuracy from the fold's training items) (default: %(default)s)",
+        type=metric_name([*registry_names("metrics"), "knn@k"]),
+        help=f"what to maximise (an error rate such as fnmr@fmr=EPS: to minimise): "
+        f"{', '.join(registry_names('table keys'))}, or knn@K (k-NN accuracy from the fold's "
+        "training items) (default: %(default)s)",
     )
     tune.add_argument(
         "--out",

@@ -1,8 +1,9 @@
 """The verbs that put a trained model to use: ``index``, ``search``, ``assign``, ``export``.
 
     clusterable index runs/fm --data fashion-mnist --split train --out fm-index.npz
-    clusterable search fm-index.npz boot.png shirt.png -k 5
-    clusterable assign fm-clusters.npz runs/fm photos/ --json assigned.json
+    clusterable index fm-index.npz --add new-boots/ --label "Ankle boot"
+    clusterable search fm-index.npz boot.png shirt.png -k 5 --max-distance 0.5
+    clusterable assign fm-clusters.npz runs/fm photos/ --max-distance auto --json assigned.json
     clusterable export runs/fm --format onnx --out fm.onnx
 
 An index remembers the run whose model embedded its gallery and that model's checksum; ``search``
@@ -18,26 +19,45 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from clusterable.cli._files import load_run, plain, saved_embeddings, write_json
+from clusterable.cli._files import (
+    load_run,
+    partition_embeddings,
+    plain,
+    saved_embeddings,
+    write_json,
+)
 from clusterable.cli._flag_types import fraction, whole_number
 from clusterable.cli._parser import Verbs
+from clusterable.cli.decisions import DEFAULT_CRITERION, add_max_distance, criterion_flag
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from clusterable.index import EmbeddingIndex
+    from clusterable.trained_run import TrainedRun
 
 #: ``assign`` prints one line per item up to this many items, a summary beyond.
 MAX_PRINTED_ITEMS = 50
 
 
 def command_index(args: argparse.Namespace) -> int:
+    """Build and save an index of a run's gallery, or change a saved one (``--add``,
+    ``--remove``)."""
     from clusterable.index import EmbeddingIndex
     from clusterable.train.run_folder import check_parent_writable
 
+    if args.add or args.remove:
+        return _change_index(args)
+    for flag, value in (("--data", args.data), ("--out", args.out)):
+        if value is None:
+            raise ValueError(
+                f"building an index needs {flag}; to change a saved index give --add or --remove"
+            )
     out = Path(args.out)
     check_parent_writable(out)
-    run = load_run(args.run, args)
+    run = load_run(args.source, args)
     items = run.embed(args.data, split=args.split, root=args.root)
-    print(f"embedded {len(items.ids)} items of {items.source} with {args.run}")
+    print(f"embedded {len(items.ids)} items of {items.source} with {args.source}")
     index = EmbeddingIndex.build(
         items.embeddings,
         ids=items.ids,
@@ -61,7 +81,71 @@ def command_index(args: argparse.Namespace) -> int:
     return 0
 
 
+def _change_index(args: argparse.Namespace) -> int:
+    """``index FILE --add ITEMS`` or ``--remove IDS``: the saved index changed and written back
+    in place, atomically (a failure leaves the old file); its model identity is kept."""
+    import numpy as np
+
+    from clusterable.index import EmbeddingIndex
+
+    for flag, value in (("--data", args.data), ("--out", args.out)):
+        if value is not None:
+            raise ValueError(f"{flag} builds a new index; --add and --remove change {args.source}")
+    path = Path(args.source)
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder: --add and --remove change a saved index file")
+    index = EmbeddingIndex.load(path)
+    if args.remove:
+        ids = _ids_to_remove(index, args.remove)
+        index.remove(ids)
+        print(f"removed {len(ids)} items from {path}")
+    else:
+        embeddings, ids = query_embeddings(index, args.add, args, source=str(path))
+        new_ids = ids.astype(str) if index.ids.dtype.kind == "U" else None
+        if new_ids is not None and ids.dtype.kind != "U":  # row numbers: name them by source
+            new_ids = np.array([f"{args.add[0]}:{row}" for row in ids])
+        labels = _added_labels(index, args, len(ids))
+        index.add(embeddings, ids=new_ids, labels=labels)
+        added = index.ids[-len(ids) :]
+        print(f"added {len(ids)} items to {path} (ids {added[0]} .. {added[-1]})")
+    index.save(path)
+    print(f"{index.kind} {index.distance} index of {len(index)} x {index.dim}; wrote {path}")
+    return 0
+
+
+def _ids_to_remove(index: EmbeddingIndex, given: list[str]) -> np.ndarray:
+    """``--remove``'s ids, as numbers for an index of numbered items; each given once."""
+    import numpy as np
+
+    if index.ids.dtype.kind != "U":
+        wrong = [text for text in given if not text.lstrip("-").isdigit()]
+        if wrong:
+            raise ValueError(f"--remove {wrong[0]}: this index's ids are whole numbers")
+    ids = np.array(given) if index.ids.dtype.kind == "U" else np.array(given, dtype=np.int64)
+    values, counts = np.unique(ids, return_counts=True)
+    if (counts > 1).any():
+        raise ValueError(f"--remove names id {values[counts > 1][0]} twice; name each id once")
+    return ids
+
+
+def _added_labels(index: EmbeddingIndex, args: argparse.Namespace, n: int) -> Any:
+    """Labels of ``--add``'s items: ``--label`` for all of them (required by an index with
+    labels, refused by one without)."""
+    if index.labels is None:
+        if args.label is not None:
+            raise ValueError(f"--label {args.label}: {args.source} holds no labels")
+        return None
+    if args.label is None:
+        raise ValueError(f"{args.source} holds labels: give the new items theirs with --label NAME")
+    if index.labels.dtype.kind == "U":
+        return [args.label] * n
+    if not args.label.lstrip("-").isdigit():
+        raise ValueError(f"--label {args.label}: this index's labels are whole numbers")
+    return [int(args.label)] * n
+
+
 def add_index(verbs: Verbs) -> argparse.ArgumentParser:
+    """The ``index`` verb's parser: its flags, defaults and help."""
     index = verbs(
         "index",
         "embed a gallery with a trained run and save a search index (ids, labels, model checksum)",
@@ -69,19 +153,36 @@ def add_index(verbs: Verbs) -> argparse.ArgumentParser:
         command_index,
         runs=("model", "search"),
     )
-    index.add_argument("run", help="run folder (or checkpoint) whose model embeds the gallery")
+    index.add_argument(
+        "source",
+        metavar="RUN|INDEX",
+        help="run folder (or checkpoint) whose model embeds the gallery; with --add or --remove, "
+        "the saved index to change",
+    )
     index.add_argument(
         "--data",
-        required=True,
         help="gallery: a dataset name, folder:PATH, table:PATH, a folder of images or a table file",
     )
     index.add_argument(
         "--split",
-        help="split of the gallery data set, or of a folder read as one (train/ and test/ "
-        "sub-folders; default: every item)",
+        help="split of the gallery data set (or of --add's), or of a folder read as one "
+        "(train/ and test/ sub-folders; default: every item)",
     )
     index.add_argument("--root", help="folder of the dataset's files")
-    index.add_argument("--out", required=True, help="index file to write (.npz)")
+    index.add_argument("--out", help="index file to write (.npz)")
+    change = index.add_mutually_exclusive_group()
+    change.add_argument(
+        "--add",
+        nargs="+",
+        metavar="ITEMS",
+        help="add these items to the saved index, embedded by its run (or --run): image files, "
+        "a folder, a table, a data set (--split), or a .npy of embeddings",
+    )
+    change.add_argument(
+        "--remove", nargs="+", metavar="IDS", help="remove the items of these ids from the index"
+    )
+    index.add_argument("--label", help="with --add: the new items' label")
+    index.add_argument("--run", help="with --add: embed the items with this run")
     index.add_argument(
         "--kind",
         choices=("exact", "ivf", "hnsw"),
@@ -116,17 +217,20 @@ class _RenamedFlag(argparse.Action):
 
 
 def command_search(args: argparse.Namespace) -> int:
+    """Run ``clusterable search`` with the parsed ``args``; its exit status."""
     from clusterable.index import EmbeddingIndex
 
     index = EmbeddingIndex.load(args.index)
-    queries, query_ids = _queries(index, args)
-    distances, rows, ids = index.search(queries, args.k)
+    queries, query_ids = query_embeddings(index, args.queries, args, source=args.index)
+    distances, rows, ids = index.search(queries, args.k, args.max_distance)
     results = []
     for q, query_id in enumerate(query_ids):
         print(f"query {query_id}")
+        if args.max_distance is not None and rows[q, 0] < 0:
+            print(f"  no gallery item within {args.max_distance:g}")
         neighbours = []
         for rank in range(args.k):
-            if rows[q, rank] < 0:  # an approximate index found fewer than k
+            if rows[q, rank] < 0:  # beyond --max-distance, or not found by an approximate index
                 continue
             label = None if index.labels is None else plain(index.labels[rows[q, rank]])
             neighbours.append(
@@ -140,49 +244,69 @@ def command_search(args: argparse.Namespace) -> int:
             tail = "" if label is None else f"  {label}"
             print(f"  {rank + 1:3d}  {distances[q, rank]:.4f}  {ids[q, rank]}{tail}")
         results.append({"query": plain(query_id), "neighbours": neighbours})
-    write_json(
-        {"index": str(args.index), "k": args.k, "distance": index.distance, "queries": results},
-        args.json,
-    )
+    settings = {"index": str(args.index), "k": args.k, "max_distance": args.max_distance}
+    write_json({**settings, "distance": index.distance, "queries": results}, args.json)
     return 0
 
 
-def _queries(index: Any, args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray]:
-    """Query embeddings and ids from saved embeddings, or items embedded with the index's run."""
+def query_embeddings(
+    index: EmbeddingIndex,
+    items: list[str],
+    args: argparse.Namespace,
+    *,
+    source: str,
+    run: TrainedRun | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Embeddings and ids of ``items`` to look up in ``index``: a saved ``.npy`` of embeddings,
+    or items embedded with ``run`` (else ``--run``, else the index's own run); either refused when
+    another model than the index's made them.
+
+    Parameters
+    ----------
+    index : EmbeddingIndex
+        The gallery the items are compared with.
+    items : list of str
+        The verb's items: one ``.npy`` of embeddings, or what `TrainedRun.embed` takes.
+    args : argparse.Namespace
+        The verb's flags: ``--run``, ``--split`` (where the verb has them) and ``--device``.
+    source : str
+        The index as the user named it, for messages.
+    run : TrainedRun, optional
+        A run already loaded to embed the items with.
+    """
     import numpy as np
 
     from clusterable.trained_run import MODEL_IDENTITY, ModelIdentity
 
-    first = Path(args.queries[0])
-    saved = saved_embeddings(first, index.dim) if len(args.queries) == 1 else None
+    first = Path(items[0])
+    saved = saved_embeddings(first, index.dim) if len(items) == 1 else None
     if saved is not None:
         identity = ModelIdentity.beside(first)
         if identity is None:
             print(f"note: {first} does not say which model embedded it ({MODEL_IDENTITY})")
         elif index.model is not None and identity.model != index.model:
             raise ValueError(
-                f"{first} was embedded by another model than the one that built {args.index} "
-                f"({first.with_name(MODEL_IDENTITY)} names it); embed the queries with the "
+                f"{first} was embedded by another model than the one that built {source} "
+                f"({first.with_name(MODEL_IDENTITY)} names it); embed the items with the "
                 "index's run"
             )
         return saved, np.arange(len(saved))
-    run = args.run or index.run
     if run is None:
-        raise ValueError(
-            f"{args.index} does not name the run that embedded its gallery: add --run RUN"
-        )
-    trained = load_run(run, args)
-    trained.check_identity(
+        folder = getattr(args, "run", None) or index.run
+        if folder is None:
+            raise ValueError(f"{source} does not name the run that embedded its gallery: add --run")
+        run = load_run(folder, args)
+    run.check_identity(
         index.model,
-        f"the index {args.index}",
+        f"the index {source}",
         "rebuild the index with `clusterable index`, or give the run that built it with --run",
     )
-    items = args.queries if len(args.queries) > 1 else args.queries[0]
-    embedded = trained.embed(items)
+    embedded = run.embed(items if len(items) > 1 else items[0], split=getattr(args, "split", None))
     return embedded.embeddings, embedded.ids
 
 
 def add_search(verbs: Verbs) -> argparse.ArgumentParser:
+    """The ``search`` verb's parser: its flags, defaults and help."""
     search = verbs(
         "search",
         "print the gallery items nearest to each query: distance, id, label",
@@ -199,28 +323,46 @@ def add_search(verbs: Verbs) -> argparse.ArgumentParser:
     search.add_argument(
         "-k", type=whole_number(1), default=10, help="neighbours per query (default: %(default)s)"
     )
+    add_max_distance(
+        search, "only neighbours within distance D (a query may get fewer than k, or none)"
+    )
     search.add_argument("--run", help="embed the queries with this run (default: the index's)")
     search.add_argument("--json", help="also write the neighbours to this JSON file")
     return search
 
 
 def command_assign(args: argparse.Namespace) -> int:
+    """Put items into a saved partition's clusters (-1 beyond ``--max-distance``), and print it."""
     import numpy as np
 
+    from clusterable.cli.decisions import calibrated_max_distance, check_calibration_flags
     from clusterable.cluster import Partition, clusterer_info
+    from clusterable.open_set import assign_within
 
+    check_calibration_flags(args)
     partition = Partition.load(args.partition)
-    points, ids = _assigned_items(partition, args)
-    clusters = partition.predict(points)
+    points, ids, run = _assigned_items(partition, args)
+    max_distance = args.max_distance
+    if max_distance == "auto":
+        max_distance = calibrated_max_distance(partition, args, run)
+    if max_distance is None:
+        clusters, beyond = partition.predict(points), np.zeros(len(ids), bool)
+    else:
+        clusters, beyond = assign_within(partition, points, max_distance)
     counts = np.bincount(clusters[clusters >= 0], minlength=partition.n_clusters)
-    noise = int((clusters < 0).sum())
+    noise = int((clusters < 0).sum() - beyond.sum())
     if len(ids) <= MAX_PRINTED_ITEMS:
-        for item, cluster in zip(ids, clusters, strict=True):
-            print(f"{item}  {'noise' if cluster < 0 else cluster}")
+        for item, cluster, far in zip(ids, clusters, beyond, strict=True):
+            print(f"{item}  {'none' if far else 'noise' if cluster < 0 else cluster}")
     print(
         f"assigned {len(ids)} items to the {partition.n_clusters} {partition.method} clusters "
         f"of {args.partition} by {partition.RULE}"
         + (f"; {noise} called noise" if clusterer_info(partition.method).noise else "")
+        + (
+            ""
+            if max_distance is None
+            else f"; {int(beyond.sum())} farther than {max_distance:g}: none of these (-1)"
+        )
     )
     print("items per cluster: " + ", ".join(f"{c}: {n}" for c, n in enumerate(counts) if n))
     if args.out:
@@ -232,6 +374,7 @@ def command_assign(args: argparse.Namespace) -> int:
         {
             "partition": str(args.partition),
             "method": partition.method,
+            "max_distance": max_distance,
             "items": [
                 {"id": plain(item), "cluster": int(cluster)}
                 for item, cluster in zip(ids, clusters, strict=True)
@@ -242,36 +385,31 @@ def command_assign(args: argparse.Namespace) -> int:
     return 0
 
 
-def _assigned_items(partition: Any, args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray]:
-    """Embeddings and ids of ``assign``'s items: a saved ``.npy``, or items the run embeds;
-    either refused when another model than the partition's made them."""
+def _assigned_items(
+    partition: Any, args: argparse.Namespace
+) -> tuple[np.ndarray, np.ndarray, TrainedRun | None]:
+    """Embeddings and ids of ``assign``'s items, and the run that embedded them (None for a saved
+    ``.npy``); either refused when another model than the partition's made them."""
     import numpy as np
-
-    from clusterable.trained_run import MODEL_IDENTITY, ModelIdentity
 
     remedy = "embed the items with the run whose embeddings the partition clustered"
     if args.items is not None:
         run = load_run(args.source, args)
         run.check_identity(partition.model, f"the partition {args.partition}", remedy)
         embedded = run.embed(args.items)
-        return embedded.embeddings, embedded.ids
+        return embedded.embeddings, embedded.ids, run
     source = Path(args.source)
-    points = saved_embeddings(source, partition.n_features)
-    if points is None:
-        raise ValueError(
-            f"{source} is not a .npy of {partition.n_features}-dimensional embeddings; give "
-            "them, or a run folder and the items: clusterable assign PARTITION RUN ITEMS"
-        )
-    identity = ModelIdentity.beside(source)
-    if partition.model is not None and identity is not None and identity.model != partition.model:
-        raise ValueError(
-            f"{source} was embedded by another model ({source.with_name(MODEL_IDENTITY)} names "
-            f"it) than the one whose embeddings {args.partition} clustered: {remedy}"
-        )
-    return points, np.arange(len(points))
+    points = partition_embeddings(
+        source,
+        partition,
+        str(source),
+        f"{remedy}; or give a run folder and the items: clusterable assign PARTITION RUN ITEMS",
+    )
+    return points, np.arange(len(points)), None
 
 
 def add_assign(verbs: Verbs) -> argparse.ArgumentParser:
+    """The ``assign`` verb's parser: its flags, defaults and help."""
     assign = verbs(
         "assign",
         "put new items into the clusters of a saved partition (`cluster --save`)",
@@ -284,12 +422,31 @@ def add_assign(verbs: Verbs) -> argparse.ArgumentParser:
     assign.add_argument(
         "items", nargs="?", help="with a run: images, a folder, a table or a dataset name"
     )
+    add_max_distance(
+        assign,
+        "an item farther than D from the cluster it is assigned goes to -1, none of these; auto: "
+        "D chosen on held-out labelled items (--calibration)",
+        auto=True,
+    )
+    assign.add_argument(
+        "--calibration",
+        help="with --max-distance auto: held-out labelled items of the clustered classes (default: "
+        "the run's validation split): a split of the run's data, items the run embeds, or an "
+        "embeddings .npy with labels.npy beside it (as `clusterable embed` writes them)",
+    )
+    assign.add_argument(
+        "--threshold-criterion",
+        type=criterion_flag,
+        help="with --max-distance auto: what D optimises, f1, accuracy, balanced_accuracy or "
+        f"fmr=EPS (default: {DEFAULT_CRITERION})",
+    )
     assign.add_argument("--out", help="also write the cluster ids to this .npy file")
     assign.add_argument("--json", help="also write item ids and clusters to this JSON file")
     return assign
 
 
 def command_export(args: argparse.Namespace) -> int:
+    """Run ``clusterable export`` with the parsed ``args``; its exit status."""
     from clusterable.export import export_run
     from clusterable.train.run_folder import check_parent_writable
 
@@ -301,6 +458,7 @@ def command_export(args: argparse.Namespace) -> int:
 
 
 def add_export(verbs: Verbs) -> argparse.ArgumentParser:
+    """The ``export`` verb's parser: its flags, defaults and help."""
     export = verbs(
         "export",
         "write a run's model as ONNX or TorchScript, checked against PyTorch, with a description",

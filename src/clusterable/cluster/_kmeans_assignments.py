@@ -78,13 +78,13 @@ def nearest_centroids(
     cents = torch.from_numpy(centroids).to(device)
     cent_sq = (cents * cents).sum(1)  # (k,)
     for start in range(0, n, step):
-        block = torch.from_numpy(points(start, start + step)).to(device)  # (b, d)
+        batch = torch.from_numpy(points(start, start + step)).to(device)  # (b, d)
         # |x - c|^2 = |x|^2 + |c|^2 - 2 x.c; the row's own |x|^2 does not change the order.
-        partial = cent_sq - 2.0 * (block @ cents.T)  # (b, k)
-        value, nearest = torch.topk(partial, kk, dim=1, largest=False, sorted=True)
-        stop = start + block.shape[0]
-        ids[start:stop] = nearest.cpu().numpy()
-        squared[start:stop] = (value + (block * block).sum(1, keepdim=True)).double().cpu().numpy()
+        partial_x = cent_sq - 2.0 * (batch @ cents.T)  # (b, k)
+        value, nearest_x = torch.topk(partial_x, kk, dim=1, largest=False, sorted=True)
+        stop = start + batch.shape[0]
+        ids[start:stop] = nearest_x.cpu().numpy()
+        squared[start:stop] = (value + (batch * batch).sum(1, keepdim=True)).double().cpu().numpy()
     return ids, np.maximum(squared, 0.0)
 
 

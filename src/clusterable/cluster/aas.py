@@ -40,7 +40,7 @@ def knn_graph(points: np.ndarray, k_graph: int) -> tuple[np.ndarray, np.ndarray]
     points : np.ndarray
         ``(n, d)`` float64 points; above `KD_TREE_MAX_DIM` dimensions faiss (the optional
         ``faiss`` extra; scikit-learn's brute force without it) searches them in float32, so they
-        should be centred and of moderate scale (`rescaled`).
+        should be centred and of moderate scale (``rescaled``).
     k_graph : int
         Neighbours per point, ``1 <= k_graph < n``.
 
@@ -181,8 +181,7 @@ def aas(
     >>> len(set(labels[:100]) & set(labels[100:]))
     0
     """
-    options = {"k_graph": k_graph, "gamma": gamma, "eps": eps, "theta_min": theta_min}
-    return run_clustering(x, "aas", **options)
+    return run_clustering(x, "aas", k_graph=k_graph, gamma=gamma, eps=eps, theta_min=theta_min)
 
 
 @register_clusterer("aas", takes_n_clusters=False, seeded=False, label="AAS")
@@ -213,7 +212,10 @@ class AASClusterer(Clusterer):
             raise ValueError(
                 f"theta_min is a percentage of the total authority in [0, 100], got {theta_min!r}"
             )
-        self.k_graph, self.gamma, self.eps, self.theta_min = int(k_graph), gamma, eps, theta_min
+        self.k_graph: int = int(k_graph)
+        self.gamma: float = gamma
+        self.eps: float = eps
+        self.theta_min: float = theta_min
 
     def cluster(self, points: np.ndarray) -> np.ndarray:
         return self._fit(Rescaling.of(points).apply(points))[0]
@@ -259,7 +261,7 @@ class AASClusterer(Clusterer):
 
 
 def authority_modes(
-    graph: sp.spmatrix, gamma: float, eps: float, copies: np.ndarray | None = None
+    graph: sp.spmatrix | sp.sparray, gamma: float, eps: float, copies: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Authority mode of every node of a weighted undirected graph (AAS steps 2-6).
 
@@ -286,27 +288,28 @@ def authority_modes(
     U. K. Dutta, M. Harandi and C. C. Sekhar, "Unsupervised Deep Metric Learning via
     Orthogonality based Probabilistic Loss", IEEE TAI 2020, Section III, Eqs. (1)-(2).
     """
-    graph = sp.csr_matrix(graph, dtype=np.float64)
-    graph.sort_indices()
-    n = graph.shape[0]
+    # scipy-stubs type csr_matrix's input as a concrete format; any sparse matrix works.
+    csr: sp.csr_matrix = sp.csr_matrix(graph, dtype=np.float64)  # type: ignore[call-overload]
+    csr.sort_indices()
+    n = csr.shape[0]
     copies = np.ones(n) if copies is None else np.asarray(copies, dtype=np.float64)
-    degree = graph @ copies + (copies - 1.0)  # d_i of one copy: its twins at weight exp(0) = 1
+    degree = csr @ copies + (copies - 1.0)  # d_i of one copy: its twins at weight exp(0) = 1
     if not (degree > 0.0).all():
         raise ValueError("every node needs at least one edge of positive weight")
     # omega, exact for symmetric W (detailed balance)
     authority = degree / (copies * degree).sum()
     relative_authority = degree / degree.max()  # omega / max(omega): the scale of gamma
 
-    source = np.repeat(np.arange(n), np.diff(graph.indptr))  # i of each edge (i, j)
-    target = graph.indices  # j
-    relevancy = graph.data * np.exp(
+    source = np.repeat(np.arange(n), np.diff(csr.indptr))  # i of each edge (i, j)
+    target = csr.indices  # j
+    relevancy = csr.data * np.exp(
         -gamma * (relative_authority[target] - relative_authority[source]) ** 2
     )  # psi(i, j) = d_i T_ij exp(-gamma grad^2), Eq. (1), with d_i T_ij = W_ij
-    ascent = graph.data / degree[source] * (authority[target] - authority[source])
+    ascent = csr.data / degree[source] * (authority[target] - authority[source])
     # Only a relevant neighbour (Eq. 2) of strictly higher authority beats staying (value 0).
     candidate = (relevancy > eps) & (ascent > 0.0)
     value = np.where(candidate, ascent, -np.inf)
-    row_best = np.maximum.reduceat(value, graph.indptr[:-1])
+    row_best = np.maximum.reduceat(value, csr.indptr[:-1])
     is_best = candidate & (value == row_best[source])
     moving, first = np.unique(source[is_best], return_index=True)  # ties: smallest j
     parent = np.arange(n)

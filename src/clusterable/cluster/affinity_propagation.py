@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -117,7 +118,7 @@ def affinity_propagation(
     >>> len(np.unique(affinity_propagation(x, 3)))
     3
     """
-    options = {"max_steps": max_steps, "damping": damping, "progress": progress}
+    options: dict[str, Any] = {"max_steps": max_steps, "damping": damping, "progress": progress}
     return run_clustering(x, "affinity_propagation", k, **options)
 
 
@@ -159,10 +160,10 @@ class AffinityPropagationClusterer(Clusterer):
     def _fit(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return _affinity_propagation(
             points,
-            int(self.n_clusters),
+            int(self.n_clusters),  # type: ignore[arg-type]  # a count: takes_n_clusters, no auto
             self.max_steps,
             self.damping,
-            self.progress,  # type: ignore[arg-type]
+            self.progress,
         )
 
 
@@ -206,7 +207,8 @@ def _affinity_propagation(
     off_diagonal = similarity[~np.eye(similarity.shape[0], dtype=bool)]
     low, high = float(off_diagonal.min()), float(off_diagonal.max())
 
-    best, best_gap = None, None
+    best: tuple[np.ndarray, np.ndarray] | None = None
+    best_gap: tuple[int, int] | None = None
     # Equidistant points give one similarity value (low < 0, the points being distinct).
     span = high - low if high > low else -low
     show = sys.stderr.isatty() if progress is None else progress
@@ -216,7 +218,7 @@ def _affinity_propagation(
         run = _run(similarity, preference, damping)
         count = None if run is None else int(run[1].size)
         steps.set_postfix_str(f"{count} clusters" if count is not None else "did not converge")
-        if count is not None:
+        if run is not None and count is not None:
             labels, exemplars = run[0][location], first_row[run[1]]
             gap = (abs(count - k), count)
             if best_gap is None or gap < best_gap:
@@ -231,7 +233,7 @@ def _affinity_propagation(
                 span *= 2.0
         else:
             low = preference
-    if best is None:
+    if best is None or best_gap is None:  # set together
         raise ValueError(
             f"affinity propagation did not converge in {max_steps} runs; try a larger damping "
             "(closer to 1) or another method such as kmeans"

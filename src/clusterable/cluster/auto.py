@@ -55,7 +55,7 @@ def by_silhouette(
     sample_size: int,
     seed: int,
 ) -> tuple[int, dict[str, Any]]:
-    """The count in ``2 .. max_clusters`` (at most ``n - 1``) whose ``partition(k)`` has the
+    """The count from 2 to ``max_clusters`` (at most ``n - 1``) whose ``partition(k)`` has the
     highest silhouette on one seeded sample; ties go to the smaller count.
 
     Returns the count and ``{"criterion", "candidates", "scores"}``. With fewer than 3 points

@@ -91,7 +91,7 @@ def hdbscan(
     >>> len(set(labels[:50]) - {-1}), len(set(labels[:50]) & set(labels[50:]) - {-1})
     (1, 0)
     """
-    options = {
+    options: dict[str, Any] = {
         "min_cluster_size": min_cluster_size,
         "min_samples": min_samples,
         "cluster_selection_epsilon": cluster_selection_epsilon,

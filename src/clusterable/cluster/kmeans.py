@@ -128,12 +128,14 @@ def kmeans(
     >>> import numpy as np
     >>> x = np.concatenate([np.zeros((5, 2)), np.ones((5, 2)) * 10.0])
     >>> labels = kmeans(x, 2, seed=0)
-    >>> len(set(labels[:5])), len(set(labels[5:])), labels[0] != labels[5]
+    >>> len(set(labels[:5])), len(set(labels[5:])), bool(labels[0] != labels[5])
     (1, 1, True)
     """
-    options = {"n_init": n_init, "max_iter": max_iter, "init": init, "device": device}
+    options: dict[str, Any] = {"n_init": n_init, "max_iter": max_iter, "init": init}
     auto = {"max_clusters": max_clusters, "sample_size": sample_size}
-    return run_clustering(x, "kmeans", k, seed=seed, neighbours=neighbours, **options, **auto)
+    return run_clustering(
+        x, "kmeans", k, seed=seed, device=device, neighbours=neighbours, **options, **auto
+    )
 
 
 @register_clusterer("kmeans", auto="silhouette", label="k-means")
@@ -225,6 +227,7 @@ def kmeans_restarts(
         labels, inertia = lloyd(frame, seeds, max_iter, device, start=start)
         if inertia < best_inertia:
             best_labels, best_inertia = labels, inertia
+    assert best_labels is not None  # n_init >= 1 runs, the first always best so far
     warn_if_fewer_clusters(
         "kmeans",
         best_labels,

@@ -157,7 +157,7 @@ class Partition:
         arrays, manifest = load_archive(
             path, ARCHIVE_KIND, FORMAT_VERSION, "fit it again with `clusterable cluster --save`"
         )
-        rule = _RULES.get(manifest.get("rule"))
+        rule = _RULES.get(manifest.get("rule", ""))
         if rule is None:
             raise ValueError(
                 f"{path} holds an unknown assignment rule {manifest.get('rule')!r}: import the "
@@ -187,7 +187,8 @@ class Partition:
     def _restore(
         cls, common: dict[str, Any], arrays: dict[str, np.ndarray], manifest: dict[str, Any]
     ) -> Partition:
-        return cls(**common, **arrays, **{name: manifest[name] for name in cls.SETTINGS})
+        keywords: dict[str, Any] = {**common, **arrays}
+        return cls(**keywords, **{name: manifest[name] for name in cls.SETTINGS})
 
 
 @dataclass(kw_only=True)

@@ -1,6 +1,6 @@
 """One contract for every partition algorithm: a registered estimator, one dispatcher.
 
-Each algorithm is one class registered in `CLUSTERERS` (a `clusterable._register.Registry`) with
+Each algorithm is one class registered in ``CLUSTERERS`` (a `clusterable._register.Registry`) with
 what the rest of the package needs to know of it, modelled on scikit-learn's ``KMeans``: it is
 built with ``n_clusters``, ``seed`` and its own keyword options (checked once, in ``__init__``),
 ``cluster(points)`` returns the fitted points' ids and ``partition(points, frame)`` also keeps
@@ -47,6 +47,7 @@ ALIASES = {"ap": "affinity_propagation"}
 if TYPE_CHECKING:  # torch is imported by the clusterers that use it, not by the registry
     from clusterable.device import DeviceSpec
 
+#: How many clusters to ask for: a count, ``"auto"`` (the method chooses), or None (its default).
 NClusters = int | Literal["auto"] | None
 
 

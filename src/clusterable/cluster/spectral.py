@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, overload
 
 import numpy as np
 
@@ -243,9 +243,13 @@ class SpectralClusterer(Clusterer):
         return labels, projection, embedding
 
 
+@overload
+def _checked_rank(rank: object, *, allow_k: Literal[False]) -> int | None: ...
+@overload
+def _checked_rank(rank: object, *, allow_k: bool) -> int | Literal["k"] | None: ...
 def _checked_rank(rank: object, *, allow_k: bool) -> int | Literal["k"] | None:
     if rank is None or (allow_k and rank == "k"):
-        return rank  # type: ignore[return-value]
+        return rank
     if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or rank < 1:
         choices = "'k', None (Algorithm 2's rank(M_t))" if allow_k else "None (rank(M_t))"
         raise ValueError(f"rank must be {choices} or a positive int, got {rank!r}")

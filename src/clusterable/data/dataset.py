@@ -6,7 +6,8 @@ is applied). Items are stored in one of two forms that index alike:
 
 - a float32 array ``(n, *input_shape)`` held in memory (values in [0, 1] for images), or
 - :class:`ImageFiles`, paths of images decoded with PIL on access, resized to a fixed square size
-  (or decoded once into memory beforehand, :class:`DecodedImages`: the same pixels).
+  (or decoded once beforehand, :class:`DecodedImages`: the same pixels), each view from the
+  image it stores (:mod:`clusterable.data.stored_images`).
 
 Label :data:`UNLABELLED` (-1) marks an item without a class (an OPML distractor, a pseudo-label's
 noise point): it is trained on where a loss allows and never scored as a class;
@@ -15,18 +16,22 @@ noise point): it is trained on where a loss allows and never scored as a class;
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+import dataclasses
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, overload
 
 import numpy as np
 import torch
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 from torch.utils.data import Dataset
 
+from clusterable.data.stored_images import (
+    DecodedImages,
+    StoredForm,
+    in_threads,
+    named_read_errors,
+)
 from clusterable.data.transforms import RESAMPLING, Preprocessing, evaluation_view, training_view
 
 #: The label of an item that has no class.
@@ -44,112 +49,6 @@ def labelled_mask(labels: LabelArray) -> LabelArray:
 #: Side of the square that image files are resized to unless a loader is told otherwise. The papers
 #: crop 224-227 pixels for ImageNet backbones; 64 keeps CPU training of the small models practical.
 DEFAULT_IMAGE_SIZE = 64
-
-
-@contextmanager
-def _named_read_errors(path: Path) -> Iterator[None]:
-    """A missing or undecodable image file as an error that names it and says what to do."""
-    try:
-        yield
-    except FileNotFoundError:
-        raise FileNotFoundError(
-            f"image file {path} is missing: the dataset's list names it but it is not on disk; "
-            "check that the archive was extracted completely"
-        ) from None
-    except (UnidentifiedImageError, OSError) as error:
-        raise ValueError(
-            f"cannot decode image file {path} ({error}); replace or delete the file"
-        ) from error
-
-
-def _in_mode(image: Image.Image, channels: int) -> Image.Image:
-    """``image`` as RGB (3 channels) or grayscale (1)."""
-    mode = "RGB" if channels == 3 else "L"
-    # convert() to the mode an image has already is a copy of it; decoding is the cost that
-    # remains (benchmarks/README.md, "Training throughput").
-    return image if image.mode == mode else image.convert(mode)
-
-
-def _in_threads(task: Callable[[int], None], positions: range, threads: int) -> None:
-    """``task(i)`` for each of ``positions`` on ``threads`` threads; the first error is raised
-    here, in the calling thread (``map`` then cancels the tasks not yet started)."""
-    with ThreadPoolExecutor(max(1, threads)) as pool:
-        for _ in pool.map(task, positions):
-            pass
-
-
-class DecodedImages:
-    """Images decoded once and held in memory, where :class:`ImageFiles` reads its pixels
-    instead of its files (``TrainConfig.cache_images``, :mod:`clusterable.train.loading`).
-
-    Each image, in the files' mode, lies in one uint8 buffer: ``shapes[i]`` (height, width)
-    times ``channels`` bytes from ``offsets[i]``. One allocation, which DataLoader workers
-    forked after it share copy-on-write (they only read it); a worker started by ``spawn`` or
-    ``forkserver`` receives the dataset pickled, so each holds a copy of its own.
-
-    Parameters
-    ----------
-    buffer : np.ndarray
-        ``(bytes,)`` uint8.
-    offsets : np.ndarray
-        ``(n,)`` int64: where each image starts in ``buffer``.
-    shapes : np.ndarray
-        ``(n, 2)`` int64: each image's height and width.
-    channels : int
-        3 (RGB, stored ``(height, width, 3)``) or 1 (grayscale, ``(height, width)``).
-    """
-
-    def __init__(
-        self, buffer: np.ndarray, offsets: np.ndarray, shapes: np.ndarray, channels: int
-    ) -> None:
-        self.buffer, self.offsets, self.shapes, self.channels = buffer, offsets, shapes, channels
-
-    @classmethod
-    def decode(
-        cls, paths: Sequence[Path], shapes: np.ndarray, channels: int, threads: int
-    ) -> DecodedImages:
-        """``paths`` decoded on ``threads`` threads (PIL decodes without the GIL), into an
-        allocation sized from ``shapes``, the ``(n, 2)`` heights and widths of their headers.
-
-        Raises
-        ------
-        FileNotFoundError, ValueError
-            A file that is missing or cannot be decoded, named as :meth:`ImageFiles.pixels`
-            names it.
-        """
-        shapes = np.asarray(shapes, dtype=np.int64).reshape(-1, 2)
-        sizes = shapes.prod(axis=1) * channels  # (n,) bytes
-        buffer = np.empty(int(sizes.sum()), dtype=np.uint8)
-        decoded = cls(buffer, np.cumsum(sizes) - sizes, shapes, channels)
-
-        def decode_one(position: int) -> None:
-            path = paths[position]
-            with _named_read_errors(path), Image.open(path) as image:
-                decoded.image(position)[...] = np.asarray(_in_mode(image, channels))
-
-        _in_threads(decode_one, range(len(paths)), threads)
-        return decoded
-
-    @property
-    def nbytes(self) -> int:
-        return int(self.buffer.nbytes)
-
-    def __len__(self) -> int:
-        return len(self.offsets)
-
-    def image(self, position: int) -> np.ndarray:
-        """Image ``position``: a ``(height, width, channels)`` view, ``(height, width)`` for
-        grayscale."""
-        height, width = (int(v) for v in self.shapes[position])
-        start = int(self.offsets[position])
-        pixels = self.buffer[start : start + height * width * self.channels]
-        return pixels.reshape((height, width, 3) if self.channels == 3 else (height, width))
-
-    def take(self, positions: np.ndarray) -> DecodedImages:
-        """The images at ``positions``, in that order, in the same buffer (nothing is copied)."""
-        return DecodedImages(
-            self.buffer, self.offsets[positions], self.shapes[positions], self.channels
-        )
 
 
 class ImageFiles:
@@ -174,11 +73,14 @@ class ImageFiles:
     augment_seed : int, optional
         With ``preprocessing``: the training view instead (random resized crop, flip), drawn from
         a generator seeded by ``(augment_seed, epoch, index)`` so that a resumed run draws the
-        same crops; the epoch comes with the index, ``files[index, epoch]``.
+        same crops; the epoch comes with the index, ``files[index, epoch]``. The crop is taken
+        from the image stored at the working resolution (:attr:`stored_form`: the shorter side
+        at the evaluation resize, a JPEG decoded in draft mode), not from the whole file.
     decoded : DecodedImages, optional
-        The images already decoded (:meth:`with_decoded`), read instead of the files: the same
-        pixels, every view and epoch alike. A copy over the same paths and channels
-        (:meth:`replace`, e.g. the evaluation view) and a subset keep them.
+        The images already decoded in :attr:`stored_form` (:meth:`with_decoded`, or a disk
+        cache, :mod:`clusterable.data.image_cache`), read instead of the files: the same pixels,
+        every epoch alike. A copy that stores its images alike (:meth:`replace`) and a subset
+        keep them.
     """
 
     def __init__(
@@ -195,22 +97,44 @@ class ImageFiles:
             raise ValueError(f"image size must be a positive number of pixels, got {size}")
         if channels not in (1, 3):
             raise ValueError(f"channels must be 1 (grayscale) or 3 (RGB), got {channels}")
-        if decoded is not None and (len(decoded) != len(paths) or decoded.channels != channels):
-            raise ValueError(
-                f"decoded images ({len(decoded)} of {decoded.channels} channel(s)) do not match "
-                f"{len(paths)} files of {channels}; decode these files (with_decoded)"
-            )
         self.paths = [Path(p) for p in paths]
         self.size: int | tuple[int, int] = size
         self.height, self.width = int(height), int(width)
         self.channels = channels
         self.preprocessing = preprocessing
         self.augment_seed = augment_seed if preprocessing is not None else None
+        if decoded is not None and (len(decoded) != len(paths) or decoded.form != self.stored_form):
+            raise ValueError(
+                f"decoded images ({len(decoded)}, {decoded.form}) do not match {len(paths)} "
+                f"files read as {self.stored_form}; decode these files (with_decoded)"
+            )
         self.decoded = decoded
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """``(n, C, H, W)``, as an array of the decoded images would have it."""
         return (len(self.paths), self.channels, self.height, self.width)
+
+    @property
+    def resize_size(self) -> int:
+        """The evaluation view's shorter side before its centre crop (256 for 224): the
+        preprocessing's, at this size."""
+        if self.preprocessing is None:
+            raise ValueError("images stretched to a square (no preprocessing) have no resize")
+        return dataclasses.replace(self.preprocessing, size=self.height).resize_size
+
+    @property
+    def stored_form(self) -> StoredForm:
+        """What is kept of each file for this view (:mod:`clusterable.data.stored_images`): the
+        stretched square itself; for a backbone, the shorter side at :attr:`resize_size`,
+        decoded in JPEG draft mode for the training view."""
+        prep = self.preprocessing
+        if prep is None:
+            return StoredForm(self.channels, size=(self.width, self.height))
+        draft = self.augment_seed is not None
+        return StoredForm(
+            self.channels, self.resize_size, interpolation=prep.interpolation, draft=draft
+        )
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -231,22 +155,26 @@ class ImageFiles:
         """Item ``index`` (``(index, epoch)``: its training view of that epoch) as uint8
         ``(channels, size, size)`` pixels, 0-255: what loader workers hand over, a quarter of
         the float32 item's bytes. It is a view of the decoded ``(size, size, channels)`` pixels
-        (strides of channels last), which a batch copy reads in either layout."""
+        (strides of channels last), which a batch copy reads in either layout. The view is
+        taken from the stored image (:attr:`stored_form`), held decoded or read now alike."""
         position, epoch = index if isinstance(index, tuple) else (index, 0)
         if self.decoded is not None:
-            image = Image.fromarray(self.decoded.image(position))  # the file's pixels, in mode
-            pixels = np.asarray(self._view(image, int(position), int(epoch)))
+            stored = Image.fromarray(self.decoded.image(position))
         else:
-            path = self.paths[position]
-            with _named_read_errors(path), Image.open(path) as image:
-                view = self._view(_in_mode(image, self.channels), int(position), int(epoch))
-                pixels = np.asarray(view)  # (H, W, C), or (H, W) for one channel
+            stored = self.stored_form.read(self.paths[position])
+        pixels = np.asarray(self._view(stored, int(position), int(epoch)))  # (H, W[, C])
         return pixels[None] if self.channels == 1 else pixels.transpose(2, 0, 1)  # (C, H, W)
 
-    def header_shapes(self, threads: int, max_bytes: int | None = None) -> np.ndarray | None:
-        """``(n, 2)`` height and width of every image, from the file headers (PIL reads them
-        without decoding), on ``threads`` threads; None as soon as the images' decoded bytes
-        (``height * width * channels``) add up to more than ``max_bytes``.
+    @overload
+    def stored_shapes(self, threads: int, max_bytes: None = None) -> np.ndarray: ...
+
+    @overload
+    def stored_shapes(self, threads: int, max_bytes: int | None) -> np.ndarray | None: ...
+
+    def stored_shapes(self, threads: int, max_bytes: int | None = None) -> np.ndarray | None:
+        """``(n, 2)`` height and width of every stored image (:attr:`stored_form`), from the
+        file headers (PIL reads them without decoding), on ``threads`` threads; None as soon as
+        the stored bytes (``height * width * channels``) add up to more than ``max_bytes``.
 
         Raises
         ------
@@ -254,32 +182,40 @@ class ImageFiles:
             A file that is missing or not an image, named as :meth:`pixels` names it.
         """
         shapes = np.zeros((len(self.paths), 2), dtype=np.int64)
+        form = self.stored_form
 
         def read_header(position: int) -> None:
             path = self.paths[position]
-            with _named_read_errors(path), Image.open(path) as image:
-                shapes[position] = image.height, image.width
+            with named_read_errors(path), Image.open(path) as image:
+                width, height = form.stored_size(*image.size)
+                shapes[position] = height, width
 
         # In blocks, to stop early on a set far above the limit (a header costs ~0.05 ms).
         block = 64 * max(1, threads)
         for start in range(0, len(self.paths), block):
             stop = min(start + block, len(self.paths))
-            _in_threads(read_header, range(start, stop), threads)
-            decoded_bytes = int(shapes[:stop].prod(axis=1).sum()) * self.channels
-            if max_bytes is not None and decoded_bytes > max_bytes:
+            in_threads(read_header, range(start, stop), threads)
+            stored_bytes = int(shapes[:stop].prod(axis=1).sum()) * self.channels
+            if max_bytes is not None and stored_bytes > max_bytes:
                 return None
         return shapes
 
-    def with_decoded(self, threads: int, shapes: np.ndarray | None = None) -> ImageFiles:
+    def with_decoded(
+        self, threads: int, shapes: np.ndarray | None = None, progress: bool = False
+    ) -> ImageFiles:
         """A copy that reads every image from memory, decoded here once on ``threads`` threads
-        (:class:`DecodedImages`); ``shapes``: :meth:`header_shapes`, when read already."""
-        shapes = self.header_shapes(threads) if shapes is None else shapes
-        decoded = DecodedImages.decode(self.paths, shapes, self.channels, threads)
+        (:class:`DecodedImages`); ``shapes``: :meth:`stored_shapes`, when read already;
+        ``progress``: a progress bar on standard error."""
+        shapes = self.stored_shapes(threads) if shapes is None else shapes
+        decoded = DecodedImages.decode(
+            self.paths, self.stored_form, shapes, threads, progress=progress
+        )
         return self.replace(decoded=decoded)
 
     def replace(self, paths: Sequence[Path] | None = None, **changes: object) -> ImageFiles:
         """A copy over ``paths`` (default: the same) with constructor arguments changed; it
-        keeps the decoded images over the same paths and channels."""
+        keeps the decoded images over the same paths where it stores them alike (an evaluation
+        view of a training view does not: the training view's JPEGs are decoded in draft)."""
         settings: dict[str, object] = {
             "size": self.size,
             "channels": self.channels,
@@ -287,23 +223,22 @@ class ImageFiles:
             "augment_seed": self.augment_seed,
         }
         settings.update(changes)
-        if "decoded" not in changes:
-            same = paths is None and settings["channels"] == self.channels
-            settings["decoded"] = self.decoded if same else None
-        return ImageFiles(self.paths if paths is None else paths, **settings)  # type: ignore[arg-type]
+        copy = ImageFiles(self.paths if paths is None else paths, **settings)  # type: ignore[arg-type]
+        kept = self.decoded if paths is None and "decoded" not in changes else None
+        if kept is not None and kept.form == copy.stored_form:
+            copy.decoded = kept
+        return copy
 
-    def _view(self, image: Image.Image, index: int, epoch: int) -> Image.Image:
+    def _view(self, stored: Image.Image, index: int, epoch: int) -> Image.Image:
+        """The item of ``stored``, an image in :attr:`stored_form`."""
         prep = self.preprocessing
         if prep is None:
-            if image.size != (self.width, self.height):
-                image = image.resize((self.width, self.height), Image.Resampling.BILINEAR)
-            return image
+            return stored  # stretched already
         resample = RESAMPLING[prep.interpolation]
         if self.augment_seed is None:
-            resize_size = math.floor(self.height / prep.crop_fraction)
-            return evaluation_view(image, self.height, resize_size, resample)
+            return evaluation_view(stored, self.height, self.resize_size, resample)
         rng = np.random.default_rng([self.augment_seed, epoch, index])
-        return training_view(image, self.height, rng, resample)
+        return training_view(stored, self.height, rng, resample)
 
 
 class LabelledDataset(Dataset):

@@ -182,20 +182,28 @@ def load_usps(root: str | Path | None, split: str) -> LabelledDataset:
 # The registry's uniform signature (root, split, image_size, channels); these sets are held in
 # memory at their own size, so load_dataset refuses image_size and channels for them.
 @register_dataset("digits")
-def _digits(root: Path | None, split: str, image_size: int | None, channels: int | None):
+def _digits(
+    root: Path | None, split: str, image_size: int | None, channels: int | None
+) -> LabelledDataset:
     return load_digits(split)
 
 
 @register_dataset("mnist")
-def _mnist(root: Path | None, split: str, image_size: int | None, channels: int | None):
+def _mnist(
+    root: Path | None, split: str, image_size: int | None, channels: int | None
+) -> LabelledDataset:
     return load_idx_dataset("mnist", DIGIT_CLASSES, root, split)
 
 
 @register_dataset("fashion-mnist")
-def _fashion_mnist(root: Path | None, split: str, image_size: int | None, channels: int | None):
+def _fashion_mnist(
+    root: Path | None, split: str, image_size: int | None, channels: int | None
+) -> LabelledDataset:
     return load_idx_dataset("fashion-mnist", FASHION_MNIST_CLASSES, root, split)
 
 
 @register_dataset("usps")
-def _usps(root: Path | None, split: str, image_size: int | None, channels: int | None):
+def _usps(
+    root: Path | None, split: str, image_size: int | None, channels: int | None
+) -> LabelledDataset:
     return load_usps(root, split)

@@ -121,7 +121,7 @@ def check_enough_items(name: str, train: Any, val: Any, test: Any, val_fraction:
         return
     names = list(train.class_names or [])
     width = max(len(c) for c in counts.values())
-    total = sum(np.pad(c, (0, width - len(c))) for c in counts.values())
+    total = np.sum([np.pad(c, (0, width - len(c))) for c in counts.values()], axis=0)
     present = np.flatnonzero(total)
     smallest = int(present[np.argmin(total[present])]) if present.size else 0
     label = names[smallest] if smallest < len(names) else str(smallest)

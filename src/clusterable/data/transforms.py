@@ -148,11 +148,27 @@ def evaluation_view(image: Image.Image, size: int, resize_size: int, resample: i
     return image.crop(centre_box(*image.size, size))
 
 
+def training_generator(seed: int, epoch: int, index: int) -> np.random.Generator:
+    """The generator of item ``index``'s training view in ``epoch``: its own stream, whichever
+    process draws it and whatever batch holds it, so a resumed run draws the same views."""
+    return np.random.default_rng([seed, epoch, index])
+
+
+def training_draw(
+    width: int, height: int, rng: np.random.Generator
+) -> tuple[tuple[int, int, int, int], bool]:
+    """The training view's draws for an image of ``width x height``: the crop box
+    (:func:`random_resized_box`), then whether it is flipped left-right (probability 1/2).
+    Both the loader's view (:func:`training_view`) and the device's
+    (:mod:`clusterable.data.device_augment`) take these draws."""
+    box = random_resized_box(width, height, rng)
+    return box, bool(rng.random() < 0.5)
+
+
 def training_view(
     image: Image.Image, size: int, rng: np.random.Generator, resample: int
 ) -> Image.Image:
     """A random resized crop to ``size x size``, flipped left-right with probability 1/2."""
-    image = image.crop(random_resized_box(*image.size, rng)).resize((size, size), resample)
-    if rng.random() < 0.5:
-        image = image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
-    return image
+    box, flip = training_draw(*image.size, rng)
+    image = image.crop(box).resize((size, size), resample)
+    return image.transpose(Image.Transpose.FLIP_LEFT_RIGHT) if flip else image

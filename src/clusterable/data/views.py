@@ -99,7 +99,7 @@ def class_split(
 
 
 def first_per_class(ds: LabelledDataset, n: int, start: int = 0) -> LabelledDataset:
-    """Items ``start .. start + n - 1`` of each label, counted in file order (OPML protocol).
+    """Items ``start`` to ``start + n - 1`` of each label, counted in file order (OPML protocol).
 
     OPML trains on the first 200 of each Fashion-MNIST class and validates on the next 200
     (``start=200``). Distractors (-1) count as one more group. A class with fewer items gives

@@ -6,11 +6,14 @@ contingency table (`partition_metrics`). `evaluate_embeddings` computes any set 
 modules register (`registry`), each shared step once, and returns an `Evaluation`: the scores
 and the partition they were computed on (`ScoredPartition`, k-means by `kmeans_rule`, the rule
 the command line's ``cluster`` uses too). `verification` chooses a distance threshold for "same or
-not" (`select_threshold`) and computes FNMR@FMR from pair distances (`fnmr_at_fmr`).
+not" (`select_threshold`) and computes FNMR@FMR from pair distances (`fnmr_at_fmr`);
+`pair_scores` computes ROC AUC and FNMR@FMR over every pair of a set exactly, without storing
+the pairs (the table's ``roc_auc`` and ``fnmr@fmr=EPS``).
 """
 
 from clusterable.evaluate.clustering import ScoredPartition, describe_kmeans, kmeans_rule
 from clusterable.evaluate.neighbors import faiss_available, iter_knn, knn_search
+from clusterable.evaluate.pair_metrics import PairScores, pair_scores
 from clusterable.evaluate.partition_metrics import (
     Contingency,
     ari,
@@ -47,6 +50,7 @@ __all__ = [
     "Contingency",
     "Evaluation",
     "EvaluationOptions",
+    "PairScores",
     "ScoredPartition",
     "ThresholdChoice",
     "VerificationCurve",
@@ -65,6 +69,7 @@ __all__ = [
     "map_at_r",
     "metric_of_key",
     "nmi",
+    "pair_scores",
     "pairwise_f1",
     "partition_metric_names",
     "precision_at_1",

@@ -80,6 +80,7 @@ def faiss_reservoir_k() -> int:
 
 
 def faiss_searcher(reference: np.ndarray) -> Any:
+    """``search(queries, kk)``: the ``kk`` nearest of ``reference`` by faiss, without an index."""
     import faiss
 
     reference = np.ascontiguousarray(reference, dtype=np.float32)
@@ -142,14 +143,15 @@ def symmetric_self_search(x: np.ndarray, kk: int) -> tuple[np.ndarray, np.ndarra
             )  # (r, w) squared distances
             if j0 == i0:
                 np.fill_diagonal(panel, np.inf)  # the row itself
-            heaps.addn(j1 - j0, faiss.swig_ptr(panel), j0, i0, i1 - i0)
+            # faiss's stub omits addn's j0, i0 and ni (its SWIG signature has them).
+            heaps.addn(j1 - j0, faiss.swig_ptr(panel), j0, i0, i1 - i0)  # type: ignore[call-arg]
             # The panel's columns below its rows, transposed one square tile at a time (a wide
             # transpose misses the cache), feed the heaps of those rows.
             for t0 in range(max(i1, j0), j1, _PANEL_ROWS):
                 t1 = min(t0 + _PANEL_ROWS, j1)
                 tile = tile_buffer[: t1 - t0, : i1 - i0]
                 np.copyto(tile, panel[:, t0 - j0 : t1 - j0].T)  # (t, r)
-                heaps.addn(i1 - i0, faiss.swig_ptr(tile), i0, t0, t1 - t0)
+                heaps.addn(i1 - i0, faiss.swig_ptr(tile), i0, t0, t1 - t0)  # type: ignore[call-arg]
     sort_rows(dist, ids)
     short = np.flatnonzero(ids[:, -1] < 0)  # rows with fewer than kk below their ceiling
     if short.size:
@@ -210,7 +212,7 @@ def search_distance_blocks(blocks: DistanceBlocks, kk: int) -> tuple[np.ndarray,
     for rows, block in blocks:
         own = block[rows, np.arange(rows.size)]  # each row's distance to itself
         block[rows, np.arange(rows.size)] = np.inf
-        heaps.addn(rows.size, faiss.swig_ptr(block), int(rows[0]), 0, n)
+        heaps.addn(rows.size, faiss.swig_ptr(block), int(rows[0]), 0, n)  # type: ignore[call-arg]
         block[rows, np.arange(rows.size)] = own
     sort_rows(dist, ids)
     for row in np.flatnonzero(ids[:, -1] < 0):  # fewer than kk below the ceiling
@@ -372,11 +374,13 @@ class HostSteps:
 
     @staticmethod
     def widen(values: np.ndarray) -> np.ndarray:
+        """``values`` in float64."""
         return values.astype(np.float64)
 
     def rescore_every(self, start: int, stop: int, idx: np.ndarray) -> np.ndarray:
         """``(c, kk')`` exact float64 keys of every candidate (float64 inputs)."""
         exact = self.points.exact
+        assert exact is not None  # called for float64 inputs only, which hold it
         rows = np.repeat(np.arange(idx.shape[0]), idx.shape[1])
         return rescore_pairs(exact[0][start:stop], exact[1], rows, idx.reshape(-1)).reshape(
             idx.shape
@@ -384,16 +388,19 @@ class HostSteps:
 
     @staticmethod
     def kth(keys: np.ndarray, k: int) -> np.ndarray:
+        """Each row's ``k``-th smallest key."""
         return np.partition(keys, k - 1, axis=1)[:, k - 1]
 
     @staticmethod
     def row_list(mask: np.ndarray) -> list[int]:
+        """The indices of the True rows of ``mask``."""
         return np.flatnonzero(mask).tolist()
 
     @staticmethod
     def put_row(
         idx: np.ndarray, keys: np.ndarray, row: int, ids: np.ndarray, row_keys: np.ndarray
     ) -> None:
+        """Replace row ``row`` of ``idx`` and ``keys`` with ``ids`` and ``row_keys``."""
         idx[row], keys[row] = ids, row_keys
 
     def rescore_near_ties(
@@ -415,9 +422,11 @@ class HostSteps:
     def order(
         self, keys: np.ndarray, idx: np.ndarray, k: int, rows: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray]:
+        """The rows ordered by (key, id) and cut to ``k``: ``(c, k)`` keys and ids."""
         return order_rows(keys, idx, k, None if self.order_every_row else rows)
 
     def distances(self, keys: np.ndarray, distance: Distance) -> np.ndarray:
+        """The squared ``keys`` as ``distance`` values, back in the inputs' scale."""
         keys = np.maximum(keys, 0.0)  # faiss's float32 distances of duplicates may fall below 0
         dist = np.sqrt(keys) / self.points.unit if distance == "euclidean" else keys / 2.0
         return dist.astype(np.float32 if self.points.exact is None else np.float64)

@@ -7,7 +7,9 @@ ranking steps of `clusterable.evaluate.neighbors` have their torch forms here:
 `order_by_key_then_id` (float64 keys: two stable sorts) and `near_ties` (the runs of
 `_host_search.near_ties` numbered densely: no per-row loop, no host round trip). A chunk's
 candidates never leave the device; `DeviceSteps` are these steps as the search loop of
-`clusterable.evaluate.neighbors` takes them.
+`clusterable.evaluate.neighbors` takes them. Where `CANDIDATE_PASS` names one for the device, the
+candidates come from a low-precision pass re-scored in float32 (`_low_precision`): the same
+references, fewer float32 products.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 import torch
 
 from clusterable.evaluate._inputs import Metric as Distance
+from clusterable.evaluate._low_precision import CandidatePass, Precision
 
 if TYPE_CHECKING:
     from clusterable.evaluate.neighbors import Points
@@ -40,6 +43,12 @@ TOPK_SEGMENTS = 16
 
 #: Elements of the float64 ``(pairs, d)`` block re-scored at once (128 MB).
 RESCORE_BLOCK = 1 << 24
+
+#: The candidate pass of the search on each kind of device: None, the float32 products; or a
+#: low-precision pass (``"bf16"``, ``"tf32"`` on CUDA) whose candidates are re-scored in float32,
+#: with the same neighbours (`_low_precision`). Opt-in until ``make gpu-check`` (step e,
+#: ``bench_gpu_evaluate.py``) shows it faster on a GPU; then ``"cuda": "tf32"``.
+CANDIDATE_PASS: dict[str, Precision | None] = {"cuda": None, "cpu": None}
 
 
 @contextmanager
@@ -130,11 +139,16 @@ class TorchSearch:
 
     ``exact_reference``: the float64 references that float64 inputs are re-scored against. The
     references are held padded to a multiple of `TOPK_SEGMENTS` rows, the padding's squared
-    norm +inf.
+    norm +inf. ``precision``: the low-precision candidate pass (`_low_precision.CandidatePass`),
+    or None for the float32 products alone.
     """
 
     def __init__(
-        self, reference: np.ndarray, device: torch.device, exact_reference: np.ndarray | None
+        self,
+        reference: np.ndarray,
+        device: torch.device,
+        exact_reference: np.ndarray | None,
+        precision: Precision | None = None,
     ) -> None:
         n, d = reference.shape
         padded = torch.zeros(-(-n // TOPK_SEGMENTS) * TOPK_SEGMENTS, d, device=device)
@@ -143,13 +157,25 @@ class TorchSearch:
         self.ref = padded[:n]  # (n, d)
         self.ref_sq = (padded * padded).sum(1)  # (n',)
         self.ref_sq[n:] = torch.inf
-        self.exact_ref = None
+        self.exact_ref: torch.Tensor | None = None
         if exact_reference is not None:
             self.exact_ref = torch.from_numpy(exact_reference).to(device)  # (n, d) float64
+        self.low_pass = None
+        if precision is not None:
+            self.low_pass = CandidatePass(padded, self.ref_sq, n, precision)
 
     def candidates(self, queries: torch.Tensor, kk: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The ``kk`` nearest references of each of the ``(c, d)`` float32 ``queries`` by float32
-        squared distance: ``(c, kk)`` distances (non-negative) and int64 ids, in no set order."""
+        squared distance: ``(c, kk)`` distances (non-negative) and int64 ids, in no set order;
+        through the low-precision pass where there is one (the same references)."""
+        if self.low_pass is not None:
+            return self.low_pass.candidates(queries, kk, self.float32_candidates)
+        return self.float32_candidates(queries, kk)
+
+    def float32_candidates(
+        self, queries: torch.Tensor, kk: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`candidates` from the float32 products of every reference."""
         # |r|^2 - 2 q.r in one product: |q|^2, the same along a row, is added to the kk only.
         with ieee_float32_products():
             partial = torch.addmm(self.ref_sq, queries, self.padded.T, alpha=-2.0)  # (c, n')
@@ -163,6 +189,7 @@ class TorchSearch:
         """``(e,)`` float64 ``|queries[rows] - reference[cols]|^2``, against the float64
         references when ``exact`` (``queries`` then float64 too)."""
         reference = self.exact_ref if exact else self.ref
+        assert reference is not None  # exact only for float64 inputs, which hold exact_ref
         out = torch.empty(rows.shape[0], dtype=torch.float64, device=reference.device)
         step = max(1, RESCORE_BLOCK // reference.shape[1])
         for s in range(0, rows.shape[0], step):
@@ -186,7 +213,7 @@ class DeviceSteps:
     ) -> None:
         self.points, self.kk, self.device = points, kk, device
         exact_ref = None if points.exact is None else points.exact[1]
-        self.search = TorchSearch(points.ref, device, exact_ref)
+        self.search = TorchSearch(points.ref, device, exact_ref, CANDIDATE_PASS.get(device.type))
         self.codes = None if codes is None else torch.from_numpy(codes).to(device)
         self.tolerances = torch.from_numpy(points.tolerances()).to(device)  # (m,)
 
@@ -208,29 +235,35 @@ class DeviceSteps:
 
     @staticmethod
     def widen(values: torch.Tensor) -> torch.Tensor:
+        """``values`` in float64."""
         return values.double()
 
     def rescore_every(self, start: int, stop: int, idx: torch.Tensor) -> torch.Tensor:
         """``(c, kk')`` exact float64 keys of every candidate (float64 inputs)."""
+        exact, exact_ref = self.points.exact, self.search.exact_ref
+        assert exact is not None and exact_ref is not None  # float64 inputs only, which hold them
         if self.points.exclude_self:
-            exact_qc = self.search.exact_ref[start:stop]  # (c, d) float64
+            exact_qc = exact_ref[start:stop]  # (c, d) float64
         else:
-            exact_qc = torch.from_numpy(self.points.exact[0][start:stop]).to(self.device)
+            exact_qc = torch.from_numpy(exact[0][start:stop]).to(self.device)
         rows = torch.arange(stop - start, device=self.device).repeat_interleave(idx.shape[1])
         return self.search.rescore(exact_qc, rows, idx.reshape(-1), exact=True).view(idx.shape)
 
     @staticmethod
     def kth(keys: torch.Tensor, k: int) -> torch.Tensor:
+        """Each row's ``k``-th smallest key."""
         return keys.kthvalue(k, dim=1).values
 
     @staticmethod
     def row_list(mask: torch.Tensor) -> list[int]:
+        """The indices of the True rows of ``mask``."""
         return mask.nonzero()[:, 0].tolist()
 
     @staticmethod
     def put_row(
         idx: torch.Tensor, keys: torch.Tensor, row: int, ids: np.ndarray, row_keys: np.ndarray
     ) -> None:
+        """Replace row ``row`` of ``idx`` and ``keys`` with ``ids`` and ``row_keys``."""
         idx[row], keys[row] = torch.from_numpy(ids), torch.from_numpy(row_keys)
 
     def rescore_near_ties(
@@ -253,6 +286,7 @@ class DeviceSteps:
     def order(
         keys: torch.Tensor, idx: torch.Tensor, k: int, rows: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``rows`` (None: all) ordered by (key, id), cut to ``k``: ``(c, k)`` keys and ids."""
         if rows is None:
             keys, idx = order_by_key_then_id(keys, idx)
         elif rows.numel():
@@ -260,5 +294,6 @@ class DeviceSteps:
         return keys[:, :k], idx[:, :k]
 
     def distances(self, keys: torch.Tensor, distance: Distance) -> torch.Tensor:
+        """The squared ``keys`` as ``distance`` values, back in the inputs' scale."""
         dist = keys.sqrt() / self.points.unit if distance == "euclidean" else keys / 2.0
         return dist.to(torch.float32 if self.points.exact is None else torch.float64)

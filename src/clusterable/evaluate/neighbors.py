@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import numpy as np
 import torch
@@ -169,6 +169,7 @@ class Points:
 
     @property
     def n_ref(self) -> int:
+        """How many references."""
         return self.ref.shape[0]
 
     def tolerances(self) -> np.ndarray:
@@ -179,14 +180,38 @@ class Points:
         return NEAR_TIE_RTOL * (q_sq.astype(np.float64) + float(ref_sq.max()))
 
 
+Array = TypeVar("Array", np.ndarray, torch.Tensor)
+
+
+class _SearchSteps(Protocol, Generic[Array]):
+    """The steps `_ranked_chunks` runs, all on one kind of array: `HostSteps` (numpy) or
+    `DeviceSteps` (torch)."""
+
+    tolerances: Array  # (m,) float64
+
+    def chunk(self, start: int, stop: int) -> tuple[Array, Array, Array]: ...
+    def widen(self, values: Array) -> Array: ...
+    def rescore_every(self, start: int, stop: int, idx: Array) -> Array: ...
+    def kth(self, keys: Array, k: int) -> Array: ...
+    def row_list(self, mask: Array) -> list[int]: ...
+    def put_row(
+        self, idx: Array, keys: Array, row: int, ids: np.ndarray, row_keys: np.ndarray
+    ) -> None: ...
+    def rescore_near_ties(
+        self, start: int, stop: int, qc: Array, keys: Array, tol: Array, idx: Array
+    ) -> Array | None: ...
+    def order(self, keys: Array, idx: Array, k: int, rows: Array | None) -> tuple[Array, Array]: ...
+    def distances(self, keys: Array, distance: Distance) -> Array: ...
+
+
 def _ranked_chunks(
-    steps: HostSteps | DeviceSteps,
+    steps: _SearchSteps[Array],
     points: Points,
     k: int,
     distance: Distance,
     chunk: int,
     shard: tuple[int, int],
-) -> Iterator[tuple[int, Any, Any]]:
+) -> Iterator[tuple[int, Array, Array]]:
     """The one search loop of every back end, over the chunks ``shard`` owns: each chunk's
     float32 candidates (`TIE_PAD` beyond ``k``), re-scored exactly in float64 (float64 inputs,
     whose doubtful rows are searched again over every reference) or where near-ties need it,
@@ -429,7 +454,7 @@ def _exact_row(point: np.ndarray, reference: np.ndarray) -> np.ndarray:
 
 def power_of_two_scale(q: np.ndarray, ref: np.ndarray) -> float:
     """``2**e`` that brings the largest magnitude of ``q`` and ``ref`` near 1 (1.0 when it is
-    already within ``2**-20 .. 2**20``, or all values are 0)."""
+    already within ``[2**-20, 2**20]``, or all values are 0)."""
     # max and -min instead of abs: no (n, d) temporary; ref is often q itself.
     arrays = [q] if ref is q else [q, ref]
     peak = max((max(float(a.max()), -float(a.min())) for a in arrays if a.size), default=0.0)

@@ -5,7 +5,12 @@ embeddings and labels:
 
 - ``"neighbours"``: the per-query scores of the one leave-one-out kNN search, ``max(ks)`` deep;
 - ``"neighbours_at_r"``: the same search, deep enough for ``R`` = the query's class size - 1;
-- ``"partition"``: the clustering and its one sparse contingency table.
+- ``"partition"``: the clustering and its one sparse contingency table;
+- ``"pairs"``: the counting passes over every pair (`clusterable.evaluate.pair_metrics`).
+
+A metric registered with a ``parameter`` is asked for as ``NAME=VALUE`` (``fnmr@fmr=1e-3``;
+the bare name takes the registered default) and writes the key ``NAME=VALUE`` with ``VALUE``
+spelled as Python's ``repr(float)`` (``fnmr@fmr=0.001``), the one spelling of each value.
 
 `clusterable.evaluate.evaluate_embeddings` builds the union of what the selected metrics read,
 once, and nothing else: a selection without partition metrics never clusters, one without
@@ -19,7 +24,7 @@ label it was registered with (``clusterable.metric_table``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -28,11 +33,12 @@ from clusterable._register import Registry
 from clusterable.evaluate._inputs import Metric as Distance
 
 if TYPE_CHECKING:
+    from clusterable.evaluate.pair_metrics import PairScores
     from clusterable.evaluate.partition_metrics import Contingency
     from clusterable.evaluate.silhouette import SilhouetteDistances
 
-Need = Literal["neighbours", "neighbours_at_r", "partition"]
-NEEDS: tuple[Need, ...] = ("neighbours", "neighbours_at_r", "partition")
+Need = Literal["neighbours", "neighbours_at_r", "partition", "pairs"]
+NEEDS: tuple[Need, ...] = ("neighbours", "neighbours_at_r", "partition", "pairs")
 
 
 @dataclass
@@ -60,6 +66,10 @@ class Artefacts:
     silhouette_distances : SilhouetteDistances, optional
         The silhouette's distances, where they were computed ahead for the kNN search to read
         too (`clusterable.evaluate.silhouette.silhouette_distances`).
+    values : dict of str to tuple of float
+        The values asked of each selected metric registered with a ``parameter``.
+    pairs : PairScores, optional
+        The scores over every pair (``"pairs"``).
     """
 
     points: np.ndarray
@@ -72,6 +82,8 @@ class Artefacts:
     clusters: np.ndarray | None = None
     table: Contingency | None = None
     silhouette_distances: SilhouetteDistances | None = None
+    values: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    pairs: PairScores | None = None
 
 
 #: ``score(artefacts)``: one float (the key is the metric's name) or several keyed floats.
@@ -98,6 +110,7 @@ def register_metric(
     default: bool = True,
     label: str | None = None,
     per_k: bool = False,
+    parameter: float | None = None,
     **metadata: Any,
 ) -> Callable[[Score], Score]:
     """Function decorator: make ``score(artefacts)`` the metric ``name`` of the table.
@@ -106,7 +119,7 @@ def register_metric(
     ----------
     name : str
         The key of the table (a ``per_k`` metric names its keys itself).
-    needs : iterable of {"neighbours", "neighbours_at_r", "partition"}
+    needs : iterable of {"neighbours", "neighbours_at_r", "partition", "pairs"}
         The artefacts ``score`` reads; the others are None when it runs.
     default : bool
         Whether ``evaluate_embeddings(metrics=None)`` computes it.
@@ -116,8 +129,13 @@ def register_metric(
     per_k : bool
         ``score`` returns one key for each K of the evaluation's ``ks``: the name, ``PREFIX@k``,
         with K for ``k`` (``recall@k`` gives ``recall@1``, ``recall@2``, ...).
+    parameter : float, optional
+        The metric takes a number in [0, 1], asked as ``NAME=VALUE`` (this default for the bare
+        name); ``score`` reads the values asked from ``artefacts.values[name]`` and returns one
+        key ``NAME=repr(VALUE)`` for each. Its label may hold ``{value}``.
     **metadata
-        Anything else to keep with the entry (``METRICS.metadata(name)``).
+        Anything else to keep with the entry (``METRICS.metadata(name)``), e.g.
+        ``better="lower"`` for an error rate (`lower_is_better`).
     """
     wanted = frozenset(needs)
     unknown = wanted - set(NEEDS)
@@ -125,6 +143,8 @@ def register_metric(
         raise ValueError(f"metric {name!r} needs {sorted(unknown)}; known needs: {NEEDS}")
     if per_k and not name.endswith("@k"):
         raise ValueError(f"a per-K metric is named PREFIX@k (its keys PREFIX@1, ...), got {name!r}")
+    if parameter is not None:
+        metadata["parameter"] = _checked_value(name, parameter)
     if label is not None:
         metadata["label"] = label
 
@@ -139,12 +159,62 @@ def _per_k(name: str) -> bool:
     return bool(METRICS.metadata(name).get("per_k"))
 
 
+def _parameterised(name: str) -> bool:
+    return name in METRICS and METRICS.metadata(name).get("parameter") is not None
+
+
+def _checked_value(name: str, value: Any) -> float:
+    number = float(value)  # ValueError for text that is no number
+    if not 0.0 <= number <= 1.0:
+        raise ValueError(f"{name}={value} is outside [0, 1]; give a fraction, e.g. {name}=0.001")
+    return number
+
+
+def parse_metric(text: str) -> tuple[str, float | None]:
+    """``(registered name, value)`` of a metric as asked: ``("fnmr@fmr", 0.001)`` for
+    ``fnmr@fmr=1e-3`` or ``fnmr@fmr`` (its default), ``("nmi", None)`` for ``nmi``.
+
+    Raises
+    ------
+    ValueError
+        For a name nobody registered, a value given to a metric that takes none, or a value that
+        is not a number in [0, 1].
+    """
+    name, equals, value = text.partition("=")
+    if name not in METRICS or (equals and not _parameterised(name)):
+        raise ValueError(
+            f"unknown metric(s) {text!r}; choose among {', '.join(available_metrics())}."
+        )
+    if not _parameterised(name):
+        return name, None
+    if not equals:
+        return name, float(METRICS.metadata(name)["parameter"])
+    try:
+        return name, _checked_value(name, value)
+    except ValueError:
+        raise ValueError(
+            f"{text!r}: {name} takes a number in [0, 1] after '=', e.g. {name}=0.001"
+        ) from None
+
+
+def metric_key(name: str, value: float) -> str:
+    """The table key of a parameterised metric at ``value``: ``fnmr@fmr=0.001``."""
+    return f"{name}={float(value)!r}"
+
+
 def metric_of_key(key: str) -> str | None:
     """The registered metric whose score a table holds under ``key`` (``nmi`` -> ``nmi``,
-    ``recall@4`` -> ``recall@k``); None for a key no registered metric writes (``knn@5``, or a
-    per-K name without its K)."""
+    ``recall@4`` -> ``recall@k``); a parameterised metric's key is its own name, in its one
+    spelling (``fnmr@fmr=0.001``); None for a key no registered metric writes (``knn@5``, a
+    per-K name without its K, ``fnmr@fmr=1e-3``)."""
     if key in METRICS:
-        return None if _per_k(key) else key
+        return None if _per_k(key) or _parameterised(key) else key
+    name, equals, value = key.partition("=")
+    if equals and _parameterised(name):
+        try:
+            return key if key == metric_key(name, _checked_value(name, value)) else None
+        except ValueError:
+            return None
     prefix, at, k = key.rpartition("@")
     name = f"{prefix}@k"
     if at and k.isdigit() and int(k) >= 1 and name in METRICS and _per_k(name):
@@ -152,20 +222,45 @@ def metric_of_key(key: str) -> str | None:
     return None
 
 
+def label_of_key(key: str) -> str | None:
+    """The label of the metric that writes ``key``, its K or value filled in; None for a key
+    no registered metric writes."""
+    metric = metric_of_key(key)
+    if metric is None:
+        return None
+    name, _, value = metric.partition("=")
+    if _parameterised(name):
+        return METRICS.label(name).replace("{value}", f"{float(value):g}")
+    return METRICS.label(metric).replace("{k}", key.rpartition("@")[2])
+
+
+def lower_is_better(key: str) -> bool:
+    """Whether the score under ``key`` is an error (FNMR): smaller is better."""
+    metric = metric_of_key(key)
+    name = None if metric is None else metric.partition("=")[0]
+    return name is not None and METRICS.metadata(name).get("better") == "lower"
+
+
 def table_keys() -> list[str]:
     """The keys a table can hold, in table order; a per-K metric's as ``PREFIX@K``
-    (``recall@K``, ``precision@1``, ``map@r``, ...)."""
-    return [name[:-1] + "K" if _per_k(name) else name for name in available_metrics()]
+    (``recall@K``, ``precision@1``, ``map@r``, ...), a parameterised one's as ``NAME=EPS``."""
+    return [
+        name[:-1] + "K" if _per_k(name) else f"{name}=EPS" if _parameterised(name) else name
+        for name in available_metrics()
+    ]
 
 
-def _reads_neighbours(name: str) -> bool:
-    return bool(METRICS[name].needs & {"neighbours", "neighbours_at_r"})
+def _table_group(name: str) -> int:
+    """0 for a metric that reads the kNN search, 2 for one that reads the pairs, 1 otherwise."""
+    needs = METRICS[name].needs
+    return 0 if needs & {"neighbours", "neighbours_at_r"} else 2 if "pairs" in needs else 1
 
 
 def available_metrics() -> list[str]:
     """Every name ``evaluate_embeddings(metrics=...)`` accepts, in table order: the neighbour
-    metrics first, then the partition metrics, each in the order their modules register them."""
-    return sorted(METRICS.names(), key=lambda name: not _reads_neighbours(name))
+    metrics first, then the partition metrics, then the pair metrics, each in the order their
+    modules register them."""
+    return sorted(METRICS.names(), key=_table_group)
 
 
 def select_metrics(metrics: Sequence[str] | None) -> list[str]:
@@ -174,7 +269,8 @@ def select_metrics(metrics: Sequence[str] | None) -> list[str]:
     Raises
     ------
     ValueError
-        For an empty selection, a name that is not a string, or a name nobody registered.
+        For an empty selection, a name nobody registered, or a parameterised metric's value
+        outside [0, 1] (`parse_metric`).
     """
     if metrics is None:
         return [name for name in available_metrics() if METRICS[name].default]
@@ -186,13 +282,19 @@ def select_metrics(metrics: Sequence[str] | None) -> list[str]:
             f"metrics is empty; pass None for the default table or names among "
             f"{', '.join(available_metrics())}."
         )
-    unknown = [name for name in names if name not in METRICS]
-    if unknown:
-        raise ValueError(
-            f"unknown metric(s) {', '.join(map(repr, unknown))}; choose among "
-            f"{', '.join(available_metrics())}."
-        )
-    return [name for name in available_metrics() if name in names]
+    chosen = {parse_metric(name)[0] for name in names}
+    return [name for name in available_metrics() if name in chosen]
+
+
+def requested_values(metrics: Sequence[str] | None) -> dict[str, tuple[float, ...]]:
+    """The values asked of each parameterised metric among ``metrics``, in increasing order
+    (``{"fnmr@fmr": (0.0001, 0.001)}``); names checked as `select_metrics` does."""
+    values: dict[str, set[float]] = {}
+    for text in [metrics] if isinstance(metrics, str) else metrics or ():
+        name, value = parse_metric(text)
+        if value is not None:
+            values.setdefault(name, set()).add(value)
+    return {name: tuple(sorted(found)) for name, found in values.items()}
 
 
 def partition_metric_names(default_only: bool = True) -> list[str]:

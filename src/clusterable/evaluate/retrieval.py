@@ -14,8 +14,8 @@ Conventions
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
+from typing import Any, overload
 
 import numpy as np
 import torch
@@ -33,6 +33,7 @@ from clusterable.evaluate._inputs import (
 )
 from clusterable.evaluate._keywords import refuse_renamed
 from clusterable.evaluate.neighbors import (
+    Backend,
     DistanceBlocks,
     drop_self,
     knn_chunks,
@@ -149,7 +150,8 @@ def _scored_chunks(
     scored where the search left them (numpy for faiss; the search's device for torch, whence
     only the ``(n,)`` scores, first places and kept ``neighbours`` come to the host, once)."""
     on = search_device_of(search["backend"], search["device"])
-    arrays: _HostArrays | _DeviceArrays
+    arrays: Any  # _HostArrays or _DeviceArrays: numpy or torch, as the chunks hold them
+    chunks: Iterator[tuple[int, Any, Any]]
     if on is None:
         arrays, chunks = _HostArrays(), knn_chunks(points, k, codes=codes, blocks=blocks, **search)
     else:
@@ -169,7 +171,7 @@ def _scored_chunks(
             if name not in out:
                 out[name] = arrays.full(n, np.nan, "float64")
             out[name][start:stop] = values
-    if kept is not None and kept is not neighbours:
+    if neighbours is not None and kept is not neighbours:
         neighbours[:] = arrays.get(kept)
     return {name: arrays.get(values) for name, values in out.items()}, arrays.get(first_hit)
 
@@ -202,7 +204,7 @@ def retrieval_per_query(
     *,
     at_r: bool = True,
     distance: Distance = "euclidean",
-    backend: str = "auto",
+    backend: Backend = "auto",
     device: DeviceSpec = "auto",
     chunk_size: int | None = None,
     shard: tuple[int, int] = (0, 1),
@@ -287,7 +289,7 @@ def query_gallery_per_query(
     *,
     at_r: bool = True,
     distance: Distance = "euclidean",
-    backend: str = "auto",
+    backend: Backend = "auto",
     device: DeviceSpec = "auto",
 ) -> dict[str, np.ndarray]:
     """Per-query retrieval scores where each query ranks a gallery, not the other items.
@@ -345,6 +347,12 @@ def query_gallery_per_query(
     return out
 
 
+def _scores_of(a: Artefacts) -> dict[str, np.ndarray]:
+    """The evaluation's per-query scores, which every metric that needs neighbours has."""
+    assert a.per_query is not None, "a retrieval metric ran without the neighbours"
+    return a.per_query
+
+
 def _mean_over_queries(values: np.ndarray) -> float:
     return float(np.nanmean(values))
 
@@ -352,22 +360,22 @@ def _mean_over_queries(values: np.ndarray) -> float:
 @register_metric("recall@k", needs={"neighbours"}, per_k=True, label="recall@{k} (retrieval)")
 def _table_recall_at_k(a: Artefacts) -> dict[str, float]:
     """One key ``recall@K`` for each K of the evaluation's ``ks``."""
-    return {f"recall@{k}": _mean_over_queries(a.per_query[f"recall@{k}"]) for k in a.ks}
+    return {f"recall@{k}": _mean_over_queries(_scores_of(a)[f"recall@{k}"]) for k in a.ks}
 
 
 @register_metric("precision@1", needs={"neighbours"}, label="precision@1 (retrieval)")
 def _table_precision_at_1(a: Artefacts) -> float:
-    return _mean_over_queries(a.per_query["precision@1"])
+    return _mean_over_queries(_scores_of(a)["precision@1"])
 
 
 @register_metric("map@r", needs={"neighbours_at_r"}, label="MAP@R (retrieval)")
 def _table_map_at_r(a: Artefacts) -> float:
-    return _mean_over_queries(a.per_query["map@r"])
+    return _mean_over_queries(_scores_of(a)["map@r"])
 
 
 @register_metric("r_precision", needs={"neighbours_at_r"}, label="R-precision (retrieval)")
 def _table_r_precision(a: Artefacts) -> float:
-    return _mean_over_queries(a.per_query["r_precision"])
+    return _mean_over_queries(_scores_of(a)["r_precision"])
 
 
 def _prepare(emb: Any, labels: Any, distance: Distance) -> tuple[np.ndarray, np.ndarray]:
@@ -466,6 +474,15 @@ def map_at_r(
     References
     ----------
     Musgrave, Belongie and Lim, "A Metric Learning Reality Check", ECCV 2020.
+
+    Examples
+    --------
+    Class 0 at 0, 1 and 4 on a line (R = 2 each), one item of class 1 at 3 (R = 0: not a query).
+    The queries at 0 and 1 find their class first, then the stranger: AP@R = 1/2 each. The query
+    at 4 finds the stranger first: AP@R = (1/2)(1/2). Recall@1 would call the first two perfect.
+
+    >>> map_at_r([[0.0], [1.0], [3.0], [4.0]], [0, 0, 1, 0])
+    0.4166666666666667
     """
     x, codes = _prepare(emb, labels, distance)
     per_query = retrieval_per_query(x, codes, (1,), distance=distance, device=device)
@@ -508,6 +525,39 @@ def majority_vote(neighbour_codes: np.ndarray) -> np.ndarray:
     return neighbour_codes[np.arange(neighbour_codes.shape[0]), best]
 
 
+@overload
+def knn_accuracy(
+    train_emb: Any,
+    train_y: Any,
+    test_emb: Any = None,
+    test_y: Any = None,
+    *,
+    k: int,
+    distance: Distance = "euclidean",
+    device: DeviceSpec = "auto",
+) -> float: ...
+@overload
+def knn_accuracy(
+    train_emb: Any,
+    train_y: Any,
+    test_emb: Any,
+    test_y: Any,
+    k: int,
+    *,
+    distance: Distance = "euclidean",
+    device: DeviceSpec = "auto",
+) -> float: ...
+@overload
+def knn_accuracy(
+    train_emb: Any,
+    train_y: Any,
+    test_emb: Any = None,
+    test_y: Any = None,
+    k: Sequence[int] = (1, 3, 5, 7),
+    *,
+    distance: Distance = "euclidean",
+    device: DeviceSpec = "auto",
+) -> dict[int, float]: ...
 @refuse_renamed(metric="distance")
 def knn_accuracy(
     train_emb: Any,
@@ -569,15 +619,14 @@ def knn_accuracy(
     )
     train_codes, test_codes = codes[: train.shape[0]], codes[train.shape[0] :]
     single = isinstance(k, (int, np.integer))
-    ks = (int(k),) if single else tuple(int(v) for v in k)  # type: ignore[union-attr]
+    ks = (int(k),) if isinstance(k, (int, np.integer)) else tuple(int(v) for v in k)
     if not ks:
         raise ValueError("k is empty; pass an int or a list such as (1, 3, 5, 7).")
     for kk in ks:
         check_k(kk, train.shape[0] - int(leave_one_out), "k")
     correct = dict.fromkeys(ks, 0)
     reference = None if leave_one_out else train
-    search = {"distance": distance, "device": device}
-    for start, _, idx in knn_chunks(queries, max(ks), reference, **search):
+    for start, _, idx in knn_chunks(queries, max(ks), reference, distance=distance, device=device):
         truth = test_codes[start : start + idx.shape[0]]
         neighbour_codes = train_codes[idx]  # (c, k_max)
         for kk in ks:

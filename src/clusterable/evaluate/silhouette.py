@@ -283,6 +283,7 @@ def silhouette_of_codes(
 @register_metric("silhouette", needs={"partition"}, label="silhouette (clusters)")
 def _table_silhouette(a: Artefacts) -> float:
     """The silhouette of the evaluation's partition; NaN with a warning where it has none."""
+    assert a.clusters is not None, "the silhouette ran without the partition"
     try:
         return silhouette_of_codes(
             a.points, a.clusters, a.distance, a.silhouette_sample, a.seed, a.silhouette_distances

@@ -35,8 +35,15 @@ from clusterable.evaluate.clustering import (
     partition,
 )
 from clusterable.evaluate.neighbors import shard_rows
+from clusterable.evaluate.pair_metrics import pair_artefact
 from clusterable.evaluate.partition_metrics import contingency_from_codes
-from clusterable.evaluate.registry import METRICS, Artefacts, needs_of, select_metrics
+from clusterable.evaluate.registry import (
+    METRICS,
+    Artefacts,
+    needs_of,
+    requested_values,
+    select_metrics,
+)
 from clusterable.evaluate.retrieval import query_gallery_per_query, retrieval_per_query
 from clusterable.evaluate.sharded import combine_rows, gather_shards, group_shape
 from clusterable.evaluate.silhouette import (
@@ -191,8 +198,11 @@ def evaluate_embeddings(
         Names of the metrics to compute (`clusterable.evaluate.available_metrics`): ``recall@k``
         (one key per K of ``ks``), ``precision@1``, ``map@r``, ``r_precision``, ``nmi``,
         ``precision``, ``recall``, ``f1`` (pairwise), ``accuracy``, ``ari``, ``v_measure``,
-        ``silhouette``. None: all but ``v_measure``, which equals ``nmi``. The table lists them in
-        that order whatever the order asked.
+        ``silhouette``, ``roc_auc`` and ``fnmr@fmr=EPS`` (over every pair, or every query x
+        gallery pair: `clusterable.evaluate.pair_metrics`; ``fnmr@fmr`` alone is EPS = 0.001;
+        the key is spelled ``fnmr@fmr=0.001``). None: all but ``v_measure``, which equals
+        ``nmi``, and the pair metrics, which cost two passes over every pair. The table lists
+        them in that order whatever the order asked.
     clustering : str or array-like
         A registered clusterer (`clusterable.cluster.available_clusterings`: ``"kmeans"``,
         ``"spectral"``, ``"gmm"``, ``"affinity_propagation"`` (or ``"ap"``), ``"aas"``,
@@ -290,12 +300,15 @@ def evaluate_embeddings(
         distance=distance,
         seed=seed,
         silhouette_sample=check_sample_size(options.silhouette_sample),
+        values=requested_values(metrics),
     )
     blocks = _share_distances(a, plan)
     neighbours = None
     if plan.leave_one_out and plan.clusters:
         neighbours = np.empty((x.shape[0], min(NEIGHBOURS_KEPT, x.shape[0] - 1)), np.int32)
     _search(a, plan, device, neighbours, blocks, process_group)
+    if "pairs" in plan.needs:
+        a.pairs = pair_artefact(a, plan.is_query, plan.selected, device)
     found = None
     if "partition" in plan.needs:
         request = (clustering, n_clusters, options.cluster_kwargs, classes.size)
@@ -406,7 +419,7 @@ def _partition(
     the given ids, or the clusterer's (``request``: clustering, n_clusters, its keywords and
     the class count)."""
     clustering, n_clusters, cluster_kwargs, n_classes = request
-    if plan.given_clusters is not None:
+    if plan.given_clusters is not None and plan.given_ids is not None:  # given together
         a.clusters = plan.given_clusters
         found = ScoredPartition("given", plan.given_ids)
     else:

@@ -38,6 +38,7 @@ __all__ = [
     "Criterion",
     "ThresholdChoice",
     "VerificationCurve",
+    "choice_at",
     "fnmr_at_fmr",
     "select_threshold",
 ]
@@ -276,9 +277,34 @@ def select_threshold(distances: Any, same: Any, criterion: Criterion = "f1") -> 
         # The FMR curve is non-decreasing and 0 at -inf, so a candidate always qualifies.
         index = int(np.searchsorted(curve.fmr, eps, side="right")) - 1
         label = f"fmr<={eps:g}"
+    return _choice_at_index(curve, index, float(curve.thresholds[index]), label)
+
+
+def choice_at(curve: VerificationCurve, threshold: float, criterion: str) -> ThresholdChoice:
+    """The rates of ``curve`` at a ``threshold`` chosen elsewhere: those of its largest candidate
+    at or below ``threshold``, which matches the same pairs (the rule is ``distance <=
+    threshold`` and no pair lies between two candidates).
+
+    Parameters
+    ----------
+    curve : VerificationCurve
+        A curve of `~clusterable.evaluate.select_threshold`.
+    threshold : float
+        The threshold, chosen on other pairs.
+    criterion : str
+        How it was chosen, kept in the result.
+    """
+    index = int(np.searchsorted(curve.thresholds, threshold, side="right")) - 1
+    return _choice_at_index(curve, index, float(threshold), criterion)
+
+
+def _choice_at_index(
+    curve: VerificationCurve, index: int, threshold: float, criterion: str
+) -> ThresholdChoice:
+    """The rates of candidate ``index`` of ``curve``, kept under ``threshold`` and ``criterion``."""
     return ThresholdChoice(
-        threshold=float(curve.thresholds[index]),
-        criterion=label,
+        threshold=threshold,
+        criterion=criterion,
         index=index,
         precision=float(curve.precision[index]),
         recall=float(curve.recall[index]),

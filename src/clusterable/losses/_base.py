@@ -226,6 +226,7 @@ class EmbeddingLoss(nn.Module):
         check_embeddings_and_labels(embeddings, labels)
         check_references(embeddings, ref_embeddings, ref_labels)
         if ref_embeddings is embeddings:
+            assert ref_labels is not None  # check_references: given together
             if not torch.equal(ref_labels.to(labels.device), labels):
                 raise ValueError(
                     "ref_embeddings is the batch itself but ref_labels differ from labels; pass "
@@ -240,8 +241,8 @@ class EmbeddingLoss(nn.Module):
         if self.upcasts_half_precision and embeddings.dtype in LOW_PRECISION:
             embeddings = embeddings.float()
         labels = labels.to(device=embeddings.device, dtype=torch.long)
-        references = ()
-        if ref_embeddings is not None and ref_embeddings.shape[0] > 0:
+        references: tuple[Tensor, ...] = ()
+        if ref_embeddings is not None and ref_labels is not None and ref_embeddings.shape[0] > 0:
             ref_embeddings = ref_embeddings.to(device=embeddings.device, dtype=embeddings.dtype)
             ref_labels = ref_labels.to(device=embeddings.device, dtype=torch.long)
             references = (ref_embeddings, ref_labels)

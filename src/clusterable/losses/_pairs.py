@@ -28,7 +28,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.autograd.function import FunctionCtx, once_differentiable
+from torch.autograd.function import once_differentiable
 
 #: A pair whose Gram-form squared distance is below this fraction of ``|c_i|^2 + |c_j|^2`` (centred
 #: points) is recomputed from its exact difference. The Gram form's absolute error is a few
@@ -100,10 +100,10 @@ class _PairDistances(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx: FunctionCtx, x: Tensor, y: Tensor | None, squared: bool) -> Tensor:
+    def forward(ctx: Any, x: Tensor, y: Tensor | None, squared: bool) -> Tensor:
         same = y is None
         n = x.shape[0]
-        points = x if same else torch.cat([x, y])  # (n + m, d)
+        points = x if y is None else torch.cat([x, y])  # (n + m, d)
         outer = _exponent_of_peak(points)
         points = _times_power_of_two(points, -outer)  # (n + m, d), largest |entry| in [0.5, 1)
         # Against a reference set y (class centres, a memory bank) centre on y: its rows set the
@@ -308,9 +308,11 @@ def partner_masks(labels: Tensor, ref_labels: Tensor | None = None) -> tuple[Ten
     """
     partners = labels if ref_labels is None else torch.cat([labels, ref_labels])  # (n + m,)
     same = labels[:, None] == partners[None, :]  # (n, n + m)
-    # Built, not written in place: torch.compile cannot trace fill_diagonal_ on a column slice.
-    itself = torch.eye(*same.shape, dtype=torch.bool, device=same.device)  # (n, n + m)
-    return same & ~itself, ~same
+    positive = same.clone()  # (n, n + m)
+    # Entries (i, i), the anchor itself, through a diagonal view: torch.compile cannot trace
+    # fill_diagonal_ on a column slice (an as_strided view), and no (n, n + m) eye is built.
+    positive.diagonal().fill_(False)
+    return positive, ~same
 
 
 class _MaskedLogSumExp(torch.autograd.Function):
@@ -322,7 +324,7 @@ class _MaskedLogSumExp(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx: FunctionCtx, x: Tensor, mask: Tensor, dim: int) -> Tensor:
+    def forward(ctx: Any, x: Tensor, mask: Tensor, dim: int) -> Tensor:
         masked = x.masked_fill(~mask, float("-inf"))
         # An empty slice's peak is -inf: taken as 0 there, its exponentials are all 0.
         peak = masked.amax(dim=dim, keepdim=True).nan_to_num_(neginf=0.0)

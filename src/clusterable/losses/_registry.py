@@ -29,7 +29,13 @@ _EXAMPLES = {"num_classes": "10", "embedding_dim": "128"}
 def register_loss(name: str, **metadata: Any) -> Callable[[LossClass], LossClass]:
     """Class decorator: make a loss available as ``build_loss(name)``; ``metadata`` travels with
     it (``LOSSES.metadata(name)``)."""
-    return LOSSES.register(name, **metadata)
+    register = LOSSES.register(name, **metadata)
+
+    def add(cls: LossClass) -> LossClass:
+        register(cls)
+        return cls
+
+    return add
 
 
 def loss_class(name: str) -> type[EmbeddingLoss]:

@@ -114,7 +114,7 @@ class AutoencoderLoss(EmbeddingLoss):
         self.decoder = decoder
         self.weight = float(weight)
 
-    @property  # type: ignore[misc]
+    @property
     def needs_pairs(self) -> bool:  # type: ignore[override]
         """The wrapped loss's: the reconstruction term alone does not make a batch train."""
         return self.loss.needs_pairs

@@ -26,7 +26,7 @@ class CenterLoss(EmbeddingLoss):
     ``L = mean_i CE(W h_i, y_i) + (lam / 2) mean_i ||h_i - c_{y_i}||^2`` (Wen et al. Eq. 5, with the
     batch sums of both terms divided by n, which keeps their ratio). The cross-entropy is the full
     softmax cross-entropy (not the ``lam = 0.5`` attractive-repulsive half of
-    :class:`~clusterable.losses.CrossEntropyLoss`); its class matrix lives in :attr:`classifier`.
+    :class:`~clusterable.losses.CrossEntropyLoss`); its class matrix lives in ``classifier``.
 
     The centres ``c_j`` are a buffer, not a parameter: after every forward pass in training mode
     (``loss.train()``, the default) they move by Wen et al.'s rule (Eq. 4 and Algorithm 1), using
@@ -57,6 +57,8 @@ class CenterLoss(EmbeddingLoss):
         ``(k, d)`` buffer of class centres.
     """
 
+    centers: Tensor  # (num_classes, embedding_dim): a buffer (register_buffer), typed here
+
     references_unsupported_because = (
         "the centre loss compares each embedding with its class centre and the softmax class "
         "matrix, never with other items (the centres already average past batches)"
@@ -86,7 +88,7 @@ class CenterLoss(EmbeddingLoss):
         self.classifier._check_labels(labels)
         logits = self.classifier.similarity(embeddings)  # (n, k)
         softmax_term = F.cross_entropy(logits, labels)
-        # Indexing copies the rows, so the in-place centre update below cannot disturb backward.
+        # The centres before the update below (which makes a new tensor, never writes to these).
         own_centers = self.centers[labels].to(embeddings.dtype)  # (n, d)
         center_term = (embeddings - own_centers).square().sum(dim=1).mean()
         if self.training:
@@ -101,7 +103,9 @@ class CenterLoss(EmbeddingLoss):
         sums = torch.zeros_like(self.centers).index_add_(0, labels, embeddings)  # (k, d)
         # sum_{i: y_i = j} (c_j - h_i) = n_j c_j - sum_i h_i
         delta = (counts[:, None] * self.centers - sums) / (1.0 + counts[:, None])  # (k, d)
-        self.centers.sub_(self.alpha * delta)
+        # A new tensor, not sub_: a compiled loss's backward may recompute from the centres it
+        # was given (torch.compile saves inputs, not intermediates), which must stay unchanged.
+        self.centers = self.centers - self.alpha * delta
 
     @torch.no_grad()
     def predict(self, embeddings: Tensor) -> Tensor:

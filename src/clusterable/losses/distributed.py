@@ -21,7 +21,6 @@ from typing import Any
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
-from torch.autograd.function import FunctionCtx
 
 
 def _is_distributed(group: Any = None) -> bool:
@@ -51,7 +50,7 @@ class _GatherWithLocalGradient(torch.autograd.Function):
     """All-gather rows; the backward returns this rank's slice of the gradient times ``W``."""
 
     @staticmethod
-    def forward(ctx: FunctionCtx, local: Tensor, group: Any) -> Tensor:
+    def forward(ctx: Any, local: Tensor, group: Any) -> Tensor:
         gathered, sizes = _gather_rows(local.detach(), group)
         rank = dist.get_rank(group)
         ctx.start, ctx.stop = sum(sizes[:rank]), sum(sizes[: rank + 1])
@@ -82,7 +81,7 @@ class _MeanWithLocalGradient(torch.autograd.Function):
     """All-reduce mean of a scalar; the backward passes the gradient to the local term as is."""
 
     @staticmethod
-    def forward(ctx: FunctionCtx, local: Tensor, group: Any) -> Tensor:
+    def forward(ctx: Any, local: Tensor, group: Any) -> Tensor:
         total = local.detach().clone()
         dist.all_reduce(total, group=group)
         return total / dist.get_world_size(group)

@@ -52,6 +52,8 @@ class LiftedStructureLoss(PairLoss):
         pytorch-metric-learning normalises, and with ``normalize=True`` this loss equals its
         ``LiftedStructureLoss(neg_margin=margin, pos_margin=0)``.
 
+    Notes
+    -----
     With references (``loss(embeddings, labels, ref_embeddings, ref_labels)``, e.g. a
     :class:`~clusterable.losses.CrossBatchMemory`), the positive pairs are every anchor ``i`` of
     the batch with every same-label partner ``j`` (the other batch items, then the references),
@@ -60,8 +62,6 @@ class LiftedStructureLoss(PairLoss):
     convention with ``ref_emb`` (its negatives of ``j`` are those anchored at ``j``); the sums over
     reference-to-reference pairs would cost ``O(m^2)`` and carry no gradient.
 
-    Notes
-    -----
     A batch without a positive pair or without a negative pair gives 0, which back-propagates
     (a zero gradient). Identical points give a finite gradient: the distance's gradient is 0
     where two points coincide (see ``clusterable.losses._pairs``).

@@ -70,6 +70,11 @@ class CrossBatchMemory(EmbeddingLoss):
     16
     """
 
+    # The queue's buffers (register_buffer), typed for the checker.
+    embeddings: Tensor  # (memory_size, embedding_dim)
+    labels: Tensor  # (memory_size,) int64
+    enqueued: Tensor  # () int64
+
     def __init__(self, loss: nn.Module, memory_size: int, embedding_dim: int) -> None:
         super().__init__()
         if isinstance(loss, DistributedLoss):
@@ -121,7 +126,8 @@ class CrossBatchMemory(EmbeddingLoss):
         """Empty the queue."""
         self.enqueued.zero_()
 
-    def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+    # It takes no references of its own: the memory is what supplies them.
+    def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:  # type: ignore[override]
         if not isinstance(embeddings, Tensor) or embeddings.dim() != 2:
             raise ValueError(
                 "embeddings must be a 2-D (n, d) tensor, got "

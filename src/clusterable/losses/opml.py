@@ -11,8 +11,8 @@ Per semi-hard triplet (a, p, n) with ``m = (a + p) / 2``::
     -log p_i = -log sigmoid(-w m_i) = softplus(w m_i)                   (Eq. 4, 5)
 
 The loss is never below ln 2. It reaches ln 2 when the constraints hold (m_i -> 0, the goal) or
-when ``R`` switches the weights off (w -> 0, degenerate): :attr:`OPMLLoss.last_mean_margin_term`
-and :attr:`OPMLLoss.last_mean_weight` tell the two apart.
+when ``R`` switches the weights off (w -> 0, degenerate): ``OPMLLoss.last_mean_margin_term``
+and ``OPMLLoss.last_mean_weight`` tell the two apart.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.autograd.function import FunctionCtx, once_differentiable
+from torch.autograd.function import once_differentiable
 
 from clusterable._ranges import Bounds
 from clusterable.losses._base import EmbeddingLoss
@@ -52,7 +52,7 @@ class _AngularConstraint(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: FunctionCtx,
+        ctx: Any,
         projected: Tensor,
         anchor: Tensor,
         positive: Tensor,

@@ -125,7 +125,7 @@ class PairLoss(EmbeddingLoss):
     Parameters
     ----------
     squared : bool
-        Squared Euclidean distances in :attr:`Pairs.distances`.
+        Squared Euclidean distances in ``Pairs.distances``.
     normalize : bool
         l2-normalise the embeddings (and references) first.
 

@@ -2,7 +2,8 @@
 
 Each sampler yields lists of dataset indices and is used as ``DataLoader(dataset,
 batch_sampler=sampler)``. All are seeded: the batches of an epoch are a function of
-``(seed, epoch)`` only, and :meth:`set_epoch` reshuffles, as with ``DistributedSampler``.
+``(seed, epoch)`` only, and :meth:`DistributedBatchSampler.set_epoch` reshuffles, as with
+``DistributedSampler``.
 
 Distributed training: every rank builds the same *global* batch and keeps a contiguous
 ``1 / num_replicas`` slice of it, rank 0 first, so concatenating the ranks' slices in rank order
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, SupportsInt, TypedDict, TypeVar, cast
 
 import numpy as np
 import torch.distributed as dist
@@ -44,7 +45,13 @@ SAMPLERS: Registry[type[DistributedBatchSampler]] = Registry("sampler", sort=Fal
 def register_sampler(name: str, **metadata: Any) -> Callable[[SamplerClass], SamplerClass]:
     """Class decorator: make a sampler available to training as ``TrainConfig(sampler=name)``;
     ``metadata`` travels with it (``SAMPLERS.metadata(name)``)."""
-    return SAMPLERS.register(name, **metadata)
+    register = SAMPLERS.register(name, **metadata)
+
+    def add(cls: SamplerClass) -> SamplerClass:
+        register(cls)
+        return cls
+
+    return add
 
 
 def available_samplers() -> list[str]:
@@ -118,7 +125,15 @@ def pairs_shortfall_of_labels(labels: ArrayLike) -> str | None:
     return None
 
 
-def replicas_of(settings: SamplerSettings) -> dict[str, int | None]:
+class Replicas(TypedDict):
+    """A sampler's share of a distributed run, as keywords."""
+
+    num_replicas: int | None
+    rank: int | None
+
+
+def replicas_of(settings: SamplerSettings) -> Replicas:
+    """The sampler's share of a distributed run: ``num_replicas`` and ``rank`` keywords."""
     return {"num_replicas": settings.num_replicas, "rank": settings.rank}
 
 
@@ -132,6 +147,7 @@ def _as_int_array(values: ArrayLike, what: str) -> np.ndarray:
 
 
 def label_array(labels: ArrayLike) -> np.ndarray:
+    """``labels`` as a validated ``(n,)`` int64 array."""
     return _as_int_array(labels, "labels")
 
 
@@ -159,7 +175,7 @@ def batches_per_epoch_of(requested: int | None, n_labelled: int, batch_size: int
 class DistributedBatchSampler(Sampler[list[int]]):
     """Base of the samplers: seeding per epoch and the slicing of global batches across ranks.
 
-    Subclasses implement :meth:`global_batches` and :meth:`__len__`.
+    Subclasses implement :meth:`global_batches` and ``__len__``.
 
     Parameters
     ----------
@@ -296,7 +312,10 @@ class RandomBatchSampler(DistributedBatchSampler):
         rank: int | None = None,
     ) -> None:
         super().__init__(seed, num_replicas, rank)
-        self.indices = np.arange(int(n)) if np.ndim(n) == 0 else _as_indices(n)
+        if isinstance(n, int) or np.ndim(n) == 0:
+            self.indices = np.arange(int(cast(SupportsInt, n)))  # a 0-d value: a count
+        else:
+            self.indices = _as_indices(n)
         if len(self.indices) == 0 or batch_size < 1:
             raise ValueError(
                 f"need at least one item and a positive batch_size, got {len(self.indices)} items "

@@ -4,7 +4,8 @@ Miners read a distance matrix without gradient and return index tensors; the los
 its terms on those indices with gradient. The anchors are the batch's ``n`` items; positives and
 negatives are drawn from the partners, the batch followed by ``m`` reference items (a cross-batch
 memory) when ``ref_labels`` is given: distances are then ``(n, n + m)`` and a partner index
-``j >= n`` is reference ``j - n``. Memory is O(|P| n) for |P| positive pairs, never O(n^3).
+``j >= n`` is reference ``j - n``. Memory is ``O(|P| n)`` for ``|P|`` positive pairs, never
+``O(n^3)``.
 The distances are the losses' own, from :func:`clusterable.losses._pairs.squared_distances`: exact
 in float32 for near-duplicates and far from the origin, so float32 mines the triplets float64 would.
 
@@ -23,6 +24,7 @@ from torch import Tensor
 
 Triplets = tuple[Tensor, Tensor, Tensor]
 MiningStrategy = Literal["all", "semi-hard", "batch-hard"]
+#: The mining modes of :func:`mine_triplets` and of the triplet loss's ``mining``.
 MINING_STRATEGIES: tuple[str, ...] = ("all", "semi-hard", "batch-hard")
 
 
@@ -35,7 +37,9 @@ def _same_label(labels: Tensor, ref_labels: Tensor | None) -> tuple[Tensor, Tens
     """``(n, n + m)`` masks: same label as the anchor, and positive (same label, not itself)."""
     same = labels[:, None] == _partner_labels(labels, ref_labels)[None, :]  # (n, n + m)
     positive = same.clone()
-    positive[:, : labels.shape[0]].fill_diagonal_(False)
+    # Entries (i, i), the anchor itself, through a diagonal view: torch.compile cannot trace
+    # fill_diagonal_ on a column slice (an as_strided view).
+    positive.diagonal().fill_(False)
     return same, positive
 
 

@@ -166,7 +166,7 @@ def build_model(
     embedding_dim: int,
     *,
     normalize: bool = False,
-    **kwargs: object,
+    **kwargs: Any,
 ) -> EmbeddingNet:
     """Build an embedding network by name.
 

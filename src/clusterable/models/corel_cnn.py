@@ -61,8 +61,8 @@ def corel_cnn(
     The paper gives the filter counts (15, 30, 60) and a max-pool of kernel 2 "followed by two
     fully connected layers"; its kernel sizes, widths and slope were lost. Our choices: 3 x 3
     kernels with 'same' padding, a max-pool after *each* convolution (MNIST: 28 -> 14 -> 7 -> 3,
-    so the first FC sees 60 x 3 x 3), first FC width 256, slope 0.01. As in :func:`mlp`, the
-    embedding head is the paper's final hidden layer.
+    so the first FC sees 60 x 3 x 3), first FC width 256, slope 0.01. As in
+    :func:`~clusterable.models.mlp.mlp`, the embedding head is the paper's final hidden layer.
 
     Parameters
     ----------

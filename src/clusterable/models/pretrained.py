@@ -100,6 +100,9 @@ class InputNormalization(nn.Module):
     so that every data path hands it [0, 1] pixels. Its buffers are not saved (no checkpoint
     changes); a grey input uses the channels' average."""
 
+    mean: Tensor  # (1, C, 1, 1) buffer
+    std: Tensor  # (1, C, 1, 1) buffer
+
     def __init__(self, mean: tuple[float, ...], std: tuple[float, ...], channels: int) -> None:
         super().__init__()
         mean_t = torch.tensor(mean, dtype=torch.float32)
@@ -160,7 +163,8 @@ def _timm_backbone(
         in_chans=input_shape[0],
         **{**pretrained, **kwargs},
     )
-    return model, int(model.num_features)
+    # torch's stub types an unknown Module attribute as Tensor | Module; timm's is an int.
+    return model, int(model.num_features)  # type: ignore[arg-type]
 
 
 def _torchvision_backbone(

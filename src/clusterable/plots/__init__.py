@@ -1,5 +1,6 @@
 """Every figure of clusterable: t-SNE and PCA maps of embeddings, training curves, retrieval
-grids, clusters against classes, and the reproductions' figures.
+grids, clusters against classes, verification (pair distances and the DET curve), and the
+reproductions' figures.
 
 A ``plot_*`` function writes a PNG file and returns its path; a ``draw_*`` function returns the
 matplotlib figure, which a report inlines (:func:`clusterable.reports.page.figure_image`).
@@ -20,12 +21,14 @@ from clusterable.plots.pca import plot_pca_maps  # noqa: E402
 from clusterable.plots.retrieval_grid import plot_retrieval_grid  # noqa: E402
 from clusterable.plots.sweeps import Sweep, plot_sweeps  # noqa: E402
 from clusterable.plots.tsne import plot_tsne, plot_tsne_maps  # noqa: E402
+from clusterable.plots.verification import draw_verification  # noqa: E402
 
 __all__ = [
     "Sweep",
     "draw_confusion",
     "draw_maps",
     "draw_training_curves",
+    "draw_verification",
     "plot_budget_gaps",
     "plot_layouts",
     "plot_partitions",

@@ -60,7 +60,7 @@ def scatter_groups(
         members = groups == group
         colour = NOISE_GREY if group < 0 else colour
         label = group_name(int(group), names, noise)
-        ax.scatter(*points[members].T, s=5, color=colour, label=label)
+        ax.scatter(points[members, 0], points[members, 1], s=5, color=colour, label=label)
     ax.set(title=title, xticks=[], yticks=[])
     if len(classes) <= MAX_LEGEND_GROUPS:
         ax.legend(fontsize=7, markerscale=2.5, loc="center left", bbox_to_anchor=(1.0, 0.5))

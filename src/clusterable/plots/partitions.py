@@ -15,9 +15,10 @@ def scatter_partition(ax: Axes, points: np.ndarray, clusters: np.ndarray, title:
     """Scatter ``points`` ``(n, 2)`` coloured by cluster (tab20, cycling beyond 20 clusters),
     noise (-1) in light grey, without a legend: AAS finds too many clusters to name."""
     noise = clusters < 0
-    ax.scatter(*points[noise].T, s=3, c="lightgrey")
+    ax.scatter(points[noise, 0], points[noise, 1], s=3, c="lightgrey")
     kept = clusters[~noise]
-    ax.scatter(*points[~noise].T, s=3, c=kept % 20, cmap="tab20", vmin=0, vmax=19)
+    x, y = points[~noise, 0], points[~noise, 1]
+    ax.scatter(x, y, s=3, c=kept % 20, cmap="tab20", vmin=0, vmax=19)
     ax.set_title(title, fontsize=9)
     ax.set_xticks([])
     ax.set_yticks([])

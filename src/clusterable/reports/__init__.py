@@ -1,9 +1,10 @@
-"""Self-contained HTML reports of a training run, a clustering and a reproduction.
+"""Self-contained HTML reports of a training run, a clustering, an evaluation and a reproduction.
 
 One page each that opens offline (figures and thumbnails inline, no script, no network request):
 :func:`write_run_report` (``clusterable report RUN``), :func:`write_clustering_report`
-(``clusterable report PARTITION --embeddings EMB.npy``) and :func:`write_reproduction_report`
-(written by ``clusterable reproduce`` beside each experiment's results).
+(``clusterable report PARTITION --embeddings EMB.npy``), :func:`write_evaluation_report`
+(``clusterable evaluate ... --report PAGE.html``) and :func:`write_reproduction_report` (written by
+``clusterable reproduce`` beside each experiment's results).
 
 The report of an experiment is described by an :class:`ExperimentReport` (its :class:`Row` of
 results per method and :class:`Claim` checked per claim of the paper), which every reproduction and
@@ -16,6 +17,7 @@ from clusterable._optional import require
 require("matplotlib", "HTML reports (their figures)")
 
 from clusterable.reports.clustering_report import write_clustering_report  # noqa: E402
+from clusterable.reports.evaluation_report import write_evaluation_report  # noqa: E402
 from clusterable.reports.experiment_report import Claim, ExperimentReport, Row  # noqa: E402
 from clusterable.reports.reproduction_report import (  # noqa: E402
     write_report,
@@ -28,6 +30,7 @@ __all__ = [
     "ExperimentReport",
     "Row",
     "write_clustering_report",
+    "write_evaluation_report",
     "write_report",
     "write_reproduction_report",
     "write_run_report",

@@ -38,18 +38,28 @@ def write_clustering_report(
 ) -> Path:
     """Write the report of ``clusters`` of ``embeddings`` ``(n, d)``.
 
-    ``clusters``: ``(n,)`` ids (-1: noise), or a partition of the embeddings that holds them
-    (``labels_``): the one an evaluation scored (`clusterable.evaluate.Evaluation.partition`,
-    whose clusterer and k-means rule the settings then show) or `clusterable.cluster.fit`'s.
-
     Parameters
     ----------
+    embeddings : array
+        ``(n, d)`` embeddings: the points of the map.
+    clusters : array or partition
+        ``(n,)`` ids (-1: noise), or a partition of the embeddings that holds them
+        (``labels_``): the one an evaluation scored (``clusterable.evaluate.Evaluation.partition``,
+        whose clusterer and k-means rule the settings then show) or `clusterable.cluster.fit`'s.
+    out : path
+        The HTML file to write (atomically); returned.
     labels : array, optional
         ``(n,)`` int classes: adds purity, the confusion heat map and the partition metrics.
+    class_names : sequence of str, optional
+        The name of each class code, for the legends.
     items : array, optional
         ``(n, C, H, W)`` or ``(n, H, W)`` images in [0, 1]: adds member thumbnails.
     settings : dict, optional
         What produced the clustering (method, k, source files), shown first.
+    title : str
+        The page's title.
+    seed : int
+        Seed of the map's sample and projection and of the thumbnails' choice.
     """
     embeddings = np.asarray(embeddings, dtype=np.float32)
     settings = {**_partition_settings(clusters), **(settings or {})}
@@ -74,7 +84,9 @@ def write_clustering_report(
         sections.append(metrics_section(scores, f"These clusters against the {classes} classes."))
     rng = np.random.default_rng(seed)
     on_map = np.sort(rng.choice(len(clusters), size=min(MAP_ITEMS, len(clusters)), replace=False))
-    colourings = [(clusters[on_map], None, "by cluster")]
+    colourings: list[tuple[np.ndarray, Sequence[str] | None, str]] = [
+        (clusters[on_map], None, "by cluster")
+    ]
     if labels is not None:
         colourings.append((labels[on_map], class_names, "by class"))
     sections.append(map_section(embeddings[on_map], colourings, seed=seed))

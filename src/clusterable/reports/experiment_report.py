@@ -100,6 +100,7 @@ class ExperimentReport:
         return header, rows
 
     def markdown(self, plot_prefix: str = "") -> str:
+        """The report as Markdown: table, claims and plots (paths prefixed by ``plot_prefix``)."""
         lines = [f"## {self.title} (`{self.name}`)", "", f"*{self.paper}*", "", self.setup, ""]
         header, rows = self.table()
         lines += ["| " + " | ".join(header) + " |", "|---" * len(header) + "|"]

@@ -1,4 +1,5 @@
-"""The panels of a report: settings, metrics, per-class results, curves, map, retrieval, clusters.
+"""The panels of a report: settings, metrics, per-class results, curves, map, retrieval, clusters,
+verification.
 
 Each function takes arrays and returns a :class:`~clusterable.reports.page.Section`; the run,
 clustering and reproduction reports put together the ones that apply. Items are shown as
@@ -8,16 +9,21 @@ thumbnails when they are images (``(C, H, W)`` or ``(H, W)``) and by id and labe
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from clusterable.evaluate import knn_search
 from clusterable.metric_table import metric_label
-from clusterable.plots import draw_confusion, draw_maps, draw_training_curves
+from clusterable.plots import draw_confusion, draw_maps, draw_training_curves, draw_verification
 from clusterable.plots.maps import Colouring, group_name
 from clusterable.reports.page import Html, Section, escape, figure_image, note, table, thumbnail
 from clusterable.tsne import tsne_map
+
+if TYPE_CHECKING:
+    from clusterable.evaluate.pair_sample import PairDistances
+    from clusterable.evaluate.verification import ThresholdChoice
+    from clusterable.reports.verification_view import VerificationView
 
 #: Validation metrics drawn as curves, when the log has them.
 CURVE_METRICS = ("recall@1", "map@r", "nmi", "f1", "accuracy", "classification_accuracy")
@@ -29,6 +35,15 @@ QUERIES_SHOWN = 4
 #: Member thumbnails per cluster, and clusters listed at most.
 MEMBERS_SHOWN = 10
 CLUSTERS_SHOWN = 40
+
+#: The rates of the threshold table: ThresholdChoice field -> column, in percent.
+THRESHOLD_RATES = {
+    "fmr": "FMR %",
+    "fnmr": "FNMR %",
+    "precision": "precision %",
+    "recall": "recall %",
+    "f1": "F1 %",
+}
 
 
 def _as_items(items: Any) -> np.ndarray | None:
@@ -100,7 +115,7 @@ def per_class_section(
 def curves_section(records: Sequence[Mapping[str, Any]]) -> Section:
     """Training loss and every validation metric per epoch (and the learning rate if logged)."""
     numeric = [name for name in CURVE_METRICS if any(name in r for r in records)]
-    body = figure_image(draw_training_curves(records, numeric), "training curves")
+    body: str = figure_image(draw_training_curves(records, numeric), "training curves")
     if not numeric:
         body = note("No validation metric was logged (no validation split).") + body
     else:
@@ -157,7 +172,8 @@ def retrieval_section(
         for query in queries:
             found = neighbours[query]
             if images is not None:
-                strip = thumbnail(images[query], "query", group_name(labels[query], class_names))
+                query_name = group_name(labels[query], class_names)
+                strip: str = thumbnail(images[query], "query", query_name)
                 strip += "".join(
                     thumbnail(
                         images[n],
@@ -237,3 +253,35 @@ def cluster_section(
         confusion = draw_confusion(clusters, labels, class_names, ids[listed])
         body += figure_image(confusion, "confusion between clusters and classes")
     return Section("clusters", "Clusters", body)
+
+
+def verification_section(view: VerificationView, name: str, description: str = "") -> Section:
+    """Same or not, by distance: which pairs, how the threshold was chosen, a table of its rates
+    (on the validation pairs that chose it, when any, and on ``name``'s pairs), the distance
+    histograms and the DET curve."""
+    pairs = view.pairs
+    text = " ".join(
+        part
+        for part in (
+            f"Pairs of {name}: {pairs.describe()}; {pairs.distance} distance.",
+            description,
+            "A pair is called a match when its distance is at most the threshold.",
+            view.chosen_where,
+        )
+        if part
+    )
+    rows = []
+    if view.validation is not None and view.validation_choice is not None:
+        rows.append(
+            _threshold_row("validation (chose it)", view.validation, view.validation_choice)
+        )
+    rows.append(_threshold_row(name, pairs, view.choice))
+    header = ["pairs of", "pairs", "criterion", "threshold", *THRESHOLD_RATES.values()]
+    figure = draw_verification(pairs.distances, pairs.same, view.choice)
+    body = note(text) + table(header, rows) + figure_image(figure, "pair distances and DET curve")
+    return Section("verification", "Verification", body)
+
+
+def _threshold_row(name: str, pairs: PairDistances, choice: ThresholdChoice) -> list[object]:
+    rates = [f"{100 * getattr(choice, field):.2f}" for field in THRESHOLD_RATES]
+    return [name, len(pairs.distances), choice.criterion, f"{choice.threshold:.6g}", *rates]

@@ -1,9 +1,11 @@
 """The HTML report of a training run: settings, metrics, per-class results, curves, map,
-retrieval and clusters, on one self-contained page (``clusterable report RUN``).
+retrieval, clusters and verification, on one self-contained page (``clusterable report RUN``).
 
 The metrics table is the run's own test evaluation (``test_metrics.json``, the whole test split).
 The panels below it embed the test split with the best checkpoint again; a large split is
 sampled (seeded) for them, and the t-SNE map takes a smaller sample still: the page says how many.
+The verification panel chooses its threshold on the run's validation split (sampled alike) and
+reports its rates on the test split (`clusterable.reports.verification_view`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from clusterable.data import LabelledDataset, labelled_mask
 from clusterable.device import DeviceSpec
 from clusterable.evaluate import evaluate_embeddings
 from clusterable.evaluate.clustering import describe_kmeans, kmeans_rule
+from clusterable.evaluate.pair_sample import pair_distances
 from clusterable.plots.curves import read_epoch_records
 from clusterable.reports.page import Section, render, write_page
 from clusterable.reports.panels import (
@@ -29,10 +32,16 @@ from clusterable.reports.panels import (
     per_class_section,
     retrieval_section,
     settings_section,
+    verification_section,
+)
+from clusterable.reports.verification_view import (
+    NO_VALIDATION,
+    verification_view,
 )
 from clusterable.versions import library_versions
 
 if TYPE_CHECKING:
+    from clusterable.evaluate.pair_sample import PairDistances
     from clusterable.trained_run import TrainedRun
 
 #: Test items the panels use at most (a seeded sample beyond), and the t-SNE map at most.
@@ -74,8 +83,12 @@ def write_run_report(
     from clusterable.trained_run import TrainedRun
 
     trained = run if isinstance(run, TrainedRun) else _load_run_folder(Path(run), device)
-    folder = trained.folder
-    spec = trained.spec
+    folder, spec = trained.folder, trained.spec
+    if folder is None or spec is None:
+        raise ValueError(
+            "a run report reads the run's folder (its settings and log): give the folder "
+            "`clusterable train` wrote, or a TrainedRun loaded from one"
+        )
     seed = trained.seed if seed is None else seed
     test = trained.split("test")
     sample = _sample(test, PANEL_ITEMS, seed)
@@ -111,6 +124,7 @@ def write_run_report(
         subclass_names=test.fine_class_names,
         device=trained.device,
     )
+    sections.append(_verification(trained, sample, embeddings, described, seed))
     title = f"{folder.name}: {spec.loss} on {spec.data}"
     subtitle = f"model {spec.model}, embedding {spec.embedding_dim}-d, labels {spec.labels}"
     page = render(title, subtitle, sections, f"clusterable report of {folder}")
@@ -147,6 +161,7 @@ def _embedding_sections(
         embeddings, labels, ks=(1,), seed=seed, per_class=True, device=device
     )
     partition = table.partition
+    assert partition is not None  # k-means ran: the evaluation clusters by default
     clusters = partition.labels_
     rng = np.random.default_rng(seed)
     on_map = np.sort(rng.choice(len(labels), size=min(MAP_ITEMS, len(labels)), replace=False))
@@ -171,6 +186,40 @@ def _embedding_sections(
             seed=seed,
         ),
     ]
+
+
+def _verification(
+    trained: TrainedRun,
+    sample: LabelledDataset,
+    embeddings: np.ndarray,
+    described: str,
+    seed: int,
+) -> Section:
+    """The verification panel: the threshold chosen on the run's validation split, its rates on
+    the pairs of the labelled test items of ``sample`` (``embeddings`` ``(m, d)`` its rows)."""
+    labelled = labelled_mask(sample.labels)
+    queries = None if sample.is_query is None else sample.is_query[labelled]
+    pairs = pair_distances(
+        embeddings[labelled], sample.labels[labelled], queries=queries, seed=seed
+    )
+    view = verification_view(
+        pairs,
+        _validation_pairs(trained, seed),
+        NO_VALIDATION,
+    )
+    return verification_section(view, "the test split", described)
+
+
+def _validation_pairs(trained: TrainedRun, seed: int) -> PairDistances | None:
+    """The pairs of the run's validation split (a seeded sample of `PANEL_ITEMS` items at most),
+    or None when it has none."""
+    validation = trained.validation_split()
+    if validation is None:
+        return None
+    sample = _sample(validation, PANEL_ITEMS, seed)
+    labelled = labelled_mask(sample.labels)
+    embeddings = trained.embed(sample, progress=False).embeddings[labelled]  # (m, d)
+    return pair_distances(embeddings, sample.labels[labelled], seed=seed)
 
 
 def _colourings(

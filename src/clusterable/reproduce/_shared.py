@@ -76,6 +76,7 @@ class Search:
 
     @property
     def cross_validated(self) -> bool:
+        """Whether the search cross-validates (two folds or more)."""
         return self.folds >= 2
 
     def describe(self, fit_classes: int) -> str:
@@ -142,6 +143,7 @@ def backbone(budget: Budget) -> dict[str, Any]:
 
 
 def describe_backbone(spec: RunSpec) -> str:
+    """The spec's model in words, with its filter widths."""
     widths = spec.model_args.get("channels")
     return f"`{spec.model}`" + (f" with filters {'-'.join(map(str, widths))}" if widths else "")
 
@@ -196,6 +198,7 @@ class Method:
         return getattr(self.spec, name)
 
     def config(self, base: TrainConfig) -> TrainConfig:
+        """``base`` with the training settings of this method."""
         return replace(base, **self.train_args)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -86,7 +86,7 @@ class Setting(NamedTuple):
     """One AAS run of the study: its row name, its AAS parameters, the paper's numbers or None."""
 
     name: str
-    parameters: dict[str, float]
+    parameters: dict[str, Any]
     paper: tuple[float, ...] | None
 
 
@@ -185,7 +185,7 @@ class StudyRuns:
             self.scores[name].append(partition_scores(labels, clusters))
             self.n_clusters[name].append(int(clusters.max()) + 1)
 
-    def time_headline(self, points: np.ndarray, parameters: dict[str, float]) -> np.ndarray:
+    def time_headline(self, points: np.ndarray, parameters: dict[str, Any]) -> np.ndarray:
         """Time the headline setting apart: the kNN graph (the paper's "affinity matrix") alone,
         then the whole of AAS (which builds the graph again); return its clusters."""
         start = time.perf_counter()

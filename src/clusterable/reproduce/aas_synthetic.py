@@ -8,6 +8,7 @@ uniform noise points; AAS scores NMI 80.9 / F 82.9, k-means (k = 6) 50.0 / 42.7.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from clusterable.reproduce.experiment import Budget, experiment
 
 #: AAS settings reported, by name: the paper's two recommended ones (Section V-A, conclusion 3)
 #: and the clustering engineer's k_graph = 100 variant (two thirds of a class; not a paper setting).
-AAS_SETTINGS: dict[str, dict[str, float]] = {
+AAS_SETTINGS: dict[str, dict[str, Any]] = {
     "AAS, paper defaults (k_graph 50, eps 0.65, theta_min 0)": {
         "k_graph": 50,
         "eps": 0.65,

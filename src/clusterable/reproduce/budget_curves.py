@@ -74,6 +74,7 @@ class BudgetPoint:
 
     @property
     def label(self) -> str:
+        """The point in words: "10 ep, 6k items"."""
         items = "all" if self.train_items is None else f"{self.train_items / 1000:g}k"
         return f"{self.epochs} ep, {items} items"
 

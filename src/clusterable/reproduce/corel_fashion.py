@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -33,6 +34,7 @@ from clusterable.cluster import gmm, kmeans
 from clusterable.data import LabelledDataset, load_dataset, stratified_split
 from clusterable.device import module_device
 from clusterable.evaluate import ari, cluster_accuracy, silhouette, v_measure
+from clusterable.losses import EmbeddingLoss
 from clusterable.plots import Sweep, plot_pca_maps, plot_sweeps
 from clusterable.recipe import RunSpec, build_trainer
 from clusterable.reports import Claim, ExperimentReport, Row
@@ -78,6 +80,7 @@ class Protocol:
 
     @property
     def tune_on(self) -> tuple[str, ...]:
+        """The models whose settings are searched."""
         return tuple(m for m, scale in self.models.items() if scale.search is not None)
 
 
@@ -126,7 +129,7 @@ class Trained:
     """One training run, restored to its best validation epoch."""
 
     model: nn.Module
-    loss: nn.Module
+    loss: EmbeddingLoss
     val_accuracy: float
     best_epoch: int
     seconds: float
@@ -181,8 +184,12 @@ def train_once(
         device=device,
     )
     with tempfile.TemporaryDirectory(prefix="corel-fashion-") as run_dir:
-        trainer = build_trainer(spec, config, train, val, num_classes=NUM_CLASSES, out=run_dir)
+        out = Path(run_dir)
+        trainer = build_trainer(spec, config, train, val, num_classes=NUM_CLASSES, out=out)
         result = trainer.fit()
+        # A run with a folder and a validation metric: its best checkpoint and epoch exist.
+        assert result.checkpoint is not None and result.best_metric is not None
+        assert result.best_epoch is not None
         load_weights(result.checkpoint, trainer.model, trainer.loss)
     return Trained(
         trainer.model,
@@ -210,7 +217,9 @@ def score(
     """
     embeddings, labels = embed_dataset(trained.model, test)  # (n, d), (n,)
     on_weights = torch.from_numpy(embeddings).to(module_device(trained.loss))
-    predicted = trained.loss.predict(on_weights).cpu().numpy()
+    predictions = trained.loss.predict(on_weights)
+    assert predictions is not None  # the COREL losses own class weights
+    predicted = predictions.cpu().numpy()
     scores = {"val acc": trained.val_accuracy, "test acc": float((predicted == labels).mean())}
     points = embeddings
     if cosine:
@@ -241,6 +250,7 @@ class Runs:
         self.done: dict[tuple[str, str, float, int], Trained] = {}
 
     def get(self, model: str, loss: str, lam: float, seed: int) -> Trained:
+        """The training of ``(model, loss, lam, seed)``, trained on first asking only."""
         key = (model, loss, lam, seed)
         if key not in self.done:
             self.done[key] = train_once(
@@ -260,9 +270,11 @@ class Runs:
         chosen, curves = {}, {}
         for loss in LOSSES:
             lambdas = self.plan.models[model].parameter(loss).choices
-            chosen[loss], accuracies = select_on_validation(
-                lambdas, lambda lam, loss=loss: self.get(model, loss, lam, 0).val_accuracy
-            )
+
+            def accuracy(lam: float, loss: str = loss) -> float:
+                return self.get(model, loss, lam, 0).val_accuracy
+
+            chosen[loss], accuracies = select_on_validation(lambdas, accuracy)
             curves[loss] = dict(zip(lambdas, accuracies, strict=True))
         return chosen, curves
 

@@ -7,13 +7,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
 from clusterable._register import Registry
 from clusterable.reports import ExperimentReport, write_report
 from clusterable.versions import library_versions
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -33,13 +35,15 @@ class Budget:
 
     @property
     def quick(self) -> bool:
+        """Whether this is the ``--quick`` budget."""
         return self.mode == "quick"
 
     @property
     def full(self) -> bool:
+        """Whether this is the ``--full`` budget."""
         return self.mode == "full"
 
-    def pick(self, quick, default, full=None):
+    def pick(self, quick: T, default: T, full: T | None = None) -> T:
         """The value for this mode (``full`` falls back to ``default``)."""
         if self.quick:
             return quick
@@ -48,6 +52,7 @@ class Budget:
         return default
 
     def seed_list(self, quick: int, default: int, full: int | None = None) -> list[int]:
+        """The seeds to run: ``--seeds`` of them, else the count for this budget (`pick`)."""
         count = self.seeds if self.seeds else self.pick(quick, default, full)
         return list(range(self.first_seed, self.first_seed + count))
 

@@ -12,6 +12,8 @@ cross-validation does; neither the test split nor the fine labels take part in t
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -144,7 +146,9 @@ def best_knn_accuracy(
     return max(accuracies.values())
 
 
-def _method(label: str, loss: str, loss_args: dict, budget: Budget, **settings) -> Method:
+def _method(
+    label: str, loss: str, loss_args: dict[str, Any], budget: Budget, **settings: Any
+) -> Method:
     spec = RunSpec(
         data="fashion-mnist",
         labels="coarse",
@@ -157,12 +161,18 @@ def _method(label: str, loss: str, loss_args: dict, budget: Budget, **settings) 
     return Method(label, spec)
 
 
+def _search_of(scale: Scale) -> Search:
+    """The budget's search: every budget of this experiment chooses its settings."""
+    assert scale.search is not None, "every budget of msdnn-subclass searches its settings"
+    return scale.search
+
+
 def _choose(
     method: Method,
     name: str,
     scale: Scale,
     train: LabelledDataset,
-    folder,
+    folder: Path | None,
     device: str = "auto",
 ) -> tuple[Method, str]:
     """``method`` with the value of ``scale.space[name]`` the budget's search chose, and a note.
@@ -172,7 +182,7 @@ def _choose(
     paper's Fig. 3), never used. Cross-validated: :func:`clusterable.tune.tune` over the paper's
     values. Neither sees the test split or the fine labels. Everything runs on ``device``.
     """
-    search, parameter = scale.search, scale.parameter(name)
+    search, parameter = _search_of(scale), scale.parameter(name)
     key = f"{parameter.target}.{parameter.name}"
     config = training_config(search.epochs, seed=0, device=device)
     if search.cross_validated:
@@ -188,8 +198,10 @@ def _choose(
     candidates = [method.with_values(values) for values in grid(parameter)]
     if len(candidates) == 1:
         return candidates[0], ""
-    fit = first_per_class(train, search.fit_per_class)
-    val = first_per_class(train, search.val_per_class, start=search.fit_per_class)
+    fit_items = search.fit_per_class
+    assert fit_items is not None  # a held-out split has its size
+    fit = first_per_class(train, fit_items)
+    val = first_per_class(train, search.val_per_class, start=fit_items)
     fine_nmi: list[float] = []  # in the order the candidates are scored
 
     def held_out_accuracy(candidate: Method) -> float:
@@ -334,7 +346,7 @@ def msdnn_subclass(budget: Budget) -> ExperimentReport:
     plots = plot_tsne_maps(
         maps, train.labels, budget.folder, scale.tsne_items, subclasses=train.fine_labels
     )
-    if scale.search.cross_validated:
+    if _search_of(scale).cross_validated:
         plots += [
             f"search/{name}/search.png"
             for name in ("msdnn", "snn", "msdnn-ae")
@@ -377,7 +389,7 @@ def _describe(method: Method) -> str:
 def _setup(
     scale: Scale, spec: RunSpec, train: LabelledDataset, test: LabelledDataset, seeds: list[int]
 ) -> str:
-    search = scale.search
+    search = _search_of(scale)
     grid = ", ".join(f"2^{int(np.log2(s))}" for s in scale.parameter("sigma").choices)
     lambdas = ", ".join(f"{w:g}" for w in scale.parameter("lambda").choices)
     if search.cross_validated:
@@ -390,10 +402,12 @@ def _setup(
             f"lambda (MsDNN-AE) over {lambdas} with MsDNN's sigma."
         )
     else:
+        fit_items = search.fit_per_class
+        assert fit_items is not None  # a held-out split has its size
         selection = (
             "Model selection (paper: 5-fold cross-validation on classification accuracy over "
             "sigma in 2^-10..2^10, lambda in 0.1, 0.5, 1, 10): one held-out split of the "
-            f"training set — train {2 * search.fit_per_class:,} images for {search.epochs} "
+            f"training set — train {2 * fit_items:,} images for {search.epochs} "
             f"epochs, score best-of-k k-NN accuracy on the next {2 * search.val_per_class:,} "
             f"(coarse labels only); sigma (MsDNN) and temperature (SNN) over {grid}; lambda "
             f"(MsDNN-AE) over {lambdas} with MsDNN's sigma."

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from clusterable.data import first_per_class, load_dataset, noisy_digit_distractors
 from clusterable.data import with_distractors as add_distractors
-from clusterable.evaluate import EvaluationOptions, evaluate_embeddings
+from clusterable.evaluate import Evaluation, EvaluationOptions, evaluate_embeddings
 from clusterable.reports import Claim, ExperimentReport, Row
 from clusterable.reproduce._shared import CLAIM_KMEANS, log
 from clusterable.reproduce.experiment import Budget, experiment
@@ -47,7 +47,8 @@ class Variant:
     """One row of the table: how pseudo-labels are made and which OPML switches are on."""
 
     name: str
-    method: str = "aas"  # pseudo-labels: "aas" (the paper) or "kmeans" (k = 10, Sec. V-C)
+    # Pseudo-labels: "aas" (the paper) or "kmeans" (k = 10, Sec. V-C).
+    method: Literal["aas", "kmeans"] = "aas"
     opml: dict[str, Any] = field(default_factory=dict)  # OPML keyword overrides
 
 
@@ -80,7 +81,7 @@ def run_protocol(
     distractors_per_class: int = 150,
     maxiter: int = 30,
     device: str = "auto",
-) -> dict[str, dict[str, float]]:
+) -> dict[str, Evaluation]:
     """Every variant's test table (fractions in [0, 1]), plus the raw pixels as a baseline.
 
     Training labels are read only to count the classes for the k-means ablation (k = 10, as the
@@ -132,6 +133,7 @@ def run_protocol(
 
 @experiment("opml-fashion")
 def opml_fashion(budget: Budget) -> ExperimentReport:
+    """The OPML paper's Fashion-MNIST experiment and its ablations at ``budget``'s scale."""
     per_class = budget.pick(20, 200)
     distractors = budget.pick(10, 150)
     maxiter = budget.pick(2, 30)

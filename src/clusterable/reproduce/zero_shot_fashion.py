@@ -12,6 +12,8 @@ classes 5-9 (test split).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from clusterable._threads import single_thread
@@ -78,7 +80,9 @@ def _scale(budget: Budget) -> Scale:
     )
 
 
-def _method(label: str, loss: str, loss_args: dict, dim: int, budget: Budget, **settings) -> Method:
+def _method(
+    label: str, loss: str, loss_args: dict[str, Any], dim: int, budget: Budget, **settings: Any
+) -> Method:
     spec = RunSpec(
         data="fashion-mnist",
         loss=loss,

@@ -67,6 +67,7 @@ class ChunkedBackward:
         with parts.autocast():
             value = parts.loss(local, y, x)
         parts.scale(value).backward()
+        assert local.grad is not None  # a leaf that requires grad, after backward
         local_grad = local.grad.split(self.chunk_size)
         for i, (chunk, grad) in enumerate(zip(chunks, local_grad, strict=True)):
             sync = nullcontext() if i == len(chunks) - 1 else parts.defer_sync()

@@ -106,6 +106,7 @@ def load_weights(checkpoint: Path, model: nn.Module, loss: nn.Module | None = No
 
 
 def load_meta(checkpoint: Path) -> dict[str, Any]:
+    """The checkpoint's ``meta.json``: its epoch, training settings, metrics and run record."""
     return json.loads((checkpoint / META).read_text())
 
 
@@ -129,6 +130,7 @@ def load_run_record(checkpoint: Path) -> dict[str, Any]:
 
 
 def load_state(checkpoint: Path) -> dict[str, Any]:
+    """The checkpoint's ``state.pt``: optimiser, scaler, scheduler, RNG states and history."""
     # Our own file, written by save_checkpoint: it holds optimiser and RNG state, not only tensors.
     return torch.load(checkpoint / STATE, weights_only=False)
 

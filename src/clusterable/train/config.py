@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from clusterable.data.image_cache import check_cache_folder
 from clusterable.device import DEVICE_CHOICES, check_device_name
 from clusterable.evaluate.registry import metric_of_key, table_keys
 from clusterable.mining.samplers import (
@@ -119,9 +120,14 @@ class TrainConfig:
     keep_checkpoints: int = 2  # most recent checkpoints kept besides the best one
     workers: int | None = None  # DataLoader processes; None: 0 for in-memory data, else from CPUs
     num_workers: int | None = None  # the old name of workers, still read
-    cache_images: Literal["auto", "none", "ram"] = "auto"  # image files decoded once into memory
-    # before the first epoch, the same pixels (each epoch then only crops and resizes): auto when
-    # they fit the lesser of 8 GiB and a quarter of the memory available, ram always, none never
+    cache_images: Literal["auto", "none", "ram", "disk"] = "auto"  # image files decoded once at
+    # the working resolution before the first epoch, the same pixels (each epoch then only crops
+    # and resizes): ram into memory, disk into a memory-mapped cache that later runs reuse
+    # ($CLUSTERABLE_CACHE_DIR, else ~/.cache/clusterable/decoded-images), auto ram when they fit
+    # the lesser of 8 GiB and a quarter of the memory available else disk, none never
+    augment_on: Literal["auto", "device", "loader"] = "auto"  # where image files' training
+    # crops and flips are made: device (drawn per item in the loader, resized for the whole batch
+    # on the run's device), loader (PIL in the loader's workers), auto device on CUDA else loader
     precision: str = (
         "auto"  # 32, bf16, fp16, or auto (bf16 on CUDA that has it, fp16 on other CUDA)
     )
@@ -168,6 +174,8 @@ class TrainConfig:
         check_choice(what, "schedule", self.schedule, SCHEDULES)
         check_choice(what, "precision", self.precision, PRECISIONS)
         check_eval_metric(self.eval_metric, what)
+        if self.cache_images == "disk":  # its folder named now, before any run folder
+            check_cache_folder()
         if self.num_workers is not None:
             if self.workers is not None and self.workers != self.num_workers:
                 raise ValueError(
@@ -187,10 +195,12 @@ class TrainConfig:
             ) from None
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings as a dict of name -> value."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainConfig:
+        """The config of setting name -> value; an unknown name is an error saying where it goes."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(values) - known)
         for name in unknown:

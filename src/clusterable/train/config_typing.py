@@ -168,7 +168,7 @@ def typed_settings(
         What the settings are for, e.g. ``"training setting"``: named in the error.
     field : str, optional
         The mapping field these are the keywords of (``"loss_args"``), for
-        :attr:`SettingError.setting`; None: each name is a field itself.
+        ``SettingError.setting``; None: each name is a field itself.
     bounds : mapping, optional
         Setting name -> its range: a NaN or infinite value of a setting named here is refused
         with the range in words (the range itself is :func:`check_bounds`'s to check, once the
@@ -223,7 +223,8 @@ def field_types(cls: type) -> dict[str, Any]:
 def parameter_types(constructor: Callable[..., Any]) -> dict[str, Any]:
     """Keyword name -> resolved type of a callable's annotated parameters (a class: its
     ``__init__``); parameters without an annotation are left out."""
-    target = constructor.__init__ if isinstance(constructor, type) else constructor
+    # mypy calls reading __init__ unsound (a subclass may change it): this is the class's own.
+    target = constructor.__init__ if isinstance(constructor, type) else constructor  # type: ignore[misc]
     try:
         hints = typing.get_type_hints(target)
     except (NameError, TypeError):

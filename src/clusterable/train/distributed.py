@@ -36,10 +36,12 @@ class Distributed:
 
     @property
     def enabled(self) -> bool:
+        """Whether more than one process trains."""
         return self.world_size > 1
 
     @property
     def is_main(self) -> bool:
+        """Whether this is the process of rank 0, which writes the files."""
         return self.rank == 0
 
 

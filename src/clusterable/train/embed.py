@@ -15,7 +15,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 from tqdm import tqdm
 
-from clusterable.data import LabelledDataset
+from clusterable.data import ImageFiles, LabelledDataset
 from clusterable.device import DeviceSpec, module_device, resolve_device
 from clusterable.train.loading import (
     PixelItems,
@@ -51,9 +51,13 @@ def embed_dataset(
     was_training = model.training
     model.eval()
     pixels = isinstance(dataset, LabelledDataset) and reads_pixels(dataset)
-    if pixels and dataset.x.augment_seed is not None:  # type: ignore[union-attr]
+    if (
+        isinstance(dataset, LabelledDataset)
+        and isinstance(dataset.x, ImageFiles)  # pixels
+        and dataset.x.augment_seed is not None
+    ):
         # Embedding is evaluation: the resize and centre crop, never a training crop.
-        dataset = dataset.replace(x=dataset.x.replace(augment_seed=None))  # type: ignore[union-attr]
+        dataset = dataset.replace(x=dataset.x.replace(augment_seed=None))
     if pixels:
         loader = DataLoader(
             PixelItems(dataset),  # type: ignore[arg-type]

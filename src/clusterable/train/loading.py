@@ -16,8 +16,11 @@ instead of 77 MB.) The backbone's mean/std normalisation stays the model's first
 Decoding a JPEG costs more than cropping and resizing it (400 x 300: 0.67 against 0.26 ms at
 64 px), and on a machine with few CPUs a worker that decodes takes a core from the training step.
 ``TrainConfig.cache_images`` (:func:`decoded_images`) decodes the training set's images once,
-before the workers start, into one buffer that the forked workers share; each epoch then only
-crops, resizes and flips, from the same pixels.
+before the workers start, at their working resolution (the shorter side at the evaluation
+resize, JPEGs in draft mode: :mod:`clusterable.data.stored_images`), into one buffer that the
+forked workers share, in memory or memory-mapped from a cache on disk that later runs reuse
+(:mod:`clusterable.data.image_cache`); each epoch then only crops, resizes and flips, from the
+same pixels that decoding at every access gives.
 """
 
 from __future__ import annotations
@@ -26,17 +29,20 @@ import copy
 import math
 import multiprocessing
 import os
+import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import numpy as np
 import torch
 from torch import Tensor
-from torch.utils.data import Dataset, Sampler, get_worker_info
+from torch.utils.data import Dataset, get_worker_info
 
 from clusterable.data import ImageFiles, LabelledDataset
+from clusterable.data.image_cache import CacheUnavailable, disk_cached
+from clusterable.data.stored_images import DecodedImages
 
 MAX_DEFAULT_WORKERS = 8
 
@@ -134,21 +140,46 @@ def _mib(count: int) -> str:
     return f"{count / 2**20:,.0f} MiB"
 
 
-def decoded_images(files: ImageFiles, setting: str, workers: int) -> tuple[ImageFiles, str]:
-    """``files`` reading their images from memory where ``setting`` says so, and one line that
-    says what was done.
+def _on_disk(
+    files: ImageFiles, setting: str, threads: int, progress: bool
+) -> tuple[ImageFiles, str]:
+    """``files`` reading their disk cache (:mod:`clusterable.data.image_cache`), and its note."""
+    started = time.perf_counter()
+    cached, built = disk_cached(files, threads, progress)
+    decoded: DecodedImages = cached.decoded  # type: ignore[assignment]
+    how = (
+        f"decoded in {time.perf_counter() - started:.1f} s on {threads} thread(s)"
+        if built
+        else "reused"
+    )
+    return cached, (
+        f"images cached on disk: {len(files):,} {how}, {_mib(decoded.nbytes)} in "
+        f"{decoded.file} (cache_images: {setting})"
+    )
+
+
+def decoded_images(
+    files: ImageFiles, setting: str, workers: int, progress: bool = False
+) -> tuple[ImageFiles, str]:
+    """``files`` reading their images decoded once, at their working resolution, where
+    ``setting`` says so, and one line that says what was done.
 
     Parameters
     ----------
     files : ImageFiles
         A training set's images.
     setting : str
-        ``TrainConfig.cache_images``: ``"none"``, decoded at every access; ``"auto"``, decoded
-        once here when their decoded bytes (``height * width * channels`` from the file
-        headers, times :func:`image_holders`) fit :func:`auto_cache_budget`; ``"ram"``,
-        decoded once here whatever their size.
+        ``TrainConfig.cache_images``: ``"none"``, decoded at every access; ``"ram"``, decoded
+        once here into memory whatever their size; ``"disk"``, read memory-mapped from a cache
+        on disk that a later run over the same files reuses, built here where there is none
+        (:func:`clusterable.data.image_cache.disk_cached`); ``"auto"``, ``"ram"`` where their
+        stored bytes (``height * width * channels`` of their stored form, from the file headers,
+        times :func:`image_holders`) fit :func:`auto_cache_budget`, else ``"disk"``, else
+        (no writable cache folder with room) ``"none"``.
     workers : int
         The loader's worker processes (forked ones share the images).
+    progress : bool
+        A progress bar while images are decoded, where standard error is a terminal.
 
     Returns
     -------
@@ -156,12 +187,13 @@ def decoded_images(files: ImageFiles, setting: str, workers: int) -> tuple[Image
         ``files``, or a copy holding the decoded images (:meth:`ImageFiles.with_decoded`): the
         same pixels, so training and its seeds are unchanged.
     note : str
-        Whether the images were cached, how many MiB, and how long decoding took.
+        Whether and where the images were cached, how many MiB, and how long decoding took.
 
     Raises
     ------
     ValueError
-        ``"ram"`` and the decoded images exceed the memory available.
+        ``"ram"`` and the decoded images exceed the memory available; ``"disk"`` and the cache
+        folder cannot be written or has no room (``CacheUnavailable``).
     FileNotFoundError, ValueError
         A file that is missing or cannot be decoded, named as at access (here, before training
         starts, rather than in a worker).
@@ -171,26 +203,32 @@ def decoded_images(files: ImageFiles, setting: str, workers: int) -> tuple[Image
     # torchrun's processes on this machine decode at once: each takes its share of the CPUs.
     local_processes = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
     threads = max(1, available_cpus() // local_processes)
+    progress = progress and sys.stderr.isatty()  # a redirected log keeps no bar updates
+    if setting == "disk":
+        return _on_disk(files, setting, threads, progress)
     holders, started = image_holders(workers), time.perf_counter()
     held = f", held by {holders} processes" if holders > 1 else ""
     budget = auto_cache_budget() if setting == "auto" else None
-    shapes = files.header_shapes(threads, None if budget is None else budget // holders)
+    shapes = files.stored_shapes(threads, None if budget is None else budget // holders)
     if shapes is None:
-        return files, (
-            f"images decoded at every access: the {len(files):,} images, decoded{held}, pass "
-            f"the {_mib(budget or 0)} that cache_images auto holds (the lesser of "
-            f"{_mib(AUTO_CACHE_BYTES)} and a quarter of the memory available); "
-            "cache_images: ram holds them regardless"
-        )
+        try:
+            return _on_disk(files, setting, threads, progress)
+        except CacheUnavailable as error:
+            return files, (
+                f"images decoded at every access: the {len(files):,} images, decoded{held}, "
+                f"pass the {_mib(budget or 0)} that cache_images auto holds in memory (the "
+                f"lesser of {_mib(AUTO_CACHE_BYTES)} and a quarter of the memory available), "
+                f"and no disk cache: {error}"
+            )
     decoded_bytes = int(shapes.prod(axis=1).sum()) * files.channels
     available = available_memory()
     if budget is None and available is not None and decoded_bytes * holders > available:
         raise ValueError(
             f"cache_images ram: the {len(files):,} images decode to {_mib(decoded_bytes)}{held}, "
             f"more than the {_mib(available)} of memory available; choose cache_images auto "
-            "(it holds them only when they fit) or none"
+            "(memory where they fit, else disk), disk or none"
         )
-    cached = files.with_decoded(threads, shapes)
+    cached = files.with_decoded(threads, shapes, progress)
     seconds = time.perf_counter() - started
     return cached, (
         f"images cached: {len(files):,} decoded in {seconds:.1f} s on {threads} thread(s), "
@@ -201,7 +239,7 @@ def decoded_images(files: ImageFiles, setting: str, workers: int) -> tuple[Image
 class EpochTaggedBatches:
     """A batch sampler's batches as ``(index, epoch)`` pairs: the dataset's augmentation is
     seeded per item and epoch, in whichever worker process reads it, so a resumed run draws the
-    crops the uninterrupted run drew (set :attr:`epoch` before each epoch)."""
+    crops the uninterrupted run drew (set ``epoch`` before each epoch)."""
 
     def __init__(self, batches: Iterable[list[int]]) -> None:
         self.batches = batches
@@ -215,6 +253,15 @@ class EpochTaggedBatches:
         return len(self.batches)  # type: ignore[arg-type]
 
 
+class EpochSampler(Protocol):
+    """A batch sampler that draws its epochs' batches by ``set_epoch`` and knows how many."""
+
+    def __iter__(self) -> Iterator[list[int]]: ...
+    def __len__(self) -> int: ...
+    def set_epoch(self, epoch: int) -> None:
+        """Draw the batches of ``epoch`` next."""
+
+
 class EpochBatches:
     """A batch sampler's batches of ``epochs``, one epoch after the other, in one pass; as
     ``(index, epoch)`` pairs with ``tag`` (the dataset's augmentation is seeded per item and
@@ -223,13 +270,13 @@ class EpochBatches:
     the end of an epoch instead of letting the queue run dry there, and draws what a loader
     started each epoch draws."""
 
-    def __init__(self, sampler: Sampler, epochs: range, tag: bool) -> None:
+    def __init__(self, sampler: EpochSampler, epochs: range, tag: bool) -> None:
         self.sampler, self.epochs, self.tag = sampler, epochs, tag
 
     def __iter__(self) -> Iterator[list[int] | list[tuple[int, int]]]:
         for epoch in self.epochs:
             drawn = copy.copy(self.sampler)
-            drawn.set_epoch(epoch)  # type: ignore[attr-defined]
+            drawn.set_epoch(epoch)
             count = 0
             for batch in drawn:
                 count += 1
@@ -242,7 +289,7 @@ class EpochBatches:
                 )
 
     def __len__(self) -> int:
-        return len(self.epochs) * len(self.sampler)  # type: ignore[arg-type]
+        return len(self.epochs) * len(self.sampler)
 
 
 def worker_errors_named(batches: Iterable[T]) -> Iterator[T]:
@@ -320,7 +367,7 @@ def collate_pixels(
 
 def pixels_to_unit(x: Tensor, channels_last: bool = False) -> Tensor:
     """uint8 pixels ``(B, C, H, W)`` as float32 in [0, 1] on their device, ``channels_last`` or
-    contiguous: ``float32(x) / 255``, the division of :meth:`ImageFiles.__getitem__`, so the
+    contiguous: ``float32(x) / 255``, the division of ``ImageFiles.__getitem__``, so the
     values are those of the dataset's float items, bit for bit."""
     layout = torch.channels_last if channels_last and x.dim() == 4 else torch.contiguous_format
     unit = x.to(torch.float32, memory_format=layout)

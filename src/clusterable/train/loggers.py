@@ -96,6 +96,7 @@ class TensorBoardLogger:
         self._writer: Any = None
 
     def start(self, settings: Mapping[str, Any], resume: bool) -> None:
+        """Open the event file; a new run also logs its ``settings`` as text."""
         writer_class = importlib.import_module("torch.utils.tensorboard").SummaryWriter
         self._writer = writer_class(str(self.folder))
         if not resume:
@@ -104,10 +105,12 @@ class TensorBoardLogger:
             self._writer.add_text("settings", "    " + text)
 
     def log_scalars(self, scalars: Mapping[str, float], step: int) -> None:
+        """Write ``scalars`` at ``step``."""
         for name, value in scalars.items():
             self._writer.add_scalar(name, value, step)
 
     def close(self, error: BaseException | None = None) -> None:
+        """Close the event file."""
         if self._writer is not None:
             self._writer.close()
 
@@ -131,16 +134,19 @@ def _flat(settings: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
 
 def mlflow_metric_name(name: str) -> str:
     """``epoch/recall@1`` -> ``epoch/recall_at_1``: MLflow names take letters, digits and
-    ``_ - . / space`` only."""
+    ``_``, ``-``, ``.``, ``/`` and spaces only."""
     return re.sub(r"[^\w./ -]", "_", name.replace("@", "_at_"))
 
 
 #: MLflow's statuses of a run that ended: finished, stopped by an error, stopped by the user.
-_END_STATUS = {None: "FINISHED", KeyboardInterrupt: "KILLED"}
+_END_STATUS: dict[type[BaseException] | None, str] = {None: "FINISHED", KeyboardInterrupt: "KILLED"}
 
 
 class MLflowLogger:
     """Settings as MLflow parameters, scalars as metrics, one MLflow run per run folder.
+
+    Needs ``pip install 'clusterable[mlflow]'`` (mlflow-skinny, with SQLAlchemy and alembic for
+    the local store); the full ``mlflow`` package works as well.
 
     Parameters
     ----------
@@ -156,9 +162,6 @@ class MLflowLogger:
     flush_seconds : float
         Metrics are buffered and sent at most this often (and at the end), in the background:
         a synchronous write per step costs ~20 ms on a local SQLite store.
-
-    Needs ``pip install 'clusterable[mlflow]'`` (mlflow-skinny, with SQLAlchemy and alembic for
-    the local store); the full ``mlflow`` package works as well.
     """
 
     RUN_FOLDER_TAG = "clusterable.run_folder"
@@ -183,6 +186,7 @@ class MLflowLogger:
         self._last_flush = time.monotonic()
 
     def start(self, settings: Mapping[str, Any], resume: bool) -> None:
+        """Start the MLflow run of the run folder (found again on resume) with ``settings``."""
         local = self.tracking_uri == self._local_uri
         if local:
             (self.run_folder / "mlruns").mkdir(parents=True, exist_ok=True)
@@ -237,6 +241,7 @@ class MLflowLogger:
             self._client.log_batch(self.run_id, params=items[start : start + 100])
 
     def log_scalars(self, scalars: Mapping[str, float], step: int) -> None:
+        """Buffer ``scalars`` at ``step``; sent in the background every ``flush_seconds``."""
         now = time.time()
         metric_class = self._mlflow.entities.Metric
         self._pending.extend(
@@ -256,6 +261,7 @@ class MLflowLogger:
             self._sending.append(sending)
 
     def close(self, error: BaseException | None = None) -> None:
+        """Send what is buffered and end the run: finished, killed or failed, by ``error``."""
         if self.run_id is None:
             return
         self._flush(synchronous=True)

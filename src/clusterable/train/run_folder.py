@@ -168,6 +168,8 @@ def check_resume_settings(
         The settings this command names.
     what : str
         ``"run setting"`` or ``"training setting"``, for the message.
+    changeable : frozenset of str
+        The settings a resumed run may change (not checked).
 
     Raises
     ------

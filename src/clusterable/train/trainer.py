@@ -44,6 +44,7 @@ from tqdm import tqdm
 
 from clusterable._atomic import atomic_write_text
 from clusterable.data import LabelledDataset
+from clusterable.data.device_augment import CropBatch, crops_on_device, resized_crops
 from clusterable.losses import DistributedLoss, EmbeddingLoss
 from clusterable.mining import DistributedBatchSampler, SamplerSettings, build_sampler
 from clusterable.models import EmbeddingNet
@@ -159,7 +160,8 @@ class Trainer:
         # channels_last: the layout cuDNN's fast convolution kernels (and tensor cores) take.
         self._channels_last = self.env.device.type == "cuda" and is_convolutional(self.model)
         if self._channels_last:
-            self.model.to(memory_format=torch.channels_last)
+            # Module.to takes memory_format (torch's docs); its stub's overloads leave it out.
+            self.model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         self.loss = loss.to(self.env.device)
         self.global_loss = DistributedLoss(self.loss)  # the loss itself outside torchrun
         self.train_set, self.val_set = train_set, val_set
@@ -190,7 +192,12 @@ class Trainer:
             loss=self._loss_value,
             autocast=self._autocast,
             scale=self.scaler.scale,
-            defer_sync=self.network.no_sync if self.env.enabled else nullcontext,
+            # DDP's no_sync; the network is DDP exactly when training is distributed.
+            defer_sync=(
+                self.network.no_sync
+                if isinstance(self.network, DistributedDataParallel)
+                else nullcontext
+            ),
         )
         self.history: list[dict[str, Any]] = []
         self.epoch = 0  # epochs completed
@@ -205,6 +212,7 @@ class Trainer:
             self.config,
             pin_memory=self.env.device.type == "cuda",
             channels_last=self._channels_last,
+            device_crops=crops_on_device(self.config.augment_on, self.env.device),
             note=self._announce,
         )
 
@@ -278,13 +286,16 @@ class Trainer:
             return self.loss(embeddings, labels, inputs=inputs)
         return self.global_loss(embeddings, labels)
 
-    def train_step(self, x: Tensor, y: Tensor) -> float:
+    def train_step(self, x: Tensor | CropBatch, y: Tensor) -> float:
         """One optimiser step on this process's batch ``x`` ``(n_local, ...)``, ``y``
         ``(n_local,)``; returns the loss value. A uint8 ``x`` is pixels (0-255, what the loader
-        hands over for image files): they become [0, 1] floats on the device."""
+        hands over for image files): they become [0, 1] floats on the device. A
+        :class:`CropBatch` (``augment_on``: the device) is resized to its views there first."""
         pinned = x.is_pinned()
         x = x.to(self.env.device, non_blocking=pinned)
         y = y.to(self.env.device, non_blocking=pinned)
+        if isinstance(x, CropBatch):
+            x = resized_crops(x)  # (n_local, C, size, size) uint8
         if x.dtype == torch.uint8:
             x = pixels_to_unit(x, channels_last=self._channels_last)
         elif self._channels_last and x.dim() == 4:
@@ -486,7 +497,7 @@ class Trainer:
         }
 
     def _save(self, improved: bool) -> None:
-        if not self.env.is_main:
+        if not self.env.is_main or self.out is None:  # callers check out: never None here
             return
         meta = {
             "epoch": self.epoch,

@@ -4,6 +4,8 @@ Image files travel as uint8 pixels (the trainer's step makes them floats on the 
 from memory where ``config.cache_images`` says, and one loader serves all the remaining epochs
 (:meth:`TrainingBatches.of_epoch`); items held in memory come from one loader kept for the run
 (persistent workers). A resumed run trains on the batches the uninterrupted run trained on.
+Where the device makes the training view (``config.augment_on``), the loader hands over each
+item's crop instead (:mod:`clusterable.data.device_augment`), drawn from the same stream.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
 
 from clusterable.data import ImageFiles, LabelledDataset
+from clusterable.data.device_augment import CropBatch, CropItems, collate_crops
 from clusterable.mining import DistributedBatchSampler
 from clusterable.train.config import TrainConfig
 from clusterable.train.loading import (
@@ -45,6 +48,9 @@ class TrainingBatches:
         Pinned host batches, for a copy to CUDA that overlaps the step.
     channels_last : bool
         Pixels collated in the memory layout cuDNN's fast convolutions take.
+    device_crops : bool
+        Image files with a training view hand over their crops (:class:`CropBatch`), resized
+        on the device by the trainer (``TrainConfig.augment_on``), not their views.
     note : callable
         Told once per set of files how its images are read (decoded into memory or not).
     """
@@ -57,13 +63,16 @@ class TrainingBatches:
         *,
         pin_memory: bool,
         channels_last: bool,
+        device_crops: bool = False,
         note: Callable[[str], None],
     ) -> None:
         self.train_set, self.sampler, self.config = train_set, sampler, config
         self.pin_memory, self.channels_last, self.note = pin_memory, channels_last, note
+        self.device_crops = device_crops
         self._loader: DataLoader | None = None  # kept between epochs: persistent workers
         self._tagged = EpochTaggedBatches(())  # the loader's batches when it augments
-        self._stream: Iterator[tuple[Tensor, Tensor]] | None = None  # batches of all epochs
+        # the batches of all epochs
+        self._stream: Iterator[tuple[Tensor | CropBatch, Tensor]] | None = None
         self._stream_epoch: int | None = None  # the epoch whose batches it gives next
         self._decoded: tuple[ImageFiles, ImageFiles] | None = None  # train_set.x, then decoded
 
@@ -77,7 +86,7 @@ class TrainingBatches:
         self._loader, self._stream = None, None
         self._decoded = None
 
-    def of_epoch(self, epoch: int) -> Iterator[tuple[Tensor, Tensor]]:
+    def of_epoch(self, epoch: int) -> Iterator[tuple[Tensor | CropBatch, Tensor]]:
         """Epoch ``epoch``'s (0-based) batches: inputs and labels."""
         self.sampler.set_epoch(epoch)
         if reads_pixels(self.train_set) and not self.sampler.requires_embeddings:
@@ -94,14 +103,11 @@ class TrainingBatches:
     def loader(self, batches: Any, generator: torch.Generator | None = None) -> DataLoader:
         """A DataLoader of the training set's items in ``batches`` (a batch sampler)."""
         workers = default_workers(self.train_set, self.config.workers)
-        # Image files travel as uint8 pixels; the step makes them floats on the device.
-        pixels = reads_pixels(self.train_set)
+        items, collate = self._items(workers)
         return DataLoader(
-            PixelItems(self._decoded_train_set(workers)) if pixels else self.train_set,
+            items,
             batch_sampler=batches,
-            collate_fn=partial(collate_pixels, channels_last=self.channels_last)
-            if pixels
-            else None,
+            collate_fn=collate,
             num_workers=workers,
             pin_memory=self.pin_memory,
             persistent_workers=workers > 0,
@@ -109,18 +115,31 @@ class TrainingBatches:
             generator=generator,
         )
 
+    def _items(self, workers: int) -> tuple[Dataset, Callable[[Any], Any] | None]:
+        """What the loader reads, and how it makes a batch of it: image files as uint8 pixels
+        (the step makes them floats on the device), or as their crops where the device makes
+        their training views; other data as they are."""
+        if not reads_pixels(self.train_set):
+            return self.train_set, None
+        decoded = self._decoded_train_set(workers)
+        if self.device_crops and augments(decoded):
+            crops = CropItems(decoded)
+            return crops, partial(collate_crops, size=crops.size, interpolation=crops.interpolation)
+        return PixelItems(decoded), partial(collate_pixels, channels_last=self.channels_last)
+
     def _decoded_train_set(self, workers: int) -> LabelledDataset:
         """The training set reading its images from memory as ``config.cache_images`` says:
         decoded once per set of files, here, before the loader's workers start (forked, they
         share the pages)."""
         files: ImageFiles = self.train_set.x  # type: ignore[assignment]
         if self._decoded is None or self._decoded[0] is not files:
-            decoded, note = decoded_images(files, self.config.cache_images, workers)
+            setting, progress = self.config.cache_images, self.config.progress
+            decoded, note = decoded_images(files, setting, workers, progress)
             self._decoded = (files, decoded)
             self.note(note)
         return self.train_set.replace(x=self._decoded[1])
 
-    def _streamed(self, epoch: int) -> Iterator[tuple[Tensor, Tensor]]:
+    def _streamed(self, epoch: int) -> Iterator[tuple[Tensor | CropBatch, Tensor]]:
         """This epoch's batches of image files, from one loader over all the remaining epochs.
 
         Its workers decode the next epoch's first batches while this epoch's last ones train;

@@ -52,6 +52,7 @@ class Parameter:
         return trial.suggest_float(key, self.low, self.high, log=self.kind == "log")
 
     def describe(self) -> str:
+        """The parameter in words: ``lr log [1e-05, 0.01]``."""
         if self.kind == "choice":
             return f"{self.name} in {{{', '.join(map(str, self.choices))}}}"
         return f"{self.name} {self.kind} [{self.low:g}, {self.high:g}]"
@@ -72,7 +73,7 @@ def parse_parameter(text: str) -> Parameter:
 
 
 def parse_space(search: Mapping[str, Any]) -> list[Parameter]:
-    """A YAML `search:` mapping: ``NAME: {KIND: [LOW, HIGH]}`` or ``NAME: {choice: [...]}``."""
+    """A YAML ``search:`` mapping: ``NAME: {KIND: [LOW, HIGH]}`` or ``NAME: {choice: [...]}``."""
     parameters = []
     for name, form in search.items():
         if not isinstance(form, Mapping) or len(form) != 1:

@@ -29,6 +29,7 @@ import yaml
 from clusterable._optional import require
 from clusterable.data import LabelledDataset, load_dataset
 from clusterable.evaluate import evaluate_embeddings, knn_accuracy, metric_of_key, table_keys
+from clusterable.evaluate.registry import lower_is_better
 from clusterable.plots._figure import new_figure, save_figure
 from clusterable.recipe import RunSpec, build, build_trainer
 from clusterable.train.config import TrainConfig
@@ -83,6 +84,8 @@ def tune(
 
     Parameters
     ----------
+    spec : RunSpec
+        The run to tune: its data, model and loss; the searched settings override it.
     space : sequence of Parameter
         What to search (:func:`~clusterable.tune.space.parse_parameter`, ``parse_space``).
     config : TrainConfig, optional
@@ -90,8 +93,12 @@ def tune(
     data : LabelledDataset, optional
         The training data to fold (a subset, a relabelled view); default: ``spec``'s training
         split.
+    folds : int
+        How many cross-validation folds each trial trains and scores.
     protocol : {"stratified", "class-disjoint"}
         Stratified k-fold, or folds that hold out whole classes (zero-shot protocols).
+    trials : int
+        How many trials in all, those of an interrupted search in ``out`` included.
     metric : str
         A key of :func:`~clusterable.evaluate.evaluate_embeddings` (``"map@r"``,
         ``"recall@1"``, ``"nmi"``, ...) or ``"knn@K"``: K-NN accuracy of the held-out fold
@@ -99,6 +106,8 @@ def tune(
     out : path, optional
         Folder for ``study.db``, ``best.yaml`` and ``search.png``; without it the study is kept
         in memory only.
+    seed : int
+        Seed of the folds, of the sampler of trial values and of every training.
     report : callable
         Receives one line per trial (and the resume notice).
 
@@ -138,7 +147,7 @@ def tune(
         "seed": seed,
     }
     folder = Path(out) if out is not None else None
-    study = _open_study(folder, settings, seed, report)
+    study = _open_study(folder, settings, seed, report, minimise=lower_is_better(metric))
 
     def objective(trial: Any) -> float:
         values = {f"{p.target}.{p.name}": p.suggest(trial) for p in space}
@@ -181,8 +190,11 @@ def _optuna() -> Any:
     return require("optuna", "clusterable tune (hyper-parameter search)")
 
 
-def _open_study(folder: Path | None, settings: dict[str, Any], seed: int, report: Any) -> Any:
-    """A new study, or the one in ``folder`` when it was started with the same settings."""
+def _open_study(
+    folder: Path | None, settings: dict[str, Any], seed: int, report: Any, minimise: bool
+) -> Any:
+    """A new study, or the one in ``folder`` when it was started with the same settings;
+    ``minimise`` for an error rate (FNMR), whose best trial is the smallest."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -193,7 +205,7 @@ def _open_study(folder: Path | None, settings: dict[str, Any], seed: int, report
     study = optuna.create_study(
         study_name=STUDY_NAME,
         storage=storage,
-        direction="maximize",
+        direction="minimize" if minimise else "maximize",
         load_if_exists=True,
         sampler=optuna.samplers.TPESampler(seed=seed),
         pruner=optuna.pruners.MedianPruner(n_startup_trials=3),
@@ -331,6 +343,7 @@ def _fold_score(
         )
     # Only the metric searched for: a Recall@K needs no clustering, NMI no kNN search.
     name = metric_of_key(metric)
+    assert name is not None  # _check_metric accepted the metric
     if name != metric:  # a per-K metric (recall@K): that K alone
         ks = (int(metric.rpartition("@")[2]),)
         table = evaluate_embeddings(

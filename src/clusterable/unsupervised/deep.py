@@ -82,13 +82,15 @@ class RiemannianOPMLLoss(OPMLLoss):
 
     Parameters
     ----------
-    *args, **kwargs
+    *args
         The arguments of :class:`~clusterable.losses.OPMLLoss` (``embedding_dim``,
         ``metric_dim``, ``alpha_deg``, ``orthogonal``, ``weighted``, ``margin``, ``seed``),
-        declared there only; the signature that `inspect` and `typing` read here is theirs
+        declared there only; the signature that ``inspect`` and ``typing`` read here is theirs
         followed by ``maxiter``.
     maxiter : int
         RCGD iterations per mini-batch (the paper: 10).
+    **kwargs
+        :class:`~clusterable.losses.OPMLLoss`'s arguments by keyword, as ``*args``.
 
     Attributes
     ----------

@@ -66,7 +66,8 @@ def riemannian_steps(
     # pymanopt works in float64 numpy, handing its torch backend CPU tensors: the fixed points
     # and triplets join them there, wherever the model runs.
     points = embeddings.detach().to("cpu", torch.float64)  # (n, d)
-    triplets = tuple(index.cpu() for index in triplets)  # (t,) each
+    anchor, positive, negative = triplets
+    triplets = (anchor.cpu(), positive.cpu(), negative.cpu())  # (t,) each
 
     @pymanopt.function.pytorch(manifold)
     def cost(weight_matrix: Tensor, metric: Tensor) -> Tensor:
@@ -95,7 +96,7 @@ def sample_semi_hard_triplets(
     """FaceNet semi-hard triplets over a whole set, one random negative per positive pair.
 
     In-batch mining (:func:`clusterable.mining.semi_hard_triplets`) lists every semi-hard
-    triplet, O(|P| n) of them; over a whole training set (3,500 items, ~10 clusters) that is
+    triplet, ``O(|P| n)`` of them; over a whole training set (3,500 items, ~10 clusters) that is
     ~10^8. Here at most ``max_triplets`` positive pairs are drawn uniformly (seeded), and each
     keeps one semi-hard negative (``D_ap < D_an < D_ap + margin`` on squared metric distances),
     drawn uniformly; pairs without one are dropped. Items with a negative label (AAS noise) are

@@ -68,7 +68,7 @@ def pseudo_labels(
     >>> rng = np.random.default_rng(0)
     >>> x = np.concatenate([rng.normal(0, 0.1, (60, 5)), rng.normal(3, 0.1, (60, 5))])
     >>> y = pseudo_labels(x, "kmeans", tsne=False, n_clusters=2)
-    >>> len(set(y[:60])), len(set(y[60:])), y[0] != y[60]
+    >>> len(set(y[:60])), len(set(y[60:])), bool(y[0] != y[60])
     (1, 1, True)
     """
     if method not in ("aas", "kmeans"):
@@ -79,6 +79,6 @@ def pseudo_labels(
             "ablation uses the number of classes)"
         )
     points = tsne_map(features, seed) if tsne else check_points(features, dtype=np.float32)
-    if method == "kmeans":
+    if method == "kmeans" and n_clusters is not None:  # checked above
         return kmeans(points, int(n_clusters), seed=seed, device=device)
     return aas(points, k_graph=k_graph, gamma=gamma, eps=eps, theta_min=theta_min)
