@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clusterable.evaluate import knn_accuracy, map_at_r, precision_at_1, r_precision, recall_at_k
+from clusterable.evaluate.knn_classification import majority_vote
 from clusterable.evaluate.neighbors import faiss_available
-from clusterable.evaluate.retrieval import majority_vote
 
 RNG = np.random.default_rng(12345)
 

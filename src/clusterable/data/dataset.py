@@ -32,7 +32,13 @@ from clusterable.data.stored_images import (
     in_threads,
     named_read_errors,
 )
-from clusterable.data.transforms import RESAMPLING, Preprocessing, evaluation_view, training_view
+from clusterable.data.transforms import (
+    RESAMPLING,
+    Preprocessing,
+    evaluation_view,
+    training_generator,
+    training_view,
+)
 
 #: The label of an item that has no class.
 UNLABELLED = -1
@@ -158,12 +164,16 @@ class ImageFiles:
         (strides of channels last), which a batch copy reads in either layout. The view is
         taken from the stored image (:attr:`stored_form`), held decoded or read now alike."""
         position, epoch = index if isinstance(index, tuple) else (index, 0)
-        if self.decoded is not None:
-            stored = Image.fromarray(self.decoded.image(position))
-        else:
-            stored = self.stored_form.read(self.paths[position])
+        stored = self.stored(position)
         pixels = np.asarray(self._view(stored, int(position), int(epoch)))  # (H, W[, C])
         return pixels[None] if self.channels == 1 else pixels.transpose(2, 0, 1)  # (C, H, W)
+
+    def stored(self, position: int) -> Image.Image:
+        """Item ``position``'s stored image (:attr:`stored_form`), the one its views are taken
+        from: held decoded, or read now."""
+        if self.decoded is not None:
+            return Image.fromarray(self.decoded.image(position))
+        return self.stored_form.read(self.paths[position])
 
     @overload
     def stored_shapes(self, threads: int, max_bytes: None = None) -> np.ndarray: ...
@@ -237,7 +247,7 @@ class ImageFiles:
         resample = RESAMPLING[prep.interpolation]
         if self.augment_seed is None:
             return evaluation_view(stored, self.height, self.resize_size, resample)
-        rng = np.random.default_rng([self.augment_seed, epoch, index])
+        rng = training_generator(self.augment_seed, epoch, index)
         return training_view(stored, self.height, rng, resample)
 
 

@@ -93,14 +93,6 @@ def crops_on_device(setting: str, device: torch.device) -> bool:
     return setting == "device" or (setting == "auto" and device.type == "cuda")
 
 
-def stored_pixels(files: ImageFiles, position: int) -> np.ndarray:
-    """Item ``position``'s stored image (``files.stored_form``), the one the training view crops,
-    as uint8 ``(H, W, C)`` (``(H, W)`` grey): held decoded, or decoded now."""
-    if files.decoded is not None:
-        return files.decoded.image(position)
-    return np.asarray(files.stored_form.read(files.paths[position]))
-
-
 class CropItems(Dataset):
     """``dataset``'s training views as draws: item ``(index, epoch)`` is ``(crop, flip, label)``,
     the uint8 ``(C, h, w)`` pixels of its crop box in its stored image and whether it is
@@ -120,7 +112,7 @@ class CropItems(Dataset):
 
     def __getitem__(self, index: tuple[int, int]) -> tuple[np.ndarray, bool, int]:
         position, epoch = index
-        stored = stored_pixels(self.files, position)  # (H, W[, C])
+        stored = np.asarray(self.files.stored(position))  # (H, W[, C])
         height, width = stored.shape[:2]
         (left, top, right, bottom), flip = training_draw(
             width, height, training_generator(self.seed, epoch, position)

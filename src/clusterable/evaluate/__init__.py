@@ -12,6 +12,7 @@ the pairs (the table's ``roc_auc`` and ``fnmr@fmr=EPS``).
 """
 
 from clusterable.evaluate.clustering import ScoredPartition, describe_kmeans, kmeans_rule
+from clusterable.evaluate.knn_classification import knn_accuracy
 from clusterable.evaluate.neighbors import faiss_available, iter_knn, knn_search
 from clusterable.evaluate.pair_metrics import PairScores, pair_scores
 from clusterable.evaluate.partition_metrics import (
@@ -31,7 +32,6 @@ from clusterable.evaluate.registry import (
     table_keys,
 )
 from clusterable.evaluate.retrieval import (
-    knn_accuracy,
     map_at_r,
     precision_at_1,
     r_precision,
