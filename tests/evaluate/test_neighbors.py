@@ -337,3 +337,39 @@ def test_float64_metrics_and_index_are_exact_inside_a_float32_tie_group():
     assert table["precision@1"] == pytest.approx(np.mean(labels[nearest] == labels), abs=1e-12)
     _, rows, _ = EmbeddingIndex.build(x).search(x[:40], 3)
     np.testing.assert_array_equal(rows, _float64_brute_force(x[:40], x, 3, exclude_self=False))
+
+
+def _near_duplicate_runs(seed=0, runs=6, size=40, n_far=200, spread=1e-3):
+    """float32 points: ``runs`` runs of ``size`` near-duplicates (``spread`` apart, within the
+    near-tie tolerance of one another, more than ``k + TIE_PAD`` of them) among far points."""
+    rng = np.random.default_rng(seed)
+    spots = 3.0 * rng.standard_normal((runs, 64))
+    near = np.repeat(spots, size, axis=0) + spread * rng.standard_normal((runs * size, 64))
+    far = 3.0 * rng.standard_normal((n_far, 64))
+    x = np.vstack([near, far]).astype(np.float32)
+    return x, np.r_[rng.integers(0, 3, runs * size), rng.integers(3, 20, n_far)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("k", [1, 10, 25])
+def test_float32_runs_of_near_ties_longer_than_the_candidates_are_exact(backend, k):
+    x, _ = _near_duplicate_runs()
+    assert k + neighbors.TIE_PAD + 1 < 40  # each run reaches past the candidate list
+    exact = x.astype(np.float64)
+    _, found = knn_search(x, k, backend=backend)
+    np.testing.assert_array_equal(found, _float64_brute_force(exact, exact, k, exclude_self=True))
+    _, found = knn_search(x[:50], k, x[100:], backend=backend)
+    expected = _float64_brute_force(exact[:50], exact[100:], k, exclude_self=False)
+    np.testing.assert_array_equal(found, expected)
+
+
+def test_float32_retrieval_metrics_are_exact_among_near_duplicates():
+    from clusterable.evaluate import evaluate_embeddings
+
+    x, labels = _near_duplicate_runs(seed=1)
+    exact = x.astype(np.float64)
+    nearest = _float64_brute_force(exact, exact, 10, exclude_self=True)
+    hits = labels[nearest] == labels[:, None]  # (n, 10)
+    table = evaluate_embeddings(x, labels, metrics=["precision@1", "recall@k"], ks=(1, 10))
+    assert table["precision@1"] == pytest.approx(hits[:, 0].mean(), abs=1e-12)
+    assert table["recall@10"] == pytest.approx(hits.any(axis=1).mean(), abs=1e-12)

@@ -5,7 +5,10 @@ so their raw distances differ in the last bits and near-ties could come out in d
 To make them give the same neighbours, each query's candidates are checked for near-ties: where
 two consecutive candidate distances lie within a rounding tolerance, both candidates are re-scored
 exactly (float64, ``sum (q - r)^2``). Every row is then ordered by (distance, reference index),
-so exact ties (duplicate points) go to the lower index.
+so exact ties (duplicate points) go to the lower index. A row whose run of near-ties reaches past
+its candidate list (near-duplicates: re-encoded copies of one photo, more of them than `TIE_PAD`
+beyond place k) may have a nearest point left out of the list, and is searched again over every
+reference in float64 (`_may_miss_one`, `_exact_nearest`).
 
 Every back end runs the one loop of `_ranked_chunks` over chunks of queries: candidates, then
 either the exact float64 re-scoring or the near-tie check, then the order, then the distances.
@@ -78,7 +81,8 @@ __all__ = [
 Backend = Literal["auto", "faiss", "torch", "cuda"]
 
 #: Extra candidates fetched beyond k, so that ties at the k-th place can still be ordered by index.
-#: A run of exact duplicates longer than this at the boundary may keep any of its members.
+#: A row whose run of near-ties reaches past them is searched again over every reference
+#: (`_may_miss_one`).
 TIE_PAD = 8
 
 #: Distances closer than this, relative to ``|q|^2 + max |r|^2``, count as a near-tie. float32
@@ -213,27 +217,34 @@ def _ranked_chunks(
     shard: tuple[int, int],
 ) -> Iterator[tuple[int, Array, Array]]:
     """The one search loop of every back end, over the chunks ``shard`` owns: each chunk's
-    float32 candidates (`TIE_PAD` beyond ``k``), re-scored exactly in float64 (float64 inputs,
-    whose doubtful rows are searched again over every reference) or where near-ties need it,
-    ordered by (distance, id) and cut to ``k``; yields ``(start, (c, k) distances, (c, k) ids)``
-    as ``steps`` holds them (numpy or torch)."""
-    exact, exclude_self = points.exact, points.exclude_self
+    float32 candidates (`TIE_PAD` beyond ``k``), re-scored exactly in float64 (float64 inputs)
+    or where near-ties need it, a doubtful row (`_may_miss_one`: a run of near-ties reaching from
+    place ``k`` past the candidates, as among near-duplicates) searched again over every
+    reference in float64, ordered by (distance, id) and cut to ``k``; yields ``(start, (c, k)
+    distances, (c, k) ids)`` as ``steps`` holds them (numpy or torch)."""
+    exclude_self = points.exclude_self
+    # The points a doubtful row is searched again from, in float64: the float64 inputs' own, or
+    # the float32 ones (widened block by block, `_exact_row`).
+    exact = points.exact or (points.q, points.ref)
     rank, world = shard
     for start in range(rank * chunk, points.q.shape[0], world * chunk):
         stop = min(start + chunk, points.q.shape[0])
         qc, sq, idx = steps.chunk(start, stop)  # (c, kk') nearest first, the query dropped
         tol = steps.tolerances[start:stop]  # (c,)
         rows = None  # the rows to order again; None: every row
-        if exact is not None:
+        if points.exact is not None:
             keys = steps.rescore_every(start, stop, idx)
-            if keys.shape[1] < points.n_ref - int(exclude_self):
-                kth = steps.kth(keys, k)  # (c,)
-                for row in steps.row_list(_may_miss_one(steps.widen(sq[:, -1]), tol, kth)):
-                    ids, row_keys = _exact_nearest(start + row, keys.shape[1], exact, exclude_self)
-                    steps.put_row(idx, keys, row, ids, row_keys)
         else:
             keys = steps.widen(sq)
             rows = steps.rescore_near_ties(start, stop, qc, keys, tol, idx)
+        if keys.shape[1] < points.n_ref - int(exclude_self):
+            kth = steps.kth(keys, k)  # (c,)
+            doubtful = steps.row_list(_may_miss_one(steps.widen(sq[:, -1]), tol, kth))
+            for row in doubtful:
+                ids, row_keys = _exact_nearest(start + row, keys.shape[1], exact, exclude_self)
+                steps.put_row(idx, keys, row, ids, row_keys)
+            if doubtful:
+                rows = None  # rare: order the whole chunk
         keys, idx = steps.order(keys, idx, k, rows)
         yield start, steps.distances(keys, distance), idx
 
@@ -417,7 +428,8 @@ def _search_points(q: np.ndarray, ref: np.ndarray | None, distance: Distance) ->
 def _may_miss_one(last: Any, tol: Any, kth: Any) -> Any:
     """``(c,)`` the rows whose float32 candidates may miss one of their ``k`` nearest, numpy or
     torch, all float64: ``last`` each row's farthest float32 candidate, ``kth`` its ``k``-th
-    exact distance.
+    distance (exact where near-ties were re-scored; else its float32 one, whose gaps to its
+    neighbours exceed ``tol``).
 
     A reference left out of a row's candidates has a float32 distance of at least the last
     candidate's, so an exact one of at least that less the rounding bound ``tol``. Where that
@@ -434,7 +446,7 @@ def _exact_nearest(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Query ``own``'s ``width`` nearest references, exactly, over every reference: ``(width,)``
     int64 ids ordered by (float64 squared distance, id), and those distances."""
-    distances = _exact_row(exact[0][own], exact[1])  # (n,)
+    distances = _exact_row(exact[0][own].astype(np.float64), exact[1])  # (n,)
     if exclude_self:
         distances[own] = np.inf
     nearest = np.argpartition(distances, width - 1)[:width]
@@ -443,7 +455,8 @@ def _exact_nearest(
 
 
 def _exact_row(point: np.ndarray, reference: np.ndarray) -> np.ndarray:
-    """``(n,)`` exact float64 squared distances ``sum (reference - point)^2``, block by block."""
+    """``(n,)`` exact float64 squared distances ``sum (reference - point)^2``, block by block:
+    ``point`` float64, ``reference`` float64 or float32 (widened exactly by the subtraction)."""
     out = np.empty(reference.shape[0], dtype=np.float64)
     step = max(1, _RESCORE_BLOCK // max(1, reference.shape[1]))
     for s in range(0, reference.shape[0], step):
