@@ -296,7 +296,7 @@ def test_the_torch_back_end_scores_every_query_as_faiss_does(monkeypatch, dtype,
     widened = []
     exact_nearest = neighbors._exact_nearest
     monkeypatch.setattr(
-        neighbors, "_exact_nearest", lambda *a: widened.append(a[0]) or exact_nearest(*a)
+        neighbors, "_exact_nearest", lambda *a: widened.extend(a[0]) or exact_nearest(*a)
     )
     kept = {}
     for backend, chunk in (("faiss", None), ("torch", None), ("torch", 97)):

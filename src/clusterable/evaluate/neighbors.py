@@ -240,10 +240,12 @@ def _ranked_chunks(
         if keys.shape[1] < points.n_ref - int(exclude_self):
             kth = steps.kth(keys, k)  # (c,)
             doubtful = steps.row_list(_may_miss_one(steps.widen(sq[:, -1]), tol, kth))
-            for row in doubtful:
-                ids, row_keys = _exact_nearest(start + row, keys.shape[1], exact, exclude_self)
-                steps.put_row(idx, keys, row, ids, row_keys)
             if doubtful:
+                ids, row_keys = _exact_nearest(
+                    start + np.array(doubtful), keys.shape[1], exact, exclude_self
+                )
+                for i, row in enumerate(doubtful):
+                    steps.put_row(idx, keys, row, ids[i], row_keys[i])
                 rows = None  # rare: order the whole chunk
         keys, idx = steps.order(keys, idx, k, rows)
         yield start, steps.distances(keys, distance), idx
@@ -442,16 +444,56 @@ def _may_miss_one(last: Any, tol: Any, kth: Any) -> Any:
 
 
 def _exact_nearest(
-    own: int, width: int, exact: tuple[np.ndarray, np.ndarray], exclude_self: bool
+    own: np.ndarray, width: int, exact: tuple[np.ndarray, np.ndarray], exclude_self: bool
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Query ``own``'s ``width`` nearest references, exactly, over every reference: ``(width,)``
-    int64 ids ordered by (float64 squared distance, id), and those distances."""
-    distances = _exact_row(exact[0][own].astype(np.float64), exact[1])  # (n,)
-    if exclude_self:
-        distances[own] = np.inf
-    nearest = np.argpartition(distances, width - 1)[:width]
-    order = np.lexsort((nearest, distances[nearest]))  # by (distance, index)
-    return nearest[order], distances[nearest[order]]
+    """Queries ``own``'s ``width`` nearest references, exactly, over every reference: ``(b,
+    width)`` int64 ids ordered by (float64 squared distance, id), and those distances.
+
+    ``exact``: the queries and references, float64 or float32 (widened exactly). Blocks of
+    queries are screened by float64 products, ``|q|^2 + |r|^2 - 2 q.r`` (BLAS: a near-duplicate
+    set of thousands of rows costs seconds, where a row at a time cost minutes), whose error
+    is below `_screen_margin`; every reference within twice that margin of a row's
+    ``width``-th screened distance is then scored exactly, ``sum (r - q)^2``.
+    """
+    queries, reference = exact
+    ref_sq = np.einsum("nd,nd->n", reference, reference, dtype=np.float64)  # (n,)
+    ids = np.empty((own.size, width), dtype=np.int64)
+    keys = np.empty((own.size, width), dtype=np.float64)
+    step = max(1, _SCREEN_ELEMENTS // reference.shape[0])
+    for s in range(0, own.size, step):
+        rows = own[s : s + step]
+        q = queries[rows].astype(np.float64)  # (b, d)
+        q_sq = np.einsum("bd,bd->b", q, q)  # (b,)
+        screened = q @ reference.T.astype(np.float64)  # (b, n)
+        screened *= -2.0
+        screened += ref_sq
+        screened += q_sq[:, None]
+        margin = _screen_margin(q_sq, float(ref_sq.max()), reference.shape[1])  # (b,)
+        if exclude_self:
+            screened[np.arange(rows.size), rows] = np.inf
+        kth = np.partition(screened, width - 1, axis=1)[:, width - 1]  # (b,)
+        for i, row in enumerate(rows):
+            near = np.flatnonzero(screened[i] <= kth[i] + 2.0 * margin[i])
+            if exclude_self:
+                near = near[near != row]
+            distances = _exact_row(q[i], reference[near])  # (m,) m >= width
+            order = np.lexsort((near, distances))[:width]  # by (distance, index)
+            ids[s + i], keys[s + i] = near[order], distances[order]
+    return ids, keys
+
+
+#: Elements of the ``(queries, references)`` float64 block of `_exact_nearest` (64 MB).
+_SCREEN_ELEMENTS = 1 << 23
+
+
+def _screen_margin(q_sq: np.ndarray, ref_sq_max: float, d: int) -> np.ndarray:
+    """``(b,)`` bound on the gap between float64 ``|q|^2 + |r|^2 - 2 q.r`` and float64 ``sum
+    (r - q)^2`` of one pair: each lies within about ``2 d u (|q|^2 + |r|^2)`` of the true value
+    (Higham's ``gamma_d``, ``u = 2^-53``; ``|q.r|`` and ``|r - q|^2`` bounded by Cauchy-Schwarz),
+    so their gap within ``(4 d + 8) u (|q|^2 + max |r|^2)``. A reference screened more than
+    twice this beyond a row's ``width``-th screened distance lies beyond its ``width``-th exact
+    one."""
+    return 4.0 * (d + 2) * 2.0**-53 * (q_sq + ref_sq_max)
 
 
 def _exact_row(point: np.ndarray, reference: np.ndarray) -> np.ndarray:
