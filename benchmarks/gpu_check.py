@@ -411,6 +411,18 @@ def evaluate_figures(data: Mapping) -> tuple[str, bool]:
             text += f" (pml/ours {theirs['seconds'] / ours['seconds']:.1f}x)"
         verdict = data["verdicts"].get(size, "-")
         parts.append(text + ("" if verdict == "-" else f" [{verdict}]"))
+        if "pairs" in sides:  # issue 38: the table with the pair metrics, against it alone
+            row, verdict = sides["pairs"], data["verdicts"].get(size + "+pairs", "-")
+            ratio = (
+                f" ({row['seconds'] / ours['seconds']:.2f}x the table)"
+                if "seconds" in row and "seconds" in ours
+                else ""
+            )
+            seconds = f"{row['seconds']:.2f} s" if "seconds" in row else "not timed"
+            parts.append(
+                f"{size} + pair metrics {seconds}{ratio}"
+                + ("" if verdict == "-" else f" [{verdict}]")
+            )
         for side in [side for side in sides if side.startswith("ours+")]:  # low-precision passes
             row, verdict = sides[side], data["verdicts"].get(size + side[4:], "-")
             seconds = f"{row['seconds']:.2f} s" if "seconds" in row else "not timed"

@@ -174,6 +174,38 @@ def test_evaluation_figures_name_each_candidate_pass(gpu_check):
     assert flagged
 
 
+def test_evaluation_figures_give_the_pair_metrics_against_the_table(gpu_check):
+    evaluation = {
+        "verdicts": {"sop": "met", "sop+pairs": "MISSED (1.80x > 1.5x)"},
+        "results": {"sop": {"ours": {"seconds": 1.0}, "pairs": {"seconds": 1.8}}},
+    }
+    figures, flagged = gpu_check.evaluate_figures(evaluation)
+    assert figures == (
+        "sop 1.00 s [met]; sop + pair metrics 1.80 s (1.80x the table) [MISSED (1.80x > 1.5x)]"
+    )
+    assert flagged
+
+
+def test_the_pair_verdict_holds_the_pair_metrics_to_half_the_table_on_top():
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "bench_gpu_evaluate", SCRIPT.parent / "bench_gpu_evaluate.py"
+        )
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    assert bench.pair_verdict({"ours": {"seconds": 2.0}, "pairs": {"seconds": 3.0}}) == "met"
+    assert bench.pair_verdict({"ours": {"seconds": 2.0}, "pairs": {"seconds": 3.2}}) == (
+        "MISSED (1.60x > 1.5x)"
+    )
+    assert bench.pair_verdict({"ours": {"seconds": 2.0}, "pairs": {"timeout": 60}}) == (
+        "MISSED (> 60 s)"
+    )
+    assert bench.pair_verdict({"ours": {"seconds": 2.0}}) == "-"
+
+
 @pytest.mark.slow
 def test_the_evaluation_benchmark_runs_both_passes_on_the_cpu(tmp_path):
     """bench_gpu_evaluate.py at a small size on the CPU: the float32 and the bfloat16 candidate
@@ -184,11 +216,17 @@ def test_the_evaluation_benchmark_runs_both_passes_on_the_cpu(tmp_path):
     subprocess.run([*command, "--json", str(result)], check=True, timeout=600, cwd=SCRIPT.parent)
     data = json.loads(result.read_text())
     sides = data["results"]["custom"]
-    assert sorted(sides) == ["ours", "ours+bf16"]
+    assert sorted(sides) == ["ours", "ours+bf16", "pairs"]
     assert "| custom | 3,000 x 128, 30 | bf16 |" in data["markdown"]
     assert "| yes |" in data["markdown"]  # the table equals the float32 pass's
-    for row in sides.values():
-        assert set(row["stages"]["seconds"]) == {"products", "selection", "re-score"}
+    for side in ("ours", "ours+bf16"):
+        assert set(sides[side]["stages"]["seconds"]) == {"products", "selection", "re-score"}
+    # The pair metrics' side: the default table plus roc_auc and fnmr@fmr, against it alone.
+    pairs = sides["pairs"]["values"]
+    assert 0.5 < pairs["roc_auc"] <= 1.0 and 0.0 <= pairs["fnmr@fmr=0.001"] <= 1.0
+    assert pairs["recall@1"] == sides["ours"]["values"]["recall@1"]
+    assert data["verdicts"]["custom+pairs"].startswith(("met", "MISSED"))
+    assert "| custom | " in data["markdown"].split("target <= 1.5x |")[1]
     assert sides["ours+bf16"]["stages"]["seconds"]["re-score"] > 0
 
 
