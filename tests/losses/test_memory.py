@@ -148,6 +148,11 @@ def test_bad_arguments_are_rejected():
     memory = CrossBatchMemory(build_loss("lifted"), 8, DIM)
     with pytest.raises(ValueError, match="embedding_dim=3"):
         memory(torch.randn(4, DIM + 1), torch.tensor([0, 0, 1, 1]))
+    # Called as a loss with references: refused, naming what to do, and nothing enqueued.
+    batch, labels = torch.randn(4, DIM), torch.tensor([0, 0, 1, 1])
+    with pytest.raises(ValueError, match="supplies the references itself"):
+        memory(batch, labels, batch.clone(), labels)
+    assert len(memory) == 0
 
 
 def descend_in_batches(loss, points, labels, batch_size: int, epochs: int, lr: float) -> None:

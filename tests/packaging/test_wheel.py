@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 import zipfile
 from email.parser import HeaderParser
 from importlib.metadata import version
@@ -119,6 +120,23 @@ def test_build_makes_an_sdist_and_a_wheel_of_the_version(dist: Path):
     with zipfile.ZipFile(dist / WHEEL) as wheel:
         metadata = HeaderParser().parsestr(wheel.read(DIST_INFO + "METADATA").decode())
     assert metadata["Name"] == "clusterable" and metadata["Version"] == __version__
+
+
+def test_the_sdist_holds_every_tracked_file_a_packager_tests_from(dist: Path):
+    """Every test folder, the benchmarks, docs, examples and configs, as git tracks them: no
+    generated site, cache or bytecode."""
+    with tarfile.open(dist / f"clusterable-{__version__}.tar.gz") as sdist:
+        names = {member.name.partition("/")[2] for member in sdist.getmembers() if member.isfile()}
+    tracked = subprocess.run(
+        ["git", "ls-files", "tests", "benchmarks", "docs", "examples", "configs", "src"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert set(tracked) - names == set()
+    assert "tests/evaluate/test_neighbors.py" in names  # below the top level
+    assert not [n for n in names if n.startswith("docs/_build/") or n.endswith(".pyc")]
 
 
 def test_the_wheel_holds_the_package_and_its_metadata_only(dist: Path):

@@ -395,3 +395,20 @@ def test_a_validation_set_with_query_and_gallery_roles_is_scored_by_them(digits)
     want = evaluate_embeddings(emb, labels, ks=(1, 2, 4, 8), queries=roles.is_query, seed=0)
     assert metrics == pytest.approx(want, abs=1e-12)
     assert metrics["map@r"] != pytest.approx(evaluate_embeddings(emb, labels)["map@r"], abs=1e-6)
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_only_the_main_process_shows_the_image_decoding_bar(digits, rank, monkeypatch):
+    """Under torchrun every process decodes its training images; one bar shows, the main
+    process's, as for the training's own bar."""
+    from clusterable.train.distributed import Distributed
+
+    monkeypatch.setattr(Trainer, "_distribute", lambda self, module: module)  # no group here
+    train, _ = digits
+    env = Distributed(rank=rank, world_size=2, device=torch.device("cpu"))
+    config = TrainConfig(progress=True, device="cpu", epochs=1)
+    loss = build_loss("lifted", num_classes=10, embedding_dim=8)
+    trainer = Trainer(make_model(train), loss, train, config=config, env=env)
+    assert trainer.batches.progress is (rank == 0)
+    quiet_trainer = Trainer(make_model(train), loss, train, config=quiet(epochs=1), env=env)
+    assert quiet_trainer.batches.progress is False

@@ -126,8 +126,36 @@ class CrossBatchMemory(EmbeddingLoss):
         """Empty the queue."""
         self.enqueued.zero_()
 
-    # It takes no references of its own: the memory is what supplies them.
-    def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:  # type: ignore[override]
+    def forward(
+        self,
+        embeddings: Tensor,
+        labels: Tensor,
+        ref_embeddings: Tensor | None = None,
+        ref_labels: Tensor | None = None,
+    ) -> Tensor:
+        """The wrapped loss of the batch against the stored items; then, in training mode, the
+        batch is enqueued.
+
+        Parameters
+        ----------
+        embeddings : Tensor
+            ``(n, d)`` the batch.
+        labels : Tensor
+            ``(n,)`` its labels.
+        ref_embeddings, ref_labels : None
+            Refused: the memory is what supplies the references (the signature is
+            `EmbeddingLoss.forward`'s, so that the memory stands wherever a loss does).
+
+        Returns
+        -------
+        Tensor
+            The wrapped loss's value.
+        """
+        if ref_embeddings is not None or ref_labels is not None:
+            raise ValueError(
+                "CrossBatchMemory supplies the references itself (the stored batches); call it "
+                "with (embeddings, labels), or pass references to the wrapped loss directly"
+            )
         if not isinstance(embeddings, Tensor) or embeddings.dim() != 2:
             raise ValueError(
                 "embeddings must be a 2-D (n, d) tensor, got "

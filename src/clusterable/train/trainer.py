@@ -214,6 +214,7 @@ class Trainer:
             channels_last=self._channels_last,
             device_crops=crops_on_device(self.config.augment_on, self.env.device),
             note=self._announce,
+            progress=self.config.progress and self.env.is_main,
         )
 
     # ----------------------------------------------------------------------------------------

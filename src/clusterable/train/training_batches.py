@@ -53,6 +53,9 @@ class TrainingBatches:
         on the device by the trainer (``TrainConfig.augment_on``), not their views.
     note : callable
         Told once per set of files how its images are read (decoded into memory or not).
+    progress : bool
+        A progress bar while the images are decoded (``config.progress`` on the process that
+        shows the training's bar: one bar under torchrun, not one a process).
     """
 
     def __init__(
@@ -65,9 +68,11 @@ class TrainingBatches:
         channels_last: bool,
         device_crops: bool = False,
         note: Callable[[str], None],
+        progress: bool = False,
     ) -> None:
         self.train_set, self.sampler, self.config = train_set, sampler, config
         self.pin_memory, self.channels_last, self.note = pin_memory, channels_last, note
+        self.progress = progress
         self.device_crops = device_crops
         self._loader: DataLoader | None = None  # kept between epochs: persistent workers
         self._tagged = EpochTaggedBatches(())  # the loader's batches when it augments
@@ -133,8 +138,8 @@ class TrainingBatches:
         share the pages)."""
         files: ImageFiles = self.train_set.x  # type: ignore[assignment]
         if self._decoded is None or self._decoded[0] is not files:
-            setting, progress = self.config.cache_images, self.config.progress
-            decoded, note = decoded_images(files, setting, workers, progress)
+            setting = self.config.cache_images
+            decoded, note = decoded_images(files, setting, workers, self.progress)
             self._decoded = (files, decoded)
             self.note(note)
         return self.train_set.replace(x=self._decoded[1])
