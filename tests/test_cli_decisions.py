@@ -106,7 +106,7 @@ def test_classify_refuses_what_it_cannot_decide(work, tmp_path, capsys):  # noqa
     )
     assert "another model" in err
     for flags, named in (
-        (["-k", "0"], "argument -k: '0'"),
+        (["-k", "0"], "argument -k/--k: '0'"),
         (["--max-distance", "-1"], "argument --max-distance: '-1' is not a distance"),
         (["--max-distance", "auto"], "argument --max-distance: 'auto' is not a distance"),
         (["--output", str(tmp_path / "labels.txt")], "--output"),
@@ -295,3 +295,15 @@ def test_index_add_to_a_gallery_of_named_items_checks_their_ids(tmp_path, capsys
     assert "already in this index" in one_line_error(capsys, add, "index")
     assert main(["index", str(tmp_path / "g.npz"), "--remove", "item3"]) == 0
     assert "item3" not in EmbeddingIndex.load(tmp_path / "g.npz").ids
+
+
+@pytest.mark.parametrize("verb", ["search", "classify"])
+def test_k_is_also_spelled_as_a_long_flag(tmp_path, capsys, verb):
+    gallery, labels = blobs(10, 3, seed=0)
+    EmbeddingIndex.build(gallery, labels=labels).save(tmp_path / "g.npz")
+    np.save(tmp_path / "q.npy", blobs(2, 3, seed=1)[0])
+    argv = [verb, str(tmp_path / "g.npz"), str(tmp_path / "q.npy")]
+    assert main([*argv, "-k", "4"]) == 0
+    short = capsys.readouterr().out
+    assert main([*argv, "--k", "4"]) == 0
+    assert capsys.readouterr().out == short

@@ -303,7 +303,11 @@ def add_classify(verbs: Verbs) -> argparse.ArgumentParser:
         "--split", help="split of ITEMS when they are a data set (default: every item)"
     )
     classify.add_argument(
-        "-k", type=whole_number(1), default=10, help="neighbours that vote (default: %(default)s)"
+        "-k",
+        "--k",
+        type=whole_number(1),
+        default=10,
+        help="neighbours that vote (default: %(default)s)",
     )
     classify.add_argument(
         "--weighting",

@@ -321,7 +321,11 @@ def add_search(verbs: Verbs) -> argparse.ArgumentParser:
         help="image files, a folder of images, a table file, or a .npy of embeddings",
     )
     search.add_argument(
-        "-k", type=whole_number(1), default=10, help="neighbours per query (default: %(default)s)"
+        "-k",
+        "--k",
+        type=whole_number(1),
+        default=10,
+        help="neighbours per query (default: %(default)s)",
     )
     add_max_distance(
         search, "only neighbours within distance D (a query may get fewer than k, or none)"
