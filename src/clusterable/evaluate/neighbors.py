@@ -57,6 +57,7 @@ from clusterable.evaluate._host_search import (
     HostSteps,
     drop_self,
     faiss_available,
+    rescore_pairs,
 )
 from clusterable.evaluate._inputs import Metric as Distance
 from clusterable.evaluate._inputs import as_embeddings, as_points, check_k, check_same_dimension
@@ -88,9 +89,6 @@ TIE_PAD = 8
 #: Distances closer than this, relative to ``|q|^2 + max |r|^2``, count as a near-tie. float32
 #: BLAS dot products err by about ``sqrt(d) * 1.2e-7`` of that scale (worst ``d * 1.2e-7``).
 NEAR_TIE_RTOL = 1e-5
-
-#: Elements of the ``(pairs, d)`` float64 block built when re-scoring near-ties (2 MB).
-_RESCORE_BLOCK = 1 << 18
 
 #: Elements of the ``(queries, references)`` distance block of the torch back end on the CPU
 #: (256 MB).
@@ -223,8 +221,8 @@ def _ranked_chunks(
     reference in float64, ordered by (distance, id) and cut to ``k``; yields ``(start, (c, k)
     distances, (c, k) ids)`` as ``steps`` holds them (numpy or torch)."""
     exclude_self = points.exclude_self
-    # The points a doubtful row is searched again from, in float64: the float64 inputs' own, or
-    # the float32 ones (widened block by block, `_exact_row`).
+    # The points a doubtful row is searched again from: the float64 inputs' own, or the float32
+    # ones (widened exactly where they are scored, `rescore_pairs`).
     exact = points.exact or (points.q, points.ref)
     rank, world = shard
     for start in range(rank * chunk, points.q.shape[0], world * chunk):
@@ -239,10 +237,13 @@ def _ranked_chunks(
             rows = steps.rescore_near_ties(start, stop, qc, keys, tol, idx)
         if keys.shape[1] < points.n_ref - int(exclude_self):
             kth = steps.kth(keys, k)  # (c,)
-            doubtful = steps.row_list(_may_miss_one(steps.widen(sq[:, -1]), tol, kth))
+            last = steps.widen(sq[:, -1])  # (c,) each row's farthest float32 candidate
+            doubtful = steps.row_list(_may_miss_one(last, tol, kth))
             if doubtful:
+                # Every listed candidate's exact distance is within tol of its float32 one.
+                within = _on_host((last + tol)[doubtful])
                 ids, row_keys = _exact_nearest(
-                    start + np.array(doubtful), keys.shape[1], exact, exclude_self
+                    start + np.array(doubtful), keys.shape[1], exact, exclude_self, within
                 )
                 for i, row in enumerate(doubtful):
                     steps.put_row(idx, keys, row, ids[i], row_keys[i])
@@ -443,68 +444,73 @@ def _may_miss_one(last: Any, tol: Any, kth: Any) -> Any:
     return last - tol <= kth
 
 
+def _on_host(values: Any) -> np.ndarray:
+    """``values``, numpy or torch on any device, as a numpy array."""
+    return values.cpu().numpy() if isinstance(values, torch.Tensor) else np.asarray(values)
+
+
 def _exact_nearest(
-    own: np.ndarray, width: int, exact: tuple[np.ndarray, np.ndarray], exclude_self: bool
+    own: np.ndarray,
+    width: int,
+    exact: tuple[np.ndarray, np.ndarray],
+    exclude_self: bool,
+    within: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Queries ``own``'s ``width`` nearest references, exactly, over every reference: ``(b,
     width)`` int64 ids ordered by (float64 squared distance, id), and those distances.
 
-    ``exact``: the queries and references, float64 or float32 (widened exactly). Blocks of
-    queries are screened by float64 products, ``|q|^2 + |r|^2 - 2 q.r`` (BLAS: a near-duplicate
-    set of thousands of rows costs seconds, where a row at a time cost minutes), whose error
-    is below `_screen_margin`; every reference within twice that margin of a row's
-    ``width``-th screened distance is then scored exactly, ``sum (r - q)^2``.
+    ``exact``: the queries and references, float64 or float32 (widened exactly); ``within``:
+    ``(b,)`` a bound on each query's ``width``-th exact squared distance (its last float32
+    candidate's distance plus the rounding bound: ``width`` candidates lie within it). Blocks of
+    queries are screened by products in the references' precision, ``|q|^2 + |r|^2 - 2 q.r``
+    (BLAS), whose error is below `_screen_margin`; the references screened within ``within``
+    plus twice that margin, a few per query, are then scored exactly, ``sum (r - q)^2``.
     """
     queries, reference = exact
+    n, d = reference.shape
     ref_sq = np.einsum("nd,nd->n", reference, reference, dtype=np.float64)  # (n,)
     ids = np.empty((own.size, width), dtype=np.int64)
     keys = np.empty((own.size, width), dtype=np.float64)
-    step = max(1, _SCREEN_ELEMENTS // reference.shape[0])
+    step = max(1, _SCREEN_ELEMENTS // n)
     for s in range(0, own.size, step):
         rows = own[s : s + step]
-        q = queries[rows].astype(np.float64)  # (b, d)
-        q_sq = np.einsum("bd,bd->b", q, q)  # (b,)
-        screened = q @ reference.T.astype(np.float64)  # (b, n)
+        q = queries[rows].astype(reference.dtype)  # (b, d)
+        q_sq = np.einsum("bd,bd->b", q, q, dtype=np.float64)  # (b,)
+        screened = q @ reference.T  # (b, n) in the references' precision
         screened *= -2.0
-        screened += ref_sq
-        screened += q_sq[:, None]
-        margin = _screen_margin(q_sq, float(ref_sq.max()), reference.shape[1])  # (b,)
-        if exclude_self:
-            screened[np.arange(rows.size), rows] = np.inf
-        kth = np.partition(screened, width - 1, axis=1)[:, width - 1]  # (b,)
-        for i, row in enumerate(rows):
-            near = np.flatnonzero(screened[i] <= kth[i] + 2.0 * margin[i])
-            if exclude_self:
-                near = near[near != row]
-            distances = _exact_row(q[i], reference[near])  # (m,) m >= width
-            order = np.lexsort((near, distances))[:width]  # by (distance, index)
-            ids[s + i], keys[s + i] = near[order], distances[order]
+        screened += ref_sq.astype(reference.dtype)
+        screened += q_sq.astype(reference.dtype)[:, None]
+        if exclude_self:  # NaN: below no limit, and sorted last by `numpy.partition`
+            screened[np.arange(rows.size), rows] = np.nan
+        margin = _screen_margin(q_sq, float(ref_sq.max()), d, reference.dtype)  # (b,)
+        limit = within[s : s + step] + 2.0 * margin  # (b,)
+        # A row the rounding bound left short (its float32 list erred beyond it): its limit is
+        # its width-th screened distance plus the margin.
+        short = np.flatnonzero((screened <= limit[:, None]).sum(axis=1) < width)
+        if short.size:
+            kth = np.partition(screened[short], width - 1, axis=1)[:, width - 1]
+            limit[short] = kth + 2.0 * margin[short]
+        at, cols = np.nonzero(screened <= limit[:, None])
+        distances = rescore_pairs(queries[rows], reference, at, cols)  # (m,) exact
+        order = np.lexsort((cols, distances, at))  # by query, then (distance, index)
+        first = np.searchsorted(at[order], np.arange(rows.size))  # (b,) each query's first
+        taken = order[first[:, None] + np.arange(width)]  # (b, width)
+        ids[s : s + step], keys[s : s + step] = cols[taken], distances[taken]
     return ids, keys
 
 
-#: Elements of the ``(queries, references)`` float64 block of `_exact_nearest` (64 MB).
+#: Elements of the ``(queries, references)`` block of `_exact_nearest` (32 MB in float32).
 _SCREEN_ELEMENTS = 1 << 23
 
 
-def _screen_margin(q_sq: np.ndarray, ref_sq_max: float, d: int) -> np.ndarray:
-    """``(b,)`` bound on the gap between float64 ``|q|^2 + |r|^2 - 2 q.r`` and float64 ``sum
-    (r - q)^2`` of one pair: each lies within about ``2 d u (|q|^2 + |r|^2)`` of the true value
-    (Higham's ``gamma_d``, ``u = 2^-53``; ``|q.r|`` and ``|r - q|^2`` bounded by Cauchy-Schwarz),
-    so their gap within ``(4 d + 8) u (|q|^2 + max |r|^2)``. A reference screened more than
-    twice this beyond a row's ``width``-th screened distance lies beyond its ``width``-th exact
-    one."""
-    return 4.0 * (d + 2) * 2.0**-53 * (q_sq + ref_sq_max)
-
-
-def _exact_row(point: np.ndarray, reference: np.ndarray) -> np.ndarray:
-    """``(n,)`` exact float64 squared distances ``sum (reference - point)^2``, block by block:
-    ``point`` float64, ``reference`` float64 or float32 (widened exactly by the subtraction)."""
-    out = np.empty(reference.shape[0], dtype=np.float64)
-    step = max(1, _RESCORE_BLOCK // max(1, reference.shape[1]))
-    for s in range(0, reference.shape[0], step):
-        diff = reference[s : s + step] - point  # (b, d)
-        out[s : s + step] = np.einsum("bd,bd->b", diff, diff)
-    return out
+def _screen_margin(q_sq: np.ndarray, ref_sq_max: float, d: int, dtype: Any) -> np.ndarray:
+    """``(b,)`` bound on the gap between ``|q|^2 + |r|^2 - 2 q.r`` computed in ``dtype`` and
+    float64 ``sum (r - q)^2`` of one pair: each lies within about ``2 d u (|q|^2 + |r|^2)`` of
+    the true value (Higham's ``gamma_d``, ``u`` the unit roundoff of its precision; ``|q.r|``
+    and ``|r - q|^2`` bounded by Cauchy-Schwarz), so their gap within ``(4 d + 8) u (|q|^2 +
+    max |r|^2)`` with the larger ``u``."""
+    unit = float(np.finfo(dtype).eps) / 2.0
+    return (4 * d + 8) * unit * (q_sq + ref_sq_max)
 
 
 def power_of_two_scale(q: np.ndarray, ref: np.ndarray) -> float:
