@@ -6,7 +6,7 @@ To make them give the same neighbours, each query's candidates are checked for n
 two consecutive candidate distances lie within a rounding tolerance, both candidates are re-scored
 exactly (float64, ``sum (q - r)^2``). Every row is then ordered by (distance, reference index),
 so exact ties (duplicate points) go to the lower index. A row whose run of near-ties reaches past
-its candidate list (near-duplicates: re-encoded copies of one photo, more of them than `TIE_PAD`
+its candidate list (near-duplicates: re-encoded copies of one photo, more of them than ``TIE_PAD``
 beyond place k) may have a nearest point left out of the list, and is searched again over every
 reference in float64 (`_may_miss_one`, `_exact_nearest`).
 
