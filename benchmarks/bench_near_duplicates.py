@@ -9,7 +9,8 @@ Data: ``n x dim`` float32 standard normal points, labels of 500 classes; then th
 (``--duplicated``: 0, 1,000 and 5,000) are replaced by runs of 25 copies of a point, each copy
 jittered by ``1e-4`` (within float32's rounding of its run, more of them than a row's candidate
 list holds beyond place k), a run's copies of one class. Every row of a run is then searched again
-over every item in float64 (`clusterable.evaluate.neighbors._may_miss_one`).
+over every item in float64 (`clusterable.evaluate.neighbors._may_miss_one`,
+`clusterable.evaluate._host_search.exact_nearest`).
 
 Timed, each setting in its own process, best of ``--repeats`` after one untimed call:
 ``knn_search(x, 10)`` and ``evaluate_embeddings(x, labels, ks=(1, 10))``; with the share of the
@@ -45,18 +46,18 @@ def make_data(n: int, dim: int, duplicated: int) -> tuple[np.ndarray, np.ndarray
 
 
 def child(n: int, dim: int, duplicated: int, repeats: int) -> dict:
-    from clusterable.evaluate import evaluate_embeddings, neighbors
+    from clusterable.evaluate import _host_search, evaluate_embeddings
     from clusterable.evaluate.neighbors import knn_search
 
     x, labels = make_data(n, dim, duplicated)
     searched_again: list[int] = []
-    exact_nearest = neighbors._exact_nearest
+    exact_nearest = _host_search.exact_nearest
 
-    def counted(own, *args):  # type: ignore[no-untyped-def]
-        searched_again.append(len(own))
-        return exact_nearest(own, *args)
+    def counted(queries, *args):  # type: ignore[no-untyped-def]
+        searched_again.append(len(queries))
+        return exact_nearest(queries, *args)
 
-    neighbors._exact_nearest = counted  # type: ignore[assignment]
+    _host_search.exact_nearest = counted  # type: ignore[assignment]
     out: dict = {}
     for name, call in (
         ("knn k=10", lambda: knn_search(x, 10)),

@@ -375,14 +375,31 @@ def test_float32_retrieval_metrics_are_exact_among_near_duplicates():
     assert table["recall@10"] == pytest.approx(hits.any(axis=1).mean(), abs=1e-12)
 
 
-def test_a_row_searched_again_with_too_low_a_bound_still_gets_its_nearest():
-    """`_exact_nearest` reads each row's bound on its width-th distance; one below it (a float32
-    list that erred beyond the rounding bound) widens to the row's width-th screened distance."""
+@pytest.mark.parametrize("side", ["host", "device"])
+def test_a_row_searched_again_with_too_low_a_bound_still_gets_its_nearest(side):
+    """`exact_nearest` reads each row's bound on its width-th distance; one below it (a float32
+    list that erred beyond the rounding bound) widens to the row's width-th screened distance.
+    The host's (numpy) and the device's (torch) give the same."""
+    from clusterable.evaluate import _torch_search
+
     x, _ = _near_duplicate_runs()
     exact = x.astype(np.float64)
     own = np.array([0, 5, 250, 300])
     nearest = _float64_brute_force(exact, exact, 19, exclude_self=True)[own]
     for within in (np.full(4, np.inf), np.zeros(4)):
-        ids, keys = neighbors._exact_nearest(own, 19, (x, x), True, within)
+        if side == "host":
+            ids, keys = _host_search.exact_nearest(x[own], x, own, 19, within, True)
+        else:
+            search = _torch_search.TorchSearch(x, torch.device("cpu"), None)
+            ids, keys = _torch_search.exact_nearest(
+                search.ref[own],
+                search.ref,
+                torch.from_numpy(own),
+                19,
+                torch.from_numpy(within),
+                True,
+                search,
+            )
+            ids, keys = ids.numpy(), keys.numpy()
         np.testing.assert_array_equal(ids, nearest)
         assert (np.diff(keys, axis=1) >= 0).all()

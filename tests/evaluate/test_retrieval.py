@@ -286,7 +286,7 @@ def assert_same_scores(got, expected):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("strategy", ["sorted", "unsorted", "segmented"])
 def test_the_torch_back_end_scores_every_query_as_faiss_does(monkeypatch, dtype, strategy):
-    from clusterable.evaluate import _torch_search, neighbors, retrieval
+    from clusterable.evaluate import _host_search, _torch_search, retrieval
 
     monkeypatch.setattr(_torch_search, "TOPK_STRATEGY", strategy)
     monkeypatch.setattr(_torch_search, "TOPK_SEGMENTS", 8)
@@ -294,10 +294,13 @@ def test_the_torch_back_end_scores_every_query_as_faiss_does(monkeypatch, dtype,
     # float64: fewer candidates than points that coincide in float32, searched again exactly
     ks = (1, 10, 100) if dtype == np.float32 else (1, 10)
     widened = []
-    exact_nearest = neighbors._exact_nearest
-    monkeypatch.setattr(
-        neighbors, "_exact_nearest", lambda *a: widened.extend(a[0]) or exact_nearest(*a)
-    )
+    for module in (_host_search, _torch_search):  # the rows each back end searches again
+        exact_nearest = module.exact_nearest
+        monkeypatch.setattr(
+            module,
+            "exact_nearest",
+            lambda *a, found=exact_nearest: widened.extend(a[2].tolist()) or found(*a),
+        )
     kept = {}
     for backend, chunk in (("faiss", None), ("torch", None), ("torch", 97)):
         kept[backend, chunk] = np.full((x.shape[0], 32), -1, dtype=np.int32)

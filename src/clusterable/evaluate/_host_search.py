@@ -396,12 +396,14 @@ class HostSteps:
         """The indices of the True rows of ``mask``."""
         return np.flatnonzero(mask).tolist()
 
-    @staticmethod
-    def put_row(
-        idx: np.ndarray, keys: np.ndarray, row: int, ids: np.ndarray, row_keys: np.ndarray
-    ) -> None:
-        """Replace row ``row`` of ``idx`` and ``keys`` with ``ids`` and ``row_keys``."""
-        idx[row], keys[row] = ids, row_keys
+    def search_again(
+        self, start: int, rows: list[int], width: int, within: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The ``width`` nearest of every reference, exactly, for the queries ``start + rows``
+        (`exact_nearest`), whose ``width``-th exact squared distances lie within ``within``."""
+        queries, reference = self.points.exact or (self.points.q, self.points.ref)
+        own = start + np.asarray(rows)
+        return exact_nearest(queries[own], reference, own, width, within, self.points.exclude_self)
 
     def rescore_near_ties(
         self,
@@ -515,3 +517,72 @@ def rescore_pairs(
         np.subtract(picked[0, :m], picked[1, :m], out=diff[:m], dtype=np.float64)
         out[s : s + m] = np.einsum("ed,ed->e", diff[:m], diff[:m])  # (m,)
     return out
+
+
+#: Elements of the ``(queries, references)`` block of `exact_nearest` (32 MB in float32).
+_SCREEN_ELEMENTS = 1 << 23
+
+
+def exact_nearest(
+    queries: np.ndarray,
+    reference: np.ndarray,
+    own: np.ndarray,
+    width: int,
+    within: np.ndarray,
+    exclude_self: bool,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``width`` nearest references of each of the ``(b, d)`` ``queries``, exactly, over every
+    reference: ``(b, width)`` int64 ids ordered by (float64 squared distance, id), and those
+    distances.
+
+    ``queries`` and ``reference``: float64, or float32 (widened exactly where they are scored);
+    ``own``: ``(b,)`` each query's own row of ``reference``, left out where ``exclude_self``;
+    ``within``: ``(b,)`` a bound on each query's ``width``-th exact squared distance (its last
+    float32 candidate's distance plus the rounding bound). Blocks of queries are screened by
+    products in the references' precision, ``|q|^2 + |r|^2 - 2 q.r`` (BLAS), which err by less
+    than `screen_margin`; the references screened within ``within`` plus twice that margin, a
+    handful per query, are then scored exactly (`rescore_pairs`). A query the bound leaves short
+    (its float32 list erred beyond it) takes its ``width``-th screened distance instead.
+    ``_torch_search.exact_nearest`` is the same on a device.
+    """
+    n, d = reference.shape
+    ref_sq = np.einsum("nd,nd->n", reference, reference, dtype=np.float64)  # (n,)
+    unit = float(np.finfo(reference.dtype).eps) / 2.0
+    ids = np.empty((len(queries), width), dtype=np.int64)
+    keys = np.empty((len(queries), width), dtype=np.float64)
+    step = max(1, _SCREEN_ELEMENTS // n)
+    for s in range(0, len(queries), step):
+        q = queries[s : s + step]  # (b, d)
+        b = len(q)
+        q_sq = np.einsum("bd,bd->b", q, q, dtype=np.float64)  # (b,)
+        screened = q.astype(reference.dtype) @ reference.T  # (b, n) in the references' precision
+        screened *= -2.0
+        screened += ref_sq.astype(reference.dtype)
+        screened += q_sq.astype(reference.dtype)[:, None]
+        if exclude_self:
+            screened[np.arange(b), own[s : s + step]] = np.inf
+        margin = screen_margin(q_sq, float(ref_sq.max()), d, unit)  # (b,)
+        limit = within[s : s + step] + 2.0 * margin  # (b,)
+        short = np.flatnonzero((screened <= limit[:, None]).sum(axis=1) < width)
+        if short.size:
+            kth = np.partition(screened[short], width - 1, axis=1)[:, width - 1]
+            limit[short] = kth + 2.0 * margin[short]
+        at, cols = np.nonzero(screened <= limit[:, None])
+        if exclude_self:  # the query itself, where the limit is infinite
+            keep = cols != own[s : s + step][at]
+            at, cols = at[keep], cols[keep]
+        distances = rescore_pairs(q, reference, at, cols)  # (m,) exact
+        order = np.lexsort((cols, distances, at))  # by query, then (distance, index)
+        first = np.searchsorted(at[order], np.arange(b))  # (b,) each query's first
+        taken = order[first[:, None] + np.arange(width)]  # (b, width)
+        ids[s : s + step], keys[s : s + step] = cols[taken], distances[taken]
+    return ids, keys
+
+
+def screen_margin(q_sq: Any, ref_sq_max: float, d: int, unit: float) -> Any:
+    """``(b,)`` bound, numpy or torch, on the gap between ``|q|^2 + |r|^2 - 2 q.r`` computed with
+    unit roundoff ``unit`` and float64 ``sum (r - q)^2`` of one pair: each lies within about ``2
+    d u (|q|^2 + |r|^2)`` of the true value (Higham's ``gamma_d``; ``|q.r|`` and ``|r - q|^2``
+    bounded by Cauchy-Schwarz), so their gap within ``(4 d + 8) u (|q|^2 + max |r|^2)`` with the
+    larger ``u``."""
+    return (4 * d + 8) * unit * (q_sq + ref_sq_max)

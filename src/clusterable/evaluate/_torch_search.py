@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 import torch
 
+from clusterable.evaluate._host_search import screen_margin
 from clusterable.evaluate._inputs import Metric as Distance
 from clusterable.evaluate._low_precision import CandidatePass, Precision
 
@@ -259,12 +260,24 @@ class DeviceSteps:
         """The indices of the True rows of ``mask``."""
         return mask.nonzero()[:, 0].tolist()
 
-    @staticmethod
-    def put_row(
-        idx: torch.Tensor, keys: torch.Tensor, row: int, ids: np.ndarray, row_keys: np.ndarray
-    ) -> None:
-        """Replace row ``row`` of ``idx`` and ``keys`` with ``ids`` and ``row_keys``."""
-        idx[row], keys[row] = torch.from_numpy(ids), torch.from_numpy(row_keys)
+    def search_again(
+        self, start: int, rows: list[int], width: int, within: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``width`` nearest of every reference, exactly, for the queries ``start + rows``
+        (`exact_nearest`, on the device), whose ``width``-th exact squared distances lie within
+        ``within``."""
+        own = start + torch.tensor(rows, device=self.device)  # (b,)
+        exact = self.points.exact
+        reference = self.search.ref if exact is None else self.search.exact_ref
+        assert reference is not None  # float64 inputs hold exact_ref
+        if self.points.exclude_self:
+            queries = reference[own]
+        else:
+            host = self.points.q if exact is None else exact[0]
+            queries = torch.from_numpy(host[own.cpu().numpy()]).to(self.device)
+        return exact_nearest(
+            queries, reference, own, width, within, self.points.exclude_self, self.search
+        )
 
     def rescore_near_ties(
         self,
@@ -297,3 +310,58 @@ class DeviceSteps:
         """The squared ``keys`` as ``distance`` values, back in the inputs' scale."""
         dist = keys.sqrt() / self.points.unit if distance == "euclidean" else keys / 2.0
         return dist.to(torch.float32 if self.points.exact is None else torch.float64)
+
+
+#: Elements of the ``(queries, references)`` block of `exact_nearest` (64 MB in float32).
+SCREEN_ELEMENTS = 1 << 24
+
+
+def exact_nearest(
+    queries: torch.Tensor,
+    reference: torch.Tensor,
+    own: torch.Tensor,
+    width: int,
+    within: torch.Tensor,
+    exclude_self: bool,
+    search: TorchSearch,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`_host_search.exact_nearest` on the references' device: the ``width`` nearest of every
+    reference for each of the ``(b, d)`` ``queries``, exactly, as ``(b, width)`` int64 ids
+    ordered by (float64 squared distance, id) and those distances; screened by products in the
+    references' precision (IEEE float32 products, whatever the TF32 setting), the few within
+    ``within`` plus twice `screen_margin` scored exactly (`TorchSearch.rescore`)."""
+    n, d = reference.shape
+    exact = reference.dtype == torch.float64
+    ref_sq = reference.double().square().sum(1)  # (n,)
+    unit = torch.finfo(reference.dtype).eps / 2.0
+    ids = torch.empty(len(queries), width, dtype=torch.int64, device=reference.device)
+    keys = torch.empty(len(queries), width, dtype=torch.float64, device=reference.device)
+    step = max(1, SCREEN_ELEMENTS // n)
+    for s in range(0, len(queries), step):
+        q = queries[s : s + step]  # (b, d)
+        b = len(q)
+        q_sq = q.double().square().sum(1)  # (b,)
+        with ieee_float32_products():
+            screened = torch.addmm(ref_sq.to(reference.dtype), q, reference.T, alpha=-2.0)
+        screened += q_sq.to(reference.dtype)[:, None]  # (b, n)
+        block_own = own[s : s + step]
+        if exclude_self:
+            screened[torch.arange(b, device=q.device), block_own] = torch.inf
+        margin = screen_margin(q_sq, float(ref_sq.max()), d, unit)  # (b,)
+        limit = within[s : s + step] + 2.0 * margin  # (b,)
+        short = ((screened <= limit[:, None]).sum(1) < width).nonzero()[:, 0]
+        if short.numel():
+            kth = screened[short].kthvalue(width, dim=1).values
+            limit[short] = kth.double() + 2.0 * margin[short]
+        at, cols = (screened <= limit[:, None]).nonzero(as_tuple=True)
+        if exclude_self:  # the query itself, where the limit is infinite
+            keep = cols != block_own[at]
+            at, cols = at[keep], cols[keep]
+        distances = search.rescore(q, at, cols, exact)  # (m,) exact
+        # By query, then (distance, index): nonzero gives each query's columns ascending.
+        order = distances.argsort(stable=True)
+        order = order[at[order].argsort(stable=True)]
+        first = torch.searchsorted(at[order], torch.arange(b, device=q.device))  # (b,)
+        taken = order[first[:, None] + torch.arange(width, device=q.device)]  # (b, width)
+        ids[s : s + step], keys[s : s + step] = cols[taken], distances[taken]
+    return ids, keys

@@ -8,7 +8,7 @@ exactly (float64, ``sum (q - r)^2``). Every row is then ordered by (distance, re
 so exact ties (duplicate points) go to the lower index. A row whose run of near-ties reaches past
 its candidate list (near-duplicates: re-encoded copies of one photo, more of them than ``TIE_PAD``
 beyond place k) may have a nearest point left out of the list, and is searched again over every
-reference in float64 (`_may_miss_one`, `_exact_nearest`).
+reference in float64 (`_may_miss_one`, `_host_search.exact_nearest`).
 
 Every back end runs the one loop of `_ranked_chunks` over chunks of queries: candidates, then
 either the exact float64 re-scoring or the near-tie check, then the order, then the distances.
@@ -33,7 +33,8 @@ float64 embeddings are ranked at float64 resolution: the search runs on the poin
 reference mean and rounded to float32 (so points far from the origin keep their differences), and
 every candidate is then re-scored exactly in float64 from the unrounded centred points. A row
 whose candidate list may miss one of its nearest (more points than the list holds coincide in
-float32) is searched again over every reference in float64 (`_exact_nearest`), so the answer is
+float32) is searched again over every reference in float64 (`_host_search.exact_nearest`, on a
+GPU its twin in `_torch_search`), so the answer is
 exact however many points float32 cannot tell apart.
 
 The device is an argument of every search (``device``, read by
@@ -57,7 +58,6 @@ from clusterable.evaluate._host_search import (
     HostSteps,
     drop_self,
     faiss_available,
-    rescore_pairs,
 )
 from clusterable.evaluate._inputs import Metric as Distance
 from clusterable.evaluate._inputs import as_embeddings, as_points, check_k, check_same_dimension
@@ -196,9 +196,9 @@ class _SearchSteps(Protocol, Generic[Array]):
     def rescore_every(self, start: int, stop: int, idx: Array) -> Array: ...
     def kth(self, keys: Array, k: int) -> Array: ...
     def row_list(self, mask: Array) -> list[int]: ...
-    def put_row(
-        self, idx: Array, keys: Array, row: int, ids: np.ndarray, row_keys: np.ndarray
-    ) -> None: ...
+    def search_again(
+        self, start: int, rows: list[int], width: int, within: Array
+    ) -> tuple[Array, Array]: ...
     def rescore_near_ties(
         self, start: int, stop: int, qc: Array, keys: Array, tol: Array, idx: Array
     ) -> Array | None: ...
@@ -221,9 +221,6 @@ def _ranked_chunks(
     reference in float64, ordered by (distance, id) and cut to ``k``; yields ``(start, (c, k)
     distances, (c, k) ids)`` as ``steps`` holds them (numpy or torch)."""
     exclude_self = points.exclude_self
-    # The points a doubtful row is searched again from: the float64 inputs' own, or the float32
-    # ones (widened exactly where they are scored, `rescore_pairs`).
-    exact = points.exact or (points.q, points.ref)
     rank, world = shard
     for start in range(rank * chunk, points.q.shape[0], world * chunk):
         stop = min(start + chunk, points.q.shape[0])
@@ -241,12 +238,10 @@ def _ranked_chunks(
             doubtful = steps.row_list(_may_miss_one(last, tol, kth))
             if doubtful:
                 # Every listed candidate's exact distance is within tol of its float32 one.
-                within = _on_host((last + tol)[doubtful])
-                ids, row_keys = _exact_nearest(
-                    start + np.array(doubtful), keys.shape[1], exact, exclude_self, within
+                within = (last + tol)[doubtful]
+                idx[doubtful], keys[doubtful] = steps.search_again(
+                    start, doubtful, keys.shape[1], within
                 )
-                for i, row in enumerate(doubtful):
-                    steps.put_row(idx, keys, row, ids[i], row_keys[i])
                 rows = None  # rare: order the whole chunk
         keys, idx = steps.order(keys, idx, k, rows)
         yield start, steps.distances(keys, distance), idx
@@ -439,78 +434,9 @@ def _may_miss_one(last: Any, tol: Any, kth: Any) -> Any:
     could still reach the row's ``k``-th exact distance (more points than the list holds
     coincide in float32: near-duplicates, or points closer than float32 resolves), the list
     cannot be trusted, and the row's nearest are taken from all references, exactly
-    (`_exact_nearest`).
+    (`_host_search.exact_nearest`, or its twin on the search's device).
     """
     return last - tol <= kth
-
-
-def _on_host(values: Any) -> np.ndarray:
-    """``values``, numpy or torch on any device, as a numpy array."""
-    return values.cpu().numpy() if isinstance(values, torch.Tensor) else np.asarray(values)
-
-
-def _exact_nearest(
-    own: np.ndarray,
-    width: int,
-    exact: tuple[np.ndarray, np.ndarray],
-    exclude_self: bool,
-    within: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Queries ``own``'s ``width`` nearest references, exactly, over every reference: ``(b,
-    width)`` int64 ids ordered by (float64 squared distance, id), and those distances.
-
-    ``exact``: the queries and references, float64 or float32 (widened exactly); ``within``:
-    ``(b,)`` a bound on each query's ``width``-th exact squared distance (its last float32
-    candidate's distance plus the rounding bound: ``width`` candidates lie within it). Blocks of
-    queries are screened by products in the references' precision, ``|q|^2 + |r|^2 - 2 q.r``
-    (BLAS), whose error is below `_screen_margin`; the references screened within ``within``
-    plus twice that margin, a few per query, are then scored exactly, ``sum (r - q)^2``.
-    """
-    queries, reference = exact
-    n, d = reference.shape
-    ref_sq = np.einsum("nd,nd->n", reference, reference, dtype=np.float64)  # (n,)
-    ids = np.empty((own.size, width), dtype=np.int64)
-    keys = np.empty((own.size, width), dtype=np.float64)
-    step = max(1, _SCREEN_ELEMENTS // n)
-    for s in range(0, own.size, step):
-        rows = own[s : s + step]
-        q = queries[rows].astype(reference.dtype)  # (b, d)
-        q_sq = np.einsum("bd,bd->b", q, q, dtype=np.float64)  # (b,)
-        screened = q @ reference.T  # (b, n) in the references' precision
-        screened *= -2.0
-        screened += ref_sq.astype(reference.dtype)
-        screened += q_sq.astype(reference.dtype)[:, None]
-        if exclude_self:  # NaN: below no limit, and sorted last by `numpy.partition`
-            screened[np.arange(rows.size), rows] = np.nan
-        margin = _screen_margin(q_sq, float(ref_sq.max()), d, reference.dtype)  # (b,)
-        limit = within[s : s + step] + 2.0 * margin  # (b,)
-        # A row the rounding bound left short (its float32 list erred beyond it): its limit is
-        # its width-th screened distance plus the margin.
-        short = np.flatnonzero((screened <= limit[:, None]).sum(axis=1) < width)
-        if short.size:
-            kth = np.partition(screened[short], width - 1, axis=1)[:, width - 1]
-            limit[short] = kth + 2.0 * margin[short]
-        at, cols = np.nonzero(screened <= limit[:, None])
-        distances = rescore_pairs(queries[rows], reference, at, cols)  # (m,) exact
-        order = np.lexsort((cols, distances, at))  # by query, then (distance, index)
-        first = np.searchsorted(at[order], np.arange(rows.size))  # (b,) each query's first
-        taken = order[first[:, None] + np.arange(width)]  # (b, width)
-        ids[s : s + step], keys[s : s + step] = cols[taken], distances[taken]
-    return ids, keys
-
-
-#: Elements of the ``(queries, references)`` block of `_exact_nearest` (32 MB in float32).
-_SCREEN_ELEMENTS = 1 << 23
-
-
-def _screen_margin(q_sq: np.ndarray, ref_sq_max: float, d: int, dtype: Any) -> np.ndarray:
-    """``(b,)`` bound on the gap between ``|q|^2 + |r|^2 - 2 q.r`` computed in ``dtype`` and
-    float64 ``sum (r - q)^2`` of one pair: each lies within about ``2 d u (|q|^2 + |r|^2)`` of
-    the true value (Higham's ``gamma_d``, ``u`` the unit roundoff of its precision; ``|q.r|``
-    and ``|r - q|^2`` bounded by Cauchy-Schwarz), so their gap within ``(4 d + 8) u (|q|^2 +
-    max |r|^2)`` with the larger ``u``."""
-    unit = float(np.finfo(dtype).eps) / 2.0
-    return (4 * d + 8) * unit * (q_sq + ref_sq_max)
 
 
 def power_of_two_scale(q: np.ndarray, ref: np.ndarray) -> float:
