@@ -350,7 +350,7 @@ def _near_duplicate_runs(seed=0, runs=6, size=40, n_far=200, spread=1e-3):
     return x, np.r_[rng.integers(0, 3, runs * size), rng.integers(3, 20, n_far)]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", [*BACKENDS, pytest.param("cuda", marks=pytest.mark.cuda)])
 @pytest.mark.parametrize("k", [1, 10, 25])
 def test_float32_runs_of_near_ties_longer_than_the_candidates_are_exact(backend, k):
     x, _ = _near_duplicate_runs()
