@@ -388,12 +388,14 @@ def test_a_row_searched_again_with_too_low_a_bound_still_gets_its_nearest(side):
     nearest = _float64_brute_force(exact, exact, 19, exclude_self=True)[own]
     for within in (np.full(4, np.inf), np.zeros(4)):
         if side == "host":
-            ids, keys = _host_search.exact_nearest(x[own], x, own, 19, within, True)
+            ref_sq = np.einsum("nd,nd->n", x, x, dtype=np.float64)
+            ids, keys = _host_search.exact_nearest(x[own], x, ref_sq, own, 19, within, True)
         else:
             search = _torch_search.TorchSearch(x, torch.device("cpu"), None)
             ids, keys = _torch_search.exact_nearest(
                 search.ref[own],
                 search.ref,
+                search.ref.double().square().sum(1),
                 torch.from_numpy(own),
                 19,
                 torch.from_numpy(within),

@@ -299,7 +299,7 @@ def test_the_torch_back_end_scores_every_query_as_faiss_does(monkeypatch, dtype,
         monkeypatch.setattr(
             module,
             "exact_nearest",
-            lambda *a, found=exact_nearest: widened.extend(a[2].tolist()) or found(*a),
+            lambda *a, found=exact_nearest: widened.extend(a[3].tolist()) or found(*a),
         )
     kept = {}
     for backend, chunk in (("faiss", None), ("torch", None), ("torch", 97)):

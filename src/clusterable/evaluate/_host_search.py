@@ -12,6 +12,7 @@ in numpy: the near-tie check (`near_ties`), the exact re-scoring (`rescore_pairs
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -401,9 +402,29 @@ class HostSteps:
     ) -> tuple[np.ndarray, np.ndarray]:
         """The ``width`` nearest of every reference, exactly, for the queries ``start + rows``
         (`exact_nearest`), whose ``width``-th exact squared distances lie within ``within``."""
-        queries, reference = self.points.exact or (self.points.q, self.points.ref)
+        queries, reference = self._searched_again
         own = start + np.asarray(rows)
-        return exact_nearest(queries[own], reference, own, width, within, self.points.exclude_self)
+        return exact_nearest(
+            queries[own],
+            reference,
+            self._reference_sq,
+            own,
+            width,
+            within,
+            self.points.exclude_self,
+        )
+
+    @property
+    def _searched_again(self) -> tuple[np.ndarray, np.ndarray]:
+        """The queries and references `search_again` scores: the float64 inputs' own, else the
+        float32 ones."""
+        return self.points.exact or (self.points.q, self.points.ref)
+
+    @functools.cached_property
+    def _reference_sq(self) -> np.ndarray:
+        """``(n,)`` float64 squared norms of the references `search_again` scores, once."""
+        reference = self._searched_again[1]
+        return np.einsum("nd,nd->n", reference, reference, dtype=np.float64)
 
     def rescore_near_ties(
         self,
@@ -526,6 +547,7 @@ _SCREEN_ELEMENTS = 1 << 23
 def exact_nearest(
     queries: np.ndarray,
     reference: np.ndarray,
+    ref_sq: np.ndarray,
     own: np.ndarray,
     width: int,
     within: np.ndarray,
@@ -536,7 +558,8 @@ def exact_nearest(
     distances.
 
     ``queries`` and ``reference``: float64, or float32 (widened exactly where they are scored);
-    ``own``: ``(b,)`` each query's own row of ``reference``, left out where ``exclude_self``;
+    ``ref_sq``: ``(n,)`` the references' float64 squared norms; ``own``: ``(b,)`` each query's
+    own row of ``reference``, left out where ``exclude_self``;
     ``within``: ``(b,)`` a bound on each query's ``width``-th exact squared distance (its last
     float32 candidate's distance plus the rounding bound). Blocks of queries are screened by
     products in the references' precision, ``|q|^2 + |r|^2 - 2 q.r`` (BLAS), which err by less
@@ -546,7 +569,6 @@ def exact_nearest(
     ``_torch_search.exact_nearest`` is the same on a device.
     """
     n, d = reference.shape
-    ref_sq = np.einsum("nd,nd->n", reference, reference, dtype=np.float64)  # (n,)
     unit = float(np.finfo(reference.dtype).eps) / 2.0
     ids = np.empty((len(queries), width), dtype=np.int64)
     keys = np.empty((len(queries), width), dtype=np.float64)

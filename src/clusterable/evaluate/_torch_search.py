@@ -217,6 +217,8 @@ class DeviceSteps:
         self.search = TorchSearch(points.ref, device, exact_ref, CANDIDATE_PASS.get(device.type))
         self.codes = None if codes is None else torch.from_numpy(codes).to(device)
         self.tolerances = torch.from_numpy(points.tolerances()).to(device)  # (m,)
+        # (n,) float64 squared norms of the references `search_again` scores, made at first use.
+        self._reference_sq: torch.Tensor | None = None
 
     def chunk(self, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The queries ``start:stop`` and their float32 candidates, ordered by (distance, id)."""
@@ -275,8 +277,17 @@ class DeviceSteps:
         else:
             host = self.points.q if exact is None else exact[0]
             queries = torch.from_numpy(host[own.cpu().numpy()]).to(self.device)
+        if self._reference_sq is None:  # once per search, where a row is first searched again
+            self._reference_sq = reference.double().square().sum(1)  # (n,)
         return exact_nearest(
-            queries, reference, own, width, within, self.points.exclude_self, self.search
+            queries,
+            reference,
+            self._reference_sq,
+            own,
+            width,
+            within,
+            self.points.exclude_self,
+            self.search,
         )
 
     def rescore_near_ties(
@@ -319,6 +330,7 @@ SCREEN_ELEMENTS = 1 << 24
 def exact_nearest(
     queries: torch.Tensor,
     reference: torch.Tensor,
+    ref_sq: torch.Tensor,
     own: torch.Tensor,
     width: int,
     within: torch.Tensor,
@@ -326,13 +338,13 @@ def exact_nearest(
     search: TorchSearch,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """`_host_search.exact_nearest` on the references' device: the ``width`` nearest of every
-    reference for each of the ``(b, d)`` ``queries``, exactly, as ``(b, width)`` int64 ids
+    reference for each of the ``(b, d)`` ``queries`` (``ref_sq``: the references' ``(n,)``
+    float64 squared norms), exactly, as ``(b, width)`` int64 ids
     ordered by (float64 squared distance, id) and those distances; screened by products in the
     references' precision (IEEE float32 products, whatever the TF32 setting), the few within
     ``within`` plus twice `screen_margin` scored exactly (`TorchSearch.rescore`)."""
     n, d = reference.shape
     exact = reference.dtype == torch.float64
-    ref_sq = reference.double().square().sum(1)  # (n,)
     unit = torch.finfo(reference.dtype).eps / 2.0
     ids = torch.empty(len(queries), width, dtype=torch.int64, device=reference.device)
     keys = torch.empty(len(queries), width, dtype=torch.float64, device=reference.device)
