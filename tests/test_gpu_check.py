@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,13 +15,19 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
 
 
+def loaded(name: str):
+    """The benchmark script ``benchmarks/<name>.py`` as a module, registered under its name while
+    the tests use it (dataclasses look their module up by name)."""
+    spec = importlib.util.spec_from_file_location(name, SCRIPT.parent / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="module")
 def gpu_check():
-    spec = importlib.util.spec_from_file_location("gpu_check", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_check"] = module  # dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    yield module
+    yield loaded("gpu_check")
     sys.modules.pop("gpu_check", None)
 
 
@@ -317,3 +324,86 @@ def test_the_default_steps_fit_one_ten_minute_call(gpu_check):
     together = max(step.budget_s for step in default if not step.timing)
     alone = sum(step.budget_s for step in default if step.timing)
     assert together + alone <= 600
+
+
+# ------------------------------------------------------------------------------------------------
+# step g: bench_train's fit cases (issue 40)
+@pytest.fixture(scope="module")
+def bench_train():
+    yield loaded("bench_train")
+    sys.modules.pop("bench_train", None)
+
+
+def test_training_figures_hold_each_fit_case_to_its_target(gpu_check):
+    output = "\n".join(
+        [
+            "| side | items/s |",
+            "step / plain loop: 0.981x, the median of the repeats' ratios (0.98) (target >= 0.95)",
+            "",
+            "fit[6,000 1600x1200 ram] from files / step: 0.934x, the median of the repeats' "
+            "ratios (0.93) (target >= 0.9)",
+            "fit[20,480 400x300 disk] from files / step: 0.912x, the median of the repeats' "
+            "ratios (0.91) (target >= 0.9)",
+        ]
+    )
+    figures, missed = gpu_check.train_figures(output)
+    assert figures == (
+        "step / plain loop 0.981x; fit[6,000 1600x1200 ram] 0.934x; fit[20,480 400x300 disk] 0.912x"
+    )
+    assert not missed
+    below = output.replace("0.912x", "0.874x")
+    assert gpu_check.train_figures(below)[1]
+    # A case the budget left out is a figure missing: flagged, and named.
+    cut = (
+        output + "\n\nnot run (budget spent or interrupted): fit[20,480 1600x1200 disk] (repeat 1)"
+    )
+    figures, missed = gpu_check.train_figures(cut)
+    assert missed and figures.endswith(
+        "budget spent, not run: fit[20,480 1600x1200 disk] (repeat 1)"
+    )
+    assert gpu_check.train_figures("no table at all") == ("no ratios", True)
+
+
+def test_the_gpu_fit_cases_are_issue_40s_sizes_and_parse(gpu_check, bench_train):
+    cases = [bench_train.FitCase.parse(text) for text in gpu_check.TRAIN_FIT_CASES]
+    assert {(c.photos, c.cache) for c in cases} == {(6000, "ram"), (20480, "disk")}
+    assert {c.size for c in cases} == {(400, 300), (1600, 1200)}
+    assert list(bench_train.sides_of(cases))[:3] == ["plain", "step", "fit[6,000 1600x1200 ram]"]
+    for bad in ("6000:400x300", "6000:400:ram", "six:400x300:ram", "6000:400x300:cloud"):
+        with pytest.raises(SystemExit, match="--fit-case takes PHOTOS:WxH:CACHE"):
+            bench_train.FitCase.parse(bad)
+    with pytest.raises(SystemExit, match="must be positive"):
+        bench_train.FitCase.parse("0:400x300:ram")
+
+
+def test_generated_photos_link_the_drawn_ones(bench_train, tmp_path):
+    """20,000 photos of 1600 x 1200 are a few drawn ones and hard links to them: every file is
+    its own path to decode, with the bytes of one of the drawn."""
+    from PIL import Image
+
+    folder = bench_train.write_photos(tmp_path / "photos", 3, 5, (64, 48), distinct=4)
+    files = sorted(folder.rglob("*.jpg"))
+    assert len(files) == 15 and len({f.parent.name for f in files}) == 3
+    assert len({f.stat().st_ino for f in files}) == 4
+    assert len({f.read_bytes() for f in files}) == 4  # the drawn ones differ
+    with Image.open(files[-1]) as image:
+        assert image.size == (64, 48)
+
+
+@pytest.mark.slow
+def test_the_training_step_runs_its_fit_cases_within_its_budget_on_the_cpu(gpu_check, tmp_path):
+    """gpu_check's step g on the CPU, tiny: every fit case measured, a disk cache built in the
+    benchmark's own scratch folder (none left in the user's), and the figures read back."""
+    out = tmp_path / "out"
+    env = {**os.environ, "OUT": str(out), "CLUSTERABLE_CACHE_DIR": str(tmp_path / "user-cache")}
+    command = [sys.executable, str(SCRIPT), "--smoke", "--steps", "g"]
+    subprocess.run(command, check=True, timeout=300, cwd=SCRIPT.parent.parent, env=env)
+    data = json.loads((out / "gpu_check.json").read_text())
+    (step,) = data["steps"]
+    assert step["status"] in ("ok", "flagged")
+    for case in gpu_check.SMOKE_FIT_CASES:
+        photos, size, cache = case.split(":")
+        assert f"fit[{int(photos):,} {size} {cache}] " in step["figures"]
+    assert "step / plain loop" in step["figures"] and "not run" not in step["figures"]
+    assert "images cached on disk: 48 decoded" in step["details"][0]
+    assert not (tmp_path / "user-cache").exists()
