@@ -581,6 +581,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(run_child(args.child, args.sizes[0], args.device)))
         return 0
 
+    # --budget is the whole run's, the probe's seconds included (gpu_check kills the run at its
+    # step's budget).
+    deadline = time.monotonic() + args.budget
     import torch
 
     if args.device.startswith("cuda") and not torch.cuda.is_available():
@@ -613,7 +616,6 @@ def main(argv: list[str] | None = None) -> int:
     plan += [(side, size) for side in sides if side != "ours" for size in orders[side][1:]]
     plan += [("pml", size) for size in args.sizes if pml and size not in PML_SKIPPED]
     results: dict[str, dict[str, dict]] = {size: {} for size in args.sizes}
-    deadline = time.monotonic() + args.budget
     for side, size in plan:
         left = deadline - time.monotonic()
         if left < 10:

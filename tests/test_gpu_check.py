@@ -237,6 +237,18 @@ def test_the_evaluation_benchmark_runs_both_passes_on_the_cpu(tmp_path):
     assert sides["ours+bf16"]["stages"]["seconds"]["re-score"] > 0
 
 
+def test_the_evaluation_budget_counts_the_topk_probe(tmp_path):
+    """--budget is the whole run's: the probe's seconds (about 20 s on a GPU) are spent from it,
+    so that gpu_check's step does not pass its own budget and lose every figure."""
+    result = tmp_path / "evaluate.json"
+    command = [sys.executable, str(SCRIPT.parent / "bench_gpu_evaluate.py"), "--device", "cpu"]
+    command += ["--probe-topk", "--sizes", "small", "--no-pml", "--budget", "11"]
+    subprocess.run([*command, "--json", str(result)], check=True, timeout=300, cwd=SCRIPT.parent)
+    data = json.loads(result.read_text())
+    assert data["topk_probe"]  # the probe ran, then less than 10 s were left for a size
+    assert data["results"]["small"]["ours"]["skipped"] == "not run (budget of 11 s spent)"
+
+
 @pytest.fixture(scope="module")
 def bench_gpu_losses():
     sys.path.insert(0, str(SCRIPT.parent))  # it imports bench_losses
