@@ -113,9 +113,12 @@ clean:
 # GPU whose python3 already holds torch (benchmarks/README.md, "GPU check").
 # The packages that machine's image lacks, pinned to the versions .venv has; SQLAlchemy 2.1 no
 # longer requires greenlet, and every other dependency (numpy, scipy, scikit-learn, packaging,
-# PyYAML, tqdm, typing-extensions, MarkupSafe, torch) is in the image.
+# PyYAML, tqdm, typing-extensions, MarkupSafe, torch) is in the image. sybil and numpydoc are the
+# test suite's (tests/test_docs_examples.py, tests/test_docstrings.py: without them step b cannot
+# collect those two modules); numpydoc.docscrape needs none of its Sphinx.
 GPU_WHEELS := faiss-cpu==1.15.1 openTSNE==1.0.4 pymanopt==2.2.1 optuna==5.0.0 alembic==1.20.1 \
-	SQLAlchemy==2.1.9 Mako==1.4.3 colorlog==6.12.0 pytorch-metric-learning==2.9.0
+	SQLAlchemy==2.1.9 Mako==1.4.3 colorlog==6.12.0 pytorch-metric-learning==2.9.0 sybil==10.1.0 \
+	numpydoc==1.11.0
 GPU_PLATFORMS := $(foreach p,manylinux_2_28 manylinux_2_27 manylinux_2_17 manylinux2014 \
 	manylinux1,--platform $(p)_x86_64)
 GPU_SITE := /tmp/site

@@ -49,6 +49,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -549,6 +550,21 @@ def header_line(device: str) -> str:
     return f"# gpu_check: {where}, {os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d %H:%M')}"
 
 
+def command_on_path(folder: Path) -> Path | None:
+    """Where there is no ``clusterable`` command (a GPU machine's python3 runs this checkout from
+    ``PYTHONPATH``, uninstalled), one in ``folder`` that runs ``python3 -m clusterable`` with this
+    interpreter, put first on every step's PATH: the documentation's shell examples
+    (tests/test_docs_examples.py) call it. Returns it, or None where PATH has one."""
+    if shutil.which("clusterable"):
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    launcher = folder / "clusterable"
+    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m clusterable "$@"\n')
+    launcher.chmod(0o755)
+    os.environ["PATH"] = f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"
+    return launcher
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="The GPU check: tests, demo and GPU benchmarks, each under a time budget, "
@@ -593,6 +609,9 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     with tempfile.TemporaryDirectory(prefix="gpu_check-") as scratch:
+        launcher = command_on_path(Path(scratch) / "bin")
+        if launcher:
+            print(f"no clusterable command on PATH here: {launcher} runs this checkout's")
         ctx = Context(device, args.smoke, logs, Path(scratch), budgets)
         results = run_steps(keys, runners(ctx), serial=args.serial, report=progress)
     details = details_markdown(results)

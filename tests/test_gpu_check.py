@@ -237,6 +237,23 @@ def test_the_evaluation_benchmark_runs_both_passes_on_the_cpu(tmp_path):
     assert sides["ours+bf16"]["stages"]["seconds"]["re-score"] > 0
 
 
+def test_a_clusterable_command_is_put_on_path_where_there_is_none(gpu_check, tmp_path, monkeypatch):
+    """The GPU machine runs this checkout uninstalled: the documentation's shell examples find a
+    ``clusterable`` that runs it (step b ran none of them before: command not found)."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    launcher = gpu_check.command_on_path(tmp_path / "bin")
+    assert launcher == tmp_path / "bin" / "clusterable"
+    assert os.environ["PATH"].split(os.pathsep)[0] == str(tmp_path / "bin")
+    env = {**os.environ, "PYTHONPATH": str(SCRIPT.parents[1] / "src")}
+    done = subprocess.run(
+        ["clusterable", "--version"], env=env, capture_output=True, text=True, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("clusterable ")
+    assert gpu_check.command_on_path(tmp_path / "again") is None  # PATH has one now
+    assert not (tmp_path / "again").exists()
+
+
 def test_the_evaluation_budget_counts_the_topk_probe(tmp_path):
     """--budget is the whole run's: the probe's seconds (about 20 s on a GPU) are spent from it,
     so that gpu_check's step does not pass its own budget and lose every figure."""
