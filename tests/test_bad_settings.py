@@ -16,6 +16,7 @@ import types
 
 import numpy as np
 import pytest
+import torch
 
 from clusterable.cli import main
 from clusterable.cli._settings import run_flags
@@ -23,7 +24,7 @@ from clusterable.data import load_dataset
 from clusterable.data.registry import check_dataset_name
 from clusterable.losses import EmbeddingLoss, build_loss
 from clusterable.models import build_model
-from clusterable.recipe import RunSpec
+from clusterable.recipe import RunSpec, build_trainer
 from clusterable.train import TrainConfig, Trainer
 from clusterable.train.answerable import answerable_table
 from clusterable.train.config import BOUNDS
@@ -304,6 +305,48 @@ def test_batches_without_a_pair_are_refused_before_training(argv, flag, words, t
     line = refusal(capsys, ["train", "--loss", "lifted", *argv, "--out", str(out)], flag)
     assert all(word in line for word in words), line
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--batch-size", "64"],  # the default 128 dimensions
+        ["--batch-size", "16", "--embedding-dim", "16"],  # as many items as dimensions
+        ["--batch-size", "16", "--embedding-dim", "16", "--autoencoder"],  # wrapped, the same
+    ],
+    ids=["fewer-items", "as-many", "autoencoder"],
+)
+def test_spectral_batches_of_no_more_items_than_dimensions_are_refused(argv, tmp_path, capsys):
+    """DSCL's loss is 0 with a zero gradient where ``n <= d`` (``F F^+`` is the identity): the
+    audit's run at the defaults (batch 128, 128 dimensions) logged a loss of -0.0000 and kept its
+    untrained weights."""
+    out = tmp_path / "run"
+    line = refusal(
+        capsys, ["train", "--loss", "spectral", *argv, "--out", str(out)], "--batch-size"
+    )
+    assert "embedding dimensions" in line and "no step would train" in line, line
+    assert not out.exists()
+
+
+def test_spectral_is_constant_on_a_batch_of_no_more_items_than_dimensions():
+    """Why the refusal holds: at ``n <= d`` the loss and its gradient are 0 for any embeddings;
+    one item more than dimensions and it trains."""
+    labels = torch.arange(4).repeat(4)  # (16,)
+    loss = build_loss("spectral")
+    for n_dims, trains in ((16, False), (32, False), (8, True)):
+        embeddings = torch.randn(16, n_dims, dtype=torch.float64, requires_grad=True)
+        value = loss(embeddings, labels)
+        value.backward()
+        assert (abs(float(value.detach())) > 1e-6) is trains
+        assert (float(embeddings.grad.abs().max()) > 1e-6) is trains
+
+
+def test_a_spectral_batch_above_the_dimensions_is_taken():
+    train = load_dataset("digits", split="train").subset(np.arange(200))
+    spec = RunSpec(data="digits", model="mlp", loss="spectral", embedding_dim=16)
+    build_trainer(spec, TrainConfig(batch_size=17, sampler="random", progress=False), train)
+    with pytest.raises(ValueError, match="batch_size=16 is not above the 16 embedding dimensions"):
+        build_trainer(spec, TrainConfig(batch_size=16, progress=False), train)
 
 
 def test_a_loss_without_pairs_needs_none():

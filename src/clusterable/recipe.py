@@ -58,7 +58,7 @@ from clusterable.spec_rules import AUTOENCODER_BOUNDS, check_run_spec
 from clusterable.train.answerable import Answerable, answerable_table, ks_within
 from clusterable.train.callbacks import TrainerCallback
 from clusterable.train.checkpoint import load_run_record, load_weights, resolve_checkpoint
-from clusterable.train.config import TrainConfig
+from clusterable.train.config import TrainConfig, check_batches_exceed_dimensions
 from clusterable.train.config_typing import field_types, parameter_types, typed_settings
 from clusterable.train.embed import embed_dataset
 from clusterable.train.run_folder import RUN_RECORD, TEST_METRICS, prepare_run_folder
@@ -280,6 +280,7 @@ def build_trainer(
     """
     num_classes = train.num_classes if num_classes is None else num_classes
     pieces = build(spec, train.input_shape, num_classes, seed=config.seed)
+    check_batches_exceed_dimensions(config, spec.embedding_dim, pieces.loss)
     record = {
         "spec": asdict(spec),
         "input_shape": list(train.input_shape),

@@ -149,8 +149,9 @@ class EmbeddingLoss(nn.Module):
     set ``(m, d)``, ``(m,)`` (``None`` when there is none or it is empty), in the same dtype.
 
     What the training loop (:class:`~clusterable.train.Trainer`) reads from a loss is declared
-    here, each with a default that asks for nothing: :attr:`takes_inputs`, :attr:`needs_pairs` and
-    :meth:`predict`. The range of each numeric constructor argument is declared once, in
+    here, each with a default that asks for nothing: :attr:`takes_inputs`, :attr:`needs_pairs`,
+    :attr:`needs_more_items_than_dimensions` and :meth:`predict`. The range of each numeric
+    constructor argument is declared once, in
     :attr:`argument_bounds`, and the constructor checks it with :meth:`check_arguments`.
 
     Examples
@@ -194,6 +195,12 @@ class EmbeddingLoss(nn.Module):
     #: a negative (an item of another class): the trainer then refuses, before the first step,
     #: batches that can never hold both (a batch of one, one class per batch).
     needs_pairs: ClassVar[bool] = False
+
+    #: Whether the loss is constant, with a zero gradient, on a batch of no more items than
+    #: embedding dimensions (``n <= d``): a run whose ``batch_size`` is at most its
+    #: ``embedding_dim`` is then refused before the first step (:func:`~clusterable.recipe.
+    #: build_trainer`), since no step would train.
+    needs_more_items_than_dimensions: ClassVar[bool] = False
 
     @classmethod
     def check_arguments(cls, **values: Any) -> None:

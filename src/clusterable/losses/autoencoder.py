@@ -119,6 +119,11 @@ class AutoencoderLoss(EmbeddingLoss):
         """The wrapped loss's: the reconstruction term alone does not make a batch train."""
         return self.loss.needs_pairs
 
+    @property
+    def needs_more_items_than_dimensions(self) -> bool:  # type: ignore[override]
+        """The wrapped loss's, for the same reason."""
+        return self.loss.needs_more_items_than_dimensions
+
     def forward(self, embeddings: Tensor, labels: Tensor, inputs: Tensor) -> Tensor:  # type: ignore[override]
         value = loss_on_global_batch(self.loss, embeddings, labels)
         if self.weight == 0.0:

@@ -116,7 +116,11 @@ class SpectralClusteringLoss(EmbeddingLoss):
     its own point with the class points linearly independent), and ``k`` when ``F`` is orthogonal
     to all of them. With ``r = rank(F) < k`` it cannot go below ``k - r``: pick ``d >= k``, as the
     paper does (``d = k``). A batch of one class gives ``1 - ||P_F 1||^2 / n``, which still pulls
-    the class together; a batch of distinct labels gives ``n - rank(F)``, with zero gradient.
+    the class together; a batch of distinct labels gives ``n - rank(F)``, with zero gradient. So
+    does a batch of no more items than dimensions (``n <= d``): ``F`` then has rank ``n``,
+    ``F F^+`` is the identity and the loss is 0 whatever the embeddings, so a run needs
+    ``batch_size > embedding_dim`` (:attr:`needs_more_items_than_dimensions`; the paper: 1,260
+    items a batch, ``d = k``).
 
     The gradient is the paper's closed form, ``-2 (I - F F^+) C (F^+)^T`` (Eq. 8; the paper's
     rescaled gradient ``G`` of Eq. 9 and Algorithm 1 is half of it, a learning-rate constant),
@@ -141,6 +145,9 @@ class SpectralClusteringLoss(EmbeddingLoss):
     # The rank is decided at the precision the caller's F is in: after an upcast of float16, its
     # rounding (1e-3 relative) would count as rank at float32's tolerance.
     upcasts_half_precision = False
+
+    # F F^+ is the identity on a batch of n <= d items: the loss is 0 with a zero gradient.
+    needs_more_items_than_dimensions = True
 
     references_unsupported_because = (
         "DSCL's loss is a function of the batch matrix F as a whole (its projection F F^+, "

@@ -252,3 +252,29 @@ def check_batches_hold_pairs(
         setting, why, remedy = shortfall
         reason = f"{why}, and {name} is 0 on such a batch (no step would train); {remedy}"
         raise SettingError("training setting", setting, getattr(config, setting), reason)
+
+
+def check_batches_exceed_dimensions(config: TrainConfig, embedding_dim: int, loss: Any) -> None:
+    """Refuse, before the first step, a run whose batches hold no more items than embedding
+    dimensions, for a loss that is constant on such a batch
+    (``loss.needs_more_items_than_dimensions``: DSCL's spectral loss, whose ``F F^+`` is then the
+    identity); every step's gradient would be 0 and the model would not train.
+
+    Raises
+    ------
+    SettingError
+        Naming ``batch_size``, the dimensions, and what to give instead.
+    """
+    if not getattr(loss, "needs_more_items_than_dimensions", False):
+        return
+    if config.batch_size > embedding_dim:
+        return
+    name = type(getattr(loss, "loss", loss)).__name__  # the wrapped loss of an autoencoder
+    reason = (
+        f"is not above the {embedding_dim} embedding dimensions, and {name} is 0 with a zero "
+        "gradient on a batch of no more items than dimensions (F F^+ is the identity: no step "
+        "would train); "
+        f"give a batch size of {embedding_dim + 1} or more (a chunk size embeds it in parts), "
+        "or fewer embedding dimensions"
+    )
+    raise SettingError("training setting", "batch_size", config.batch_size, reason)
