@@ -1,15 +1,21 @@
 """Persistent partitions: new points follow each built-in method's own rule (checked against
 brute force or the library it uses), at any scale; damaged files and bad calls are refused.
 What every registered clusterer must do (predict == labels_, seeds, save/load) is in
-test_contract.py."""
+test_contract.py; here, also where a nearest-neighbour search rounds (a fitted point given again is
+found bit for bit, `identical_rows`)."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 import pytest
+from sklearn.datasets import load_digits
 from sklearn.metrics import adjusted_rand_score
 from sklearn.mixture import GaussianMixture
+from sklearn.neighbors import NearestNeighbors
 
+from clusterable.cli import main
 from clusterable.cluster import (
     Partition,
     affinity_propagation,
@@ -17,7 +23,9 @@ from clusterable.cluster import (
     kmeans,
     spectral_embedding,
 )
+from clusterable.cluster._validation import Rescaling
 from clusterable.cluster.gmm import RELATIVE_REG_COVAR
+from clusterable.cluster.partition import VOTE_NEIGHBOURS, NeighbourVotePartition, identical_rows
 
 #: The built-in methods whose clusters are the four blobs at these settings.
 METHODS = ("kmeans", "spectral", "gmm", "affinity_propagation", "aas")
@@ -29,6 +37,12 @@ def blobs(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     truth = np.arange(n) % len(CENTRES)
     return CENTRES[truth] + rng.normal(scale=0.7, size=(n, 3)), truth
+
+
+def float32_digits() -> np.ndarray:
+    """``(539, 64)`` float32 digit images: the nearest-neighbour search (``|a|^2 + |b|^2 - 2ab``)
+    puts many of them a small nonzero distance from themselves."""
+    return load_digits().data[:539].astype(np.float32)
 
 
 def fitted(method: str, x: np.ndarray) -> Partition:
@@ -105,6 +119,64 @@ def test_aas_calls_far_points_and_copies_of_noise_noise():
     assert partition.predict(outlier).tolist() == [-1]
     near_first = x[:1] + 0.01
     assert partition.predict(near_first).tolist() == partition.labels_[:1].tolist()
+
+
+@pytest.mark.parametrize("method", ["hdbscan", "aas"])
+def test_the_fitted_points_get_their_labels_back_though_the_search_rounds(method, tmp_path):
+    x = float32_digits()
+    partition = fit(x, method)
+    z = partition.rescaling.apply(x)
+    searched = NearestNeighbors(n_neighbors=1).fit(partition.reference).kneighbors(z)[0]
+    assert (searched > 0.0).any()  # some points are not at distance 0 from themselves
+    np.testing.assert_array_equal(partition.predict(x), partition.labels_)
+    np.testing.assert_array_equal(partition.predict(x.astype(np.float64)), partition.labels_)
+    loaded = Partition.load(partition.save(tmp_path / "p.npz"))
+    np.testing.assert_array_equal(loaded.predict(x), partition.labels_)
+
+
+@pytest.mark.parametrize("method", ["hdbscan", "aas"])
+def test_assign_on_the_clustered_embeddings_gives_their_clusters_back(method, tmp_path, capsys):
+    embeddings, clusters = str(tmp_path / "emb.npy"), str(tmp_path / "clusters.npy")
+    np.save(embeddings, float32_digits())
+    argv = ["cluster", embeddings, "--clustering", method, "--out", clusters]
+    assert main([*argv, "--save", str(tmp_path / "p.npz")]) == 0
+    assigned = str(tmp_path / "assigned.npy")
+    assert main(["assign", str(tmp_path / "p.npz"), embeddings, "--out", assigned]) == 0
+    np.testing.assert_array_equal(np.load(assigned), np.load(clusters))
+
+
+def test_aas_votes_on_a_point_moved_off_a_fitted_point():
+    x, _ = blobs(160, seed=0)
+    partition = fitted("aas", x)
+    z = partition.rescaling.apply(x + 1e-3)  # (160, 3), no longer fitted points
+    squared = ((z[:, None] - partition.reference[None]) ** 2).sum(-1)  # (160, 160)
+    assert np.sqrt(squared.min(axis=1)).max() <= partition.reach
+    voters = partition.labels_[np.argsort(squared, axis=1)[:, :VOTE_NEIGHBOURS]]  # nearest first
+    want = []
+    for row in voters.tolist():
+        counts = Counter(row)
+        want.append(next(c for c in row if counts[c] == max(counts.values())))  # tie: nearest
+    np.testing.assert_array_equal(partition.predict(x + 1e-3), want)
+
+
+def test_identical_rows_are_equal_bit_for_bit_and_the_first_of_copies():
+    reference = np.array([[0.0, 1.0], [2.0, 3.0], [0.0, 1.0], [4.0, 5.0], [0.0, 2.0]])
+    nudged = [np.nextafter(2.0, 3.0), 3.0]
+    queries = np.array([[0.0, 1.0], [4.0, 5.0], nudged, [9.0, 9.0], [0.0, 2.0], [0.0, 3.0]])
+    assert identical_rows(reference, queries).tolist() == [0, 3, -1, -1, 4, -1]
+    assert identical_rows(reference, reference[:0]).tolist() == []
+
+
+def test_a_copy_of_a_repeated_fitted_point_takes_the_first_copys_vote():
+    x = np.array([[0.0, 0.0], [1.0, 1.0], [0.0, 0.0], [1.0, 1.0], [5.0, 5.0]])
+    frame = Rescaling.of(x)
+    partition = NeighbourVotePartition(
+        labels_=np.array([0, 1, 1, -1, 2]),
+        rescaling=frame,
+        reference=frame.apply(x),
+        vote_neighbours=1,
+    )
+    assert partition.predict(x).tolist() == [0, 1, 0, 1, 2]
 
 
 @pytest.mark.parametrize("method", METHODS)

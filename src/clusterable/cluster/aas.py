@@ -187,8 +187,8 @@ def aas(
 @register_clusterer("aas", takes_n_clusters=False, seeded=False, label="AAS")
 class AASClusterer(Clusterer):
     """:func:`aas` as a registered estimator; its partition gives a new point the majority
-    cluster of its `VOTE_NEIGHBOURS` nearest fitted points, the cluster of a fitted point at
-    distance 0, and noise beyond the longest edge of the kNN graph
+    cluster of its `VOTE_NEIGHBOURS` nearest fitted points, noise beyond the longest edge of the
+    kNN graph, and to a point equal bit for bit to a fitted point that point's label
     (`clusterable.cluster.partition.NeighbourVotePartition`)."""
 
     def __init__(

@@ -14,9 +14,9 @@ and squared distances of points near 1e200 no longer overflow.
 How a new point is placed (scikit-learn's HDBSCAN has no ``predict``; this rule is ours, by the
 nearest core point): a point joins the cluster of its nearest clustered fitted point ``p`` when
 it lies within ``p``'s core distance (it would be among ``p``'s ``min_samples`` nearest points,
-so in ``p``'s dense neighbourhood), and is noise otherwise; a point at distance 0 from a fitted
-point takes that point's label, noise included, so ``predict`` on the fitted points returns
-``labels_``.
+so in ``p``'s dense neighbourhood), and is noise otherwise; a point equal bit for bit to a fitted
+point takes that point's label, noise included (the first such fitted point's where the fitted
+points repeat), so ``predict`` on the fitted points returns ``labels_``.
 
 How the metrics count noise: every evaluation metric of a partition
 (`clusterable.evaluate.evaluate_embeddings`, ``nmi``, ``pairwise_f1``, ...) counts each noise
@@ -39,7 +39,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from clusterable.cluster._validation import Rescaling
-from clusterable.cluster.partition import Partition
+from clusterable.cluster.partition import Partition, identical_rows
 from clusterable.cluster.registry import Clusterer, register_clusterer, run_clustering
 
 
@@ -193,8 +193,8 @@ class HDBSCANClusterer(Clusterer):
 @dataclass(kw_only=True)
 class NearestCorePointPartition(Partition):
     """A point joins its nearest clustered fitted point's cluster when within that point's core
-    distance, and is noise otherwise; at distance 0 from a fitted point it takes that point's
-    label (HDBSCAN, see the module docstring).
+    distance, and is noise otherwise; equal bit for bit to a fitted point it takes that point's
+    label, noise included (HDBSCAN, see the module docstring).
 
     ``reference`` holds the fitted points (rescaled) and ``core_distances`` their ``(n,)`` core
     distances in that frame.
@@ -206,6 +206,8 @@ class NearestCorePointPartition(Partition):
     core_distances: np.ndarray  # (n,)
 
     def _assign(self, z: np.ndarray) -> np.ndarray:
+        """``(b,)`` clusters of ``(b, d)`` points in the fitted frame by the nearest core point,
+        -1 for noise; a fitted point's own label where the row is one."""
         from sklearn.neighbors import NearestNeighbors
 
         out = np.full(z.shape[0], -1, dtype=np.int64)
@@ -216,9 +218,8 @@ class NearestCorePointPartition(Partition):
             nearest = clustered[row]
             inside = distance <= self.core_distances[nearest]
             out[inside] = self.labels_[nearest[inside]]
-        search = NearestNeighbors(n_neighbors=1).fit(self.reference)
-        distance, row = (column[:, 0] for column in search.kneighbors(z))
-        out[distance == 0.0] = self.labels_[row[distance == 0.0]]
+        fitted = identical_rows(self.reference, z)  # (b,)
+        out[fitted >= 0] = self.labels_[fitted[fitted >= 0]]
         return out
 
 

@@ -14,9 +14,11 @@ its ``RULE`` and is found again by `Partition.load`):
 - ``nearest-core-point``: HDBSCAN (`clusterable.cluster.hdbscan`).
 
 The stored labels are the rule applied to the fitted points (for k-means and spectral one more
-Lloyd assignment after the algorithm's own, never a higher k-means cost), so ``predict`` on the
-fitted points returns ``labels_``. All rules work in the frame the algorithms fit in (the points
-centred and scaled into ``[-1, 1]``, `Rescaling`), so they hold at any scale.
+Lloyd assignment after the algorithm's own, never a higher k-means cost); the rules that mark
+noise (``neighbour-vote``, ``nearest-core-point``) give a point equal bit for bit to a fitted
+point that point's label (`identical_rows`). So ``predict`` on the fitted points returns
+``labels_``. All rules work in the frame the algorithms fit in (the points centred and scaled
+into ``[-1, 1]``, `Rescaling`), so they hold at any scale.
 
 A partition is saved as one checksummed ``.npz`` file (`clusterable.archive`), at the path given.
 """
@@ -97,6 +99,9 @@ class Partition:
 
     def predict(self, x: Any) -> np.ndarray:
         """Cluster ids of new points, ``(m,)`` int64 (-1: noise, for the methods that mark it).
+
+        On the fitted points it returns ``labels_``: a point equal bit for bit to a fitted point
+        gets that point's label, noise included (see the module docstring).
 
         Raises
         ------
@@ -244,7 +249,8 @@ class NeighbourVotePartition(Partition):
     ``reference`` holds the fitted points (rescaled), ``labels_`` their clusters; ``reach`` is the
     longest edge of the kNN graph the clusters were found on (inf: no point is out of reach).
     Noise counts as a cluster of its own in the vote; a tie goes to the cluster whose member is
-    nearest; a point at distance 0 from a fitted point takes that point's cluster.
+    nearest; a point equal bit for bit to a fitted point takes that point's label, noise included
+    (the first such fitted point's where the fitted points repeat, `identical_rows`).
     """
 
     RULE: ClassVar[str] = "neighbour-vote"
@@ -255,6 +261,8 @@ class NeighbourVotePartition(Partition):
     vote_neighbours: int = VOTE_NEIGHBOURS
 
     def _assign(self, z: np.ndarray) -> np.ndarray:
+        """``(m,)`` majority clusters of the nearest fitted points of ``(m, d)`` points in the
+        fitted frame, -1 beyond ``reach``; a fitted point's own label where the row is one."""
         from sklearn.neighbors import NearestNeighbors
 
         k = min(self.vote_neighbours, self.reference.shape[0])
@@ -272,9 +280,9 @@ class NeighbourVotePartition(Partition):
                 np.add.at(counts, (np.arange(votes.shape[0]), votes[:, rank]), 1)
                 first[np.arange(votes.shape[0]), votes[:, rank]] = rank
             out[start : start + block] = np.argmax(counts * (k + 1) - first, axis=1) - 1
-        nearest = distances[:, 0]
-        out[nearest == 0.0] = self.labels_[rows[nearest == 0.0, 0]]
-        out[nearest > self.reach] = -1
+        out[distances[:, 0] > self.reach] = -1
+        fitted = identical_rows(self.reference, z)  # (m,)
+        out[fitted >= 0] = self.labels_[fitted[fitted >= 0]]
         return out
 
 
@@ -286,6 +294,30 @@ def member_means(points: np.ndarray, labels: np.ndarray) -> np.ndarray:
     sums = np.zeros((int(codes.max(initial=-1)) + 1, points.shape[1]))
     np.add.at(sums, codes, points[kept].astype(np.float64))
     return sums / np.bincount(codes)[:, None]
+
+
+def identical_rows(reference: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """``(m,)`` index of the row of ``reference`` ``(n, d)`` equal bit for bit to each row of
+    ``z`` ``(m, d)`` (the same dtype), -1 where none is; where rows of ``reference`` repeat, the
+    first of them.
+
+    The fitted points and the points given again pass through the same `Rescaling.apply`, so a
+    fitted point given again is found here. Rows are compared as bytes, not by a distance: a
+    nearest-neighbour search computes ``|a|^2 + |b|^2 - 2ab``, whose rounding leaves a point some
+    1e-7 from itself, and can rank a distinct point as close as that ahead of it.
+    """
+    keys = _row_keys(reference)  # (n,)
+    order = np.argsort(keys, kind="stable")  # (n,); equal rows in their order in reference
+    wanted = _row_keys(z)  # (m,)
+    candidate = order[np.minimum(np.searchsorted(keys, wanted, sorter=order), order.size - 1)]
+    return np.where(keys[candidate] == wanted, candidate, -1)  # (m,)
+
+
+def _row_keys(a: np.ndarray) -> np.ndarray:
+    """``(n,)`` the rows of ``a`` ``(n, d)`` as opaque byte strings, equal iff the rows are equal
+    bit for bit."""
+    rows = np.ascontiguousarray(a)
+    return rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1]))).ravel()
 
 
 def _nearest(u: np.ndarray, centres: np.ndarray) -> np.ndarray:
