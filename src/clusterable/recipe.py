@@ -61,7 +61,12 @@ from clusterable.train.checkpoint import load_run_record, load_weights, resolve_
 from clusterable.train.config import TrainConfig, check_batches_exceed_dimensions
 from clusterable.train.config_typing import field_types, parameter_types, typed_settings
 from clusterable.train.embed import embed_dataset
-from clusterable.train.run_folder import RUN_RECORD, TEST_METRICS, prepare_run_folder
+from clusterable.train.run_folder import (
+    RUN_RECORD,
+    TEST_METRICS,
+    check_resume_epochs,
+    prepare_run_folder,
+)
 from clusterable.train.trainer import Trainer, TrainResult
 from clusterable.unsupervised import (  # OPML: Algorithm 1 (RCGD on R, L), pseudo-labels
     OPMLDiagnostics,
@@ -419,6 +424,8 @@ def train_run(
         out = Path(out)
         if main_process:  # one process checks and clears; the others only write as told
             prepare_run_folder(out, resume=resume, overwrite=overwrite)
+            if resume:  # before run.json is written again
+                check_resume_epochs(out, config.epochs)
     full_train = spec.load("train")
     test = spec.load("test")
     if spec.unsupervised:

@@ -493,11 +493,13 @@ def given_settings(
 def resumed_settings(
     out: Path, spec_given: dict[str, Any], train_given: dict[str, Any]
 ) -> tuple[Any, Any]:
-    """The run's own stored settings; the ones named again must agree (epochs may grow)."""
+    """The run's own stored settings; the ones named again must agree (epochs may grow, but not
+    below those the run's latest checkpoint has trained)."""
     from clusterable.recipe import RunSpec
     from clusterable.train import TrainConfig
     from clusterable.train.run_folder import (
         CHANGEABLE_ON_RESUME,
+        check_resume_epochs,
         check_resume_settings,
         read_run_record,
     )
@@ -512,6 +514,7 @@ def resumed_settings(
     check_resume_settings(
         stored_config, wanted_config, train_given, "training setting", CHANGEABLE_ON_RESUME
     )
+    check_resume_epochs(out, wanted_config["epochs"], given="epochs" in train_given)
     config = TrainConfig.from_dict(
         {**stored_train, **{k: wanted_config[k] for k in train_given}, "verbose": True}
     )

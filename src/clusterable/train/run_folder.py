@@ -6,7 +6,8 @@
 - a new run goes into a folder that is absent or empty (or ``overwrite`` clears it first), so two
   runs never mix their checkpoints and logs;
 - a resumed run takes its settings from its own ``run.json``; a setting given again must agree
-  with it, except those a continuation may change (:data:`CHANGEABLE_ON_RESUME`);
+  with it, except those a continuation may change (:data:`CHANGEABLE_ON_RESUME`), and its epochs
+  may grow but never fall below those its latest checkpoint has trained;
 - the folder is checked writable before any data is read, and a failed write says why (disk full,
   permission denied) in one line;
 - temporaries of an interrupted checkpoint write are removed when the run resumes.
@@ -186,6 +187,34 @@ def check_resume_settings(
             f"--resume continues the run as it was started, but these {what}s differ from it: "
             f"{'; '.join(conflicts)}. Drop them to resume, or start a new run with another --out"
         )
+
+
+def check_resume_epochs(run_dir: Path | str, epochs: int, given: bool = True) -> None:
+    """A resumed run goes on to ``epochs``: never fewer than its latest checkpoint has trained,
+    which would train nothing and leave ``run.json`` claiming epochs the run does not have.
+
+    ``given``: the command names the epochs (``--epochs``); else they are ``run.json``'s. A run
+    without a readable checkpoint is left to :func:`prepare_run_folder` to refuse.
+
+    Raises
+    ------
+    RunFolderError
+        ``epochs`` below the epoch of the run's latest checkpoint; the message says how many to
+        give instead.
+    """
+    trained = last_checkpoint_epoch(run_dir)
+    if trained is None or epochs >= trained:
+        return
+    remedy = f"give --epochs {trained} or more to go on"
+    if given:
+        raise RunFolderError(
+            f"--epochs {epochs} is below the {trained} epochs {run_dir} has already trained; "
+            f"{remedy}, or train a new run with another --out"
+        )
+    raise RunFolderError(
+        f"--resume: {Path(run_dir) / RUN_RECORD} asks for {epochs} epochs, below the {trained} "
+        f"{run_dir} has already trained; {remedy}"
+    )
 
 
 def prepare_run_folder(out: Path | str, resume: bool = False, overwrite: bool = False) -> Path:

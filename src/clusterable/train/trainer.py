@@ -517,8 +517,14 @@ class Trainer:
         if self.out is None:
             raise ValueError("resume needs the run folder (out=...) that holds the checkpoints")
         checkpoint = resolve_checkpoint(self.out)
-        load_weights(checkpoint, self.model, self.loss)
         state = load_state(checkpoint)
+        if state["epoch"] > self.config.epochs:  # would train nothing, and say it trained less
+            raise ValueError(
+                f"resume: epochs={self.config.epochs} is below the {state['epoch']} epochs "
+                f"{checkpoint} has already trained; give epochs={state['epoch']} or more to go "
+                "on, or train a new run in another folder"
+            )
+        load_weights(checkpoint, self.model, self.loss)
         self.optimizer.load_state_dict(state["optimizer"])
         self.scaler.load_state_dict(state["scaler"])
         if "scheduler" in state:  # checkpoints before schedules trained at a constant rate
@@ -530,6 +536,11 @@ class Trainer:
         self.history = state["history"]
         restore_rng_state(state["rng"])
         self.log({"event": "resume", "epoch": self.epoch, "checkpoint": checkpoint.name})
+        if self.epoch == self.config.epochs:
+            self._announce(
+                f"nothing left to train: {checkpoint.name} already holds all {self.epoch} epochs "
+                "of the run (resume with more epochs to train on)"
+            )
 
     def log(self, record: dict[str, Any]) -> None:
         """On the main process: append ``record`` (with its ``"event"``) to ``log.jsonl`` (with
