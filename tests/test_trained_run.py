@@ -96,6 +96,25 @@ def test_a_table_is_read_row_by_row(run, test_split, tmp_path):
     )
 
 
+def test_table_path_is_the_table_in_the_runs_view(run, test_split, tmp_path):
+    """``table:PATH``, as the commands' help spells it, reads the table as a data set (its
+    labels, its splits) with rows of the run's width as items of its shape, as a bare table path
+    is read; the audit found it refused by index, search, classify and assign ("array file
+    table:... does not exist") and by ``evaluate --data`` (rows of shape (64,))."""
+    embedder = TrainedRun.load(run, device="cpu")
+    x = test_split.x[:40]
+    np.save(tmp_path / "rows.npy", x.reshape(40, 64))
+    np.save(tmp_path / "rows_labels.npy", test_split.labels[:40])
+    named = embedder.embed(f"table:{tmp_path / 'rows.npy'}")
+    np.testing.assert_allclose(named.embeddings, embedder.embed(x).embeddings, atol=1e-6)
+    assert named.labels.tolist() == [str(v) for v in test_split.labels[:40]]
+    bare = embedder.embed(tmp_path / "rows.npy")
+    np.testing.assert_array_equal(bare.embeddings, named.embeddings)
+    assert embedder.split("all", data=f"table:{tmp_path / 'rows.npy'}").input_shape == (1, 8, 8)
+    with pytest.raises(FileNotFoundError):
+        embedder.embed(f"table:{tmp_path / 'absent.npy'}")
+
+
 def test_wrong_shapes_say_what_the_run_expects(run, tmp_path):
     embedder = TrainedRun.load(run, device="cpu")
     with pytest.raises(ValueError, match=r"expects grayscale images of 8x8 pixels \(1x8x8\)"):

@@ -46,6 +46,7 @@ from torch import nn
 from clusterable._atomic import atomic_write_text
 from clusterable.data import ImageFiles, LabelledDataset
 from clusterable.data.generic import IMAGE_EXTENSIONS, images_in, load_table
+from clusterable.data.registry import names_a_path
 from clusterable.data.transforms import backbone_preprocessing
 from clusterable.device import DeviceSpec, resolve_device
 
@@ -324,7 +325,7 @@ class TrainedRun:
         spec = self.spec
         if data is not None or root is not None:
             spec = replace(spec, data=data or spec.data, root=root if data else root or spec.root)
-        dataset = spec.load(split)
+        dataset = self._in_item_shape(spec.load(split))
         if dataset.input_shape != self.input_shape:
             raise ValueError(
                 f"the run {self.folder} was trained on {self.spec.data}, items of shape "
@@ -432,6 +433,9 @@ class TrainedRun:
             files = _unlabelled(self.image_files(paths), "files")
             return files, _ids(files), f"{len(paths)} image files"
         text = os.fspath(items)
+        if names_a_path(text):  # folder:PATH, table:PATH: the data set, in the run's view
+            dataset = self.split(split or "all", data=text, root=root)
+            return dataset, _ids(dataset), dataset.name
         path = Path(text).expanduser()
         if path.is_dir():
             return self._from_folder(path, split)
@@ -500,6 +504,14 @@ class TrainedRun:
                 f"--split {split}: {path} is {what}, which has no splits; leave --split out, or "
                 "give a data set (folder:PATH with train/ and test/ sub-folders, table:PATH)"
             )
+
+    def _in_item_shape(self, dataset: LabelledDataset) -> LabelledDataset:
+        """A table's rows of as many values as the run's items, as items of their shape (a table
+        file given to :meth:`embed` is read so); any other data set as it is."""
+        flat = (math.prod(self.input_shape),)
+        if isinstance(dataset.x, np.ndarray) and dataset.input_shape == flat != self.input_shape:
+            return dataset.replace(x=dataset.x.reshape(len(dataset), *self.input_shape))
+        return dataset
 
     def _checked_dataset(self, dataset: LabelledDataset) -> LabelledDataset:
         if dataset.input_shape != self.input_shape:

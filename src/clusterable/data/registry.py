@@ -66,6 +66,13 @@ def _path_prefixes() -> dict[str, str]:
     return {prefix: name for name, prefix in prefixes.items() if prefix is not None}
 
 
+def names_a_path(name: str) -> bool:
+    """Whether ``name`` is ``PREFIX:PATH`` with a known prefix (``folder:``, ``table:``): a data
+    set of one's own files, rather than a file's own path."""
+    key, sep, path = name.partition(":")
+    return bool(sep and path) and key.strip().lower() in _path_prefixes()
+
+
 def _needs_root(name: str, prefix: str, load: Loader) -> Loader:
     def load_from_root(
         root: Path | None, split: str, image_size: int | None, channels: int | None
