@@ -307,3 +307,44 @@ def test_k_is_also_spelled_as_a_long_flag(tmp_path, capsys, verb):
     short = capsys.readouterr().out
     assert main([*argv, "--k", "4"]) == 0
     assert capsys.readouterr().out == short
+
+
+# --- output files checked before the work -------------------------------------------------------
+
+
+def test_an_output_that_is_a_folder_or_not_npy_is_refused_before_the_work(
+    work,  # noqa: F811
+    open_set,
+    tmp_path,
+    capsys,
+):
+    """The audit's finds: ``--json DIR`` failed after the whole table or search, naming a hidden
+    temporary; ``--out x.txt`` wrote ``x.txt.npy`` and said "wrote x.txt". Each is now one line
+    naming the flag, and nothing is embedded, searched or written."""
+    folder, run, pngs = work
+    part, new = str(open_set[0] / "p.npz"), str(open_set[0] / "new.npy")
+    gallery, query = str(folder / "gallery.npz"), str(pngs[0])
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    for verb, argv, named in (
+        ("search", [gallery, query, "--json", str(taken)], f"--json {taken} is a folder"),
+        ("assign", [part, new, "--json", str(taken)], f"--json {taken} is a folder"),
+        ("assign", [part, new, "--out", str(taken)], f"--out {taken}: cluster ids are written"),
+        ("assign", [part, new, "--out", str(tmp_path / "y.txt")], "name one"),
+        ("classify", [gallery, query, "--output", str(taken / "x.csv")], None),
+        ("index", [str(run), "--data", "digits", "--out", str(taken)], f"--out {taken} is a"),
+        ("export", [str(run), "--out", str(taken)], f"--out {taken} is a folder"),
+        ("report", [str(run), "--out", str(taken)], f"--out {taken} is a folder"),
+    ):
+        if named is None:  # a file inside the folder is fine: it runs
+            assert main([verb, *argv]) == 0
+            capsys.readouterr()
+            continue
+        with pytest.raises(SystemExit) as stop:
+            main([verb, *argv])
+        said = capsys.readouterr()
+        assert stop.value.code == 2 and said.err.startswith(f"clusterable {verb}: error:")
+        assert named in said.err and said.err.count("\n") == 1, said.err
+        assert not said.out  # refused before any work printed a line
+    assert sorted(p.name for p in taken.iterdir()) == ["x.csv"]
+    assert not (tmp_path / "y.txt").exists() and not (tmp_path / "y.txt.npy").exists()

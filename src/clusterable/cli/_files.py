@@ -82,6 +82,18 @@ def plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+def cluster_ids_file(path: str | None, flag: str) -> Path | None:
+    """``flag``'s ``.npy`` file of cluster ids, checked before any work (numpy adds ``.npy`` to
+    any other name, so the file would not be the one named)."""
+    if path is None:
+        return None
+    from clusterable.train.run_folder import check_parent_writable
+
+    if Path(path).suffix.lower() != ".npy":
+        raise ValueError(f"{flag} {path}: cluster ids are written as a .npy file; name one")
+    return check_parent_writable(path, flag)
+
+
 def write_json(payload: dict[str, Any], path: str | None) -> None:
     """Write ``payload`` to ``path`` (when given) and say so."""
     if path:

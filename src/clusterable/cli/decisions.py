@@ -95,11 +95,9 @@ def check_output(path: str | None) -> Path | None:
         return None
     from clusterable.train.run_folder import check_parent_writable
 
-    out = Path(path)
-    if out.suffix.lower() not in (".csv", ".json"):
+    if Path(path).suffix.lower() not in (".csv", ".json"):
         raise ValueError(f"--output {path}: name a .csv or a .json file")
-    check_parent_writable(out)
-    return out
+    return check_parent_writable(path, "--output")
 
 
 def check_calibration_flags(args: argparse.Namespace) -> None:

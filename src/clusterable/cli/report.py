@@ -30,9 +30,7 @@ def command_report(args: argparse.Namespace) -> int:
             f"{source} does not exist; give a run folder, an experiment folder of `reproduce`, "
             "or a partition (.npz) / cluster ids (.npy) with --embeddings"
         )
-    out = Path(args.out) if args.out else None
-    if out is not None:
-        check_parent_writable(out)
+    out = check_parent_writable(args.out, "--out") if args.out else None
     if source.is_dir() and (source / "results.json").is_file():
         report = reports.ExperimentReport.from_json(source / "results.json")
         written = reports.write_reproduction_report(report, source, out)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clusterable.cli._files import (
+    cluster_ids_file,
     load_run,
     partition_embeddings,
     plain,
@@ -53,8 +54,7 @@ def command_index(args: argparse.Namespace) -> int:
             raise ValueError(
                 f"building an index needs {flag}; to change a saved index give --add or --remove"
             )
-    out = Path(args.out)
-    check_parent_writable(out)
+    out = check_parent_writable(args.out, "--out")
     run = load_run(args.source, args)
     items = run.embed(args.data, split=args.split, root=args.root)
     print(f"embedded {len(items.ids)} items of {items.source} with {args.source}")
@@ -219,7 +219,10 @@ class _RenamedFlag(argparse.Action):
 def command_search(args: argparse.Namespace) -> int:
     """Run ``clusterable search`` with the parsed ``args``; its exit status."""
     from clusterable.index import EmbeddingIndex
+    from clusterable.train.run_folder import check_parent_writable
 
+    if args.json:
+        check_parent_writable(args.json, "--json")
     index = EmbeddingIndex.load(args.index)
     queries, query_ids = query_embeddings(index, args.queries, args, source=args.index)
     distances, rows, ids = index.search(queries, args.k, args.max_distance)
@@ -342,8 +345,12 @@ def command_assign(args: argparse.Namespace) -> int:
     from clusterable.cli.decisions import calibrated_max_distance, check_calibration_flags
     from clusterable.cluster import Partition, clusterer_info
     from clusterable.open_set import assign_within
+    from clusterable.train.run_folder import check_parent_writable
 
     check_calibration_flags(args)
+    out = cluster_ids_file(args.out, "--out")
+    if args.json:
+        check_parent_writable(args.json, "--json")
     partition = Partition.load(args.partition)
     points, ids, run = _assigned_items(partition, args)
     max_distance = args.max_distance
@@ -369,9 +376,7 @@ def command_assign(args: argparse.Namespace) -> int:
         )
     )
     print("items per cluster: " + ", ".join(f"{c}: {n}" for c, n in enumerate(counts) if n))
-    if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
+    if out is not None:
         np.save(out, clusters)
         print(f"wrote {out}")
     write_json(
@@ -454,8 +459,7 @@ def command_export(args: argparse.Namespace) -> int:
     from clusterable.export import export_run
     from clusterable.train.run_folder import check_parent_writable
 
-    out = Path(args.out)
-    check_parent_writable(out)
+    out = check_parent_writable(args.out, "--out")
     path = export_run(args.run, out, args.format, device=getattr(args, "device", None) or "cpu")
     print(f"wrote {path} and its description {path.name}.json (input, preprocessing, parity)")
     return 0

@@ -97,10 +97,21 @@ def check_writable(folder: Path | str, keep: bool = True) -> Path:
     return folder
 
 
-def check_parent_writable(file: Path | str) -> Path:
-    """:func:`check_writable` for the folder a file will be written in."""
-    check_writable(Path(file).parent)
-    return Path(file)
+def check_parent_writable(file: Path | str, flag: str | None = None) -> Path:
+    """:func:`check_writable` for the folder a file will be written in, and ``file`` no folder
+    (the write at the end of the work would fail on it); ``flag`` names it in the message.
+
+    Raises
+    ------
+    RunFolderError
+        ``file`` is a folder, or its folder cannot be written.
+    """
+    path = Path(file)
+    if path.is_dir():
+        given = f"{flag} {path}" if flag else str(path)
+        raise RunFolderError(f"{given} is a folder, not a file: name the file to write in it")
+    check_writable(path.parent)
+    return path
 
 
 def remove_temporaries(run_dir: Path) -> list[Path]:
