@@ -240,3 +240,31 @@ def test_evaluate_and_cluster_state_one_k_means_rule_and_agree(blobs, capsys):
     assert heading.endswith(rule)
     nmi = [line.split()[-2] for line in (*evaluated, *scored) if "NMI" in line]
     assert len(nmi) == 2 and nmi[0] == nmi[1]  # the same NMI from the same partition
+
+
+def test_a_reader_that_leaves_early_loses_no_file(tmp_path):
+    """``search ... --json hits.json | head -2``: the reader goes after two lines; the search
+    still writes its JSON and ends without an error (it said "error: broken pipe" and wrote
+    nothing)."""
+    import subprocess
+    import sys
+
+    from clusterable.index import EmbeddingIndex
+
+    rng = np.random.default_rng(0)
+    gallery = rng.normal(size=(300, 8)).astype(np.float32)
+    EmbeddingIndex.build(gallery, labels=np.arange(300) % 3).save(tmp_path / "g.npz")
+    np.save(tmp_path / "queries.npy", gallery)  # 300 queries x 10 lines: far past a pipe's buffer
+    search = f"{sys.executable} -m clusterable search g.npz queries.npy -k 9 --json hits.json"
+    done = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {search} | head -2"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == 2  # a note on the queries' model, then query 0
+    assert done.stderr == ""
+    hits = json.loads((tmp_path / "hits.json").read_text())
+    assert len(hits["queries"]) == 300 and len(hits["queries"][-1]["neighbours"]) == 9

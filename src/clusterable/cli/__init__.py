@@ -31,6 +31,7 @@ Building the parser imports no torch, scikit-learn, SciPy, faiss or matplotlib: 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import warnings
 from typing import Any, NoReturn
@@ -88,6 +89,41 @@ def _one_line_warning(message: Any, category: type, *_: Any, **__: Any) -> None:
     print(f"clusterable: warning: {message}", file=sys.stderr)
 
 
+class _ReaderMayLeave:
+    """Standard output that stops writing, silently, once its reader has gone (``search ... |
+    head``): the verb still finishes its work and writes its files (``--json``), where the broken
+    pipe used to end it with "error: broken pipe" and lose them."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream, self.gone = stream, False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return int(self.stream.write(text))
+            except BrokenPipeError:
+                self._leave()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._leave()
+
+    def _leave(self) -> None:
+        """Point the descriptor at /dev/null, so that what the stream still holds (and the
+        interpreter's last flush) goes nowhere instead of failing again."""
+        self.gone = True
+        nowhere = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(nowhere, self.stream.fileno())
+        os.close(nowhere)
+
+    def __getattr__(self, name: str) -> Any:  # isatty, encoding, fileno, ...
+        return getattr(self.stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``); the exit status."""
     parser = build_parser()
@@ -102,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         resolve_device(device)  # named before any work; each handler hands it down itself
     except ValueError as error:
         parser.exit(2, f"clusterable {args.command}: error: --device {device}: {error}\n")
+    stdout, sys.stdout = sys.stdout, _ReaderMayLeave(sys.stdout)
     with warnings.catch_warnings():
         warnings.showwarning = _one_line_warning
         try:
@@ -112,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.exit(2, f"clusterable {args.command}: error: {describe_os_error(error)}\n")
         except (ValueError, ImportError) as error:
             parser.exit(2, f"clusterable {args.command}: error: {error}\n")
+        finally:
+            sys.stdout = stdout
 
 
 if __name__ == "__main__":
