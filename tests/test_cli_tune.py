@@ -48,3 +48,28 @@ def test_a_bad_parameter_is_a_one_line_error(tmp_path, capsys):
         main(["tune", "--data", "digits", "--param", "sigma=log:0:1", "--out", str(tmp_path)])
     err = capsys.readouterr().err
     assert "a log range needs LOW > 0" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--param", "nope=log:1:10"], "nope"),
+        (["--param", "lr=choice:"], "a value is empty"),
+        (["--param", "lr=choice:0.001,,0.01"], "a value is empty"),
+        (
+            ["--param", "margin=log:0.1:2", "--protocol", "class-disjoint", "--metric", "knn@5"],
+            "knn@5",
+        ),
+    ],
+    ids=["unknown-name", "empty-choice", "empty-value", "knn-on-unseen-classes"],
+)
+def test_a_refused_search_leaves_no_folder(flags, words, tmp_path, capsys):
+    """The audit found an empty --out folder after each of these (and "searching lr in {None}"
+    for the empty choice)."""
+    out = tmp_path / "study"
+    with pytest.raises(SystemExit) as stop:
+        main(["tune", "--data", "digits", "--loss", "contrastive", *flags, "--out", str(out)])
+    said = capsys.readouterr()
+    assert stop.value.code == 2 and words in said.err and said.err.count("\n") == 1, said.err
+    assert "None" not in said.out
+    assert not out.exists()

@@ -119,7 +119,9 @@ def command_tune(args: argparse.Namespace) -> int:
     spec = RunSpec.from_dict(spec_given)
     config = TrainConfig.from_dict(train_given)
     default = default_run_folder(spec.data, spec.loss)
-    out = check_writable(args.out or default.with_name(f"tune-{default.name}"))
+    # Proved writable, then left as it was: the study's first write makes it, after the search's
+    # own checks (a refused search leaves no empty folder).
+    out = check_writable(args.out or default.with_name(f"tune-{default.name}"), keep=False)
     print(
         f"searching {', '.join(p.describe() for p in space)} for {spec.loss} on {spec.data}: "
         f"{args.trials} trials, {args.folds} {args.protocol} folds of the training split, "

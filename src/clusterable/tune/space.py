@@ -67,9 +67,13 @@ def parse_parameter(text: str) -> Parameter:
             f"--param {text!r}: write NAME=log:LOW:HIGH, NAME=float:LOW:HIGH, NAME=int:LOW:HIGH "
             "or NAME=choice:A,B,C"
         )
-    if kind == "choice":
-        return _parameter(name.strip(), "choice", [_scalar(v) for v in values.split(",")])
-    return _parameter(name.strip(), kind, [_scalar(v) for v in values.split(":")])
+    parts = values.split("," if kind == "choice" else ":")
+    if not all(part.strip() for part in parts):
+        raise ValueError(
+            f"--param {text!r}: a value is empty; write NAME=choice:A,B,C or NAME=KIND:LOW:HIGH "
+            "with every value given"
+        )
+    return _parameter(name.strip(), kind, [_scalar(v) for v in parts])
 
 
 def parse_space(search: Mapping[str, Any]) -> list[Parameter]:
