@@ -436,6 +436,24 @@ def test_a_validation_of_single_items_logs_no_nan_and_says_there_is_no_best_epoc
     assert "silhouette" not in epoch and "recall@1" not in epoch
 
 
+def test_a_validation_without_its_metric_says_why_on_the_console(tmp_path, capsys):
+    """The audit's photo folder held 3 validation items, one a class: its epoch lines had no
+    validation figure and nothing on the console said why (the notes went to log.jsonl only)."""
+    data = load_dataset("digits", split="train")
+    train = data.subset(np.arange(200))
+    val = data.subset([int(np.flatnonzero(data.labels == c)[-1]) for c in range(3)])
+    model = build_model("mlp", train.input_shape, 4)
+    config = TrainConfig(epochs=2, batch_size=40, progress=False, verbose=True)
+    Trainer(model, build_loss("contrastive"), train, val, config=config, out=tmp_path).fit()
+    printed = capsys.readouterr().out.splitlines()
+    notes = [line for line in printed if line.startswith("validation: ")]
+    assert any("retrieval metrics left out" in line for line in notes), printed
+    assert any("no epoch is the best" in line for line in notes), printed
+    assert len(notes) == len(set(notes))  # each once, not once an epoch
+    first_epoch = next(i for i, line in enumerate(printed) if line.startswith("epoch 1/2"))
+    assert printed.index(notes[-1]) < first_epoch
+
+
 # ---------------------------------------------------------------------------------------------
 # Backbone names and arguments: timm's and torchvision's own, with a "did you mean"
 

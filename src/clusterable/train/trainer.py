@@ -383,10 +383,11 @@ class Trainer:
             print(note, flush=True)
 
     def _note_once(self, note: str) -> None:
-        """Log a note of the validation, once per run."""
+        """Log a note of the validation, once per run (and print it, ``config.verbose``: why an
+        epoch's line has no validation figure)."""
         if note not in self._notes:
             self._notes.append(note)
-            self.log({"event": "note", "epoch": self.epoch, "note": f"validation: {note}"})
+            self._announce(f"validation: {note}")
 
     def fit(self, resume: bool = False) -> TrainResult:
         """Train for ``config.epochs`` epochs; ``resume`` continues from the latest checkpoint."""
