@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import numpy as np
 import pytest
@@ -109,3 +110,23 @@ def test_a_backbone_runs_description_is_the_view_its_images_get(tmp_path):
     by_hand = np.asarray(scaled.crop((left, top, left + 48, top + 48)), np.float32) / 255
     files = ImageFiles([path], 48, 3, preprocessing=backbone_preprocessing(spec.model))
     np.testing.assert_allclose(files[0], by_hand.transpose(2, 0, 1), atol=1e-6)
+
+
+def test_an_onnx_export_prints_none_of_the_exporters_own_lines(tmp_path, capfd):
+    """The audit saw four "torchvision is not installed. Skipping torchvision::..." log lines and
+    torch's deprecation of its own ``LeafSpec`` test around a successful export; none concerns
+    the user's model."""
+    import importlib.util
+    import warnings
+
+    torch.manual_seed(0)
+    model = build_model("mlp", (1, 8, 8), 8).eval()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        export_model(model, (1, 8, 8), tmp_path / "mlp", "onnx")
+    assert not [w for w in caught if "LeafSpec" in str(w.message)]
+    said = capfd.readouterr()
+    assert "Skipping torchvision" not in said.err and "LeafSpec" not in said.err, said.err
+    if importlib.util.find_spec("torchvision") is None:  # the lines are torch's, on this setup
+        logger = logging.getLogger("torch.onnx._internal.exporter._registration")
+        assert logger.level == logging.NOTSET  # put back as it was

@@ -12,9 +12,12 @@ ONNX needs ``onnx`` and ``onnxscript`` (the exporter) and ``onnxruntime`` (the p
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -139,17 +142,34 @@ def _onnx_writer(model: nn.Module, example: torch.Tensor, path: Path) -> None:
     for package in ("onnx", "onnxscript"):
         require(package, "ONNX export")
     batch = torch.export.Dim("batch")
-    program = torch.onnx.export(
-        model,
-        (example,),
-        dynamo=True,
-        input_names=["input"],
-        output_names=["embedding"],
-        dynamic_shapes=({0: batch},),
-        verbose=False,
-    )
+    with _exporter_quiet():
+        program = torch.onnx.export(
+            model,
+            (example,),
+            dynamo=True,
+            input_names=["input"],
+            output_names=["embedding"],
+            dynamic_shapes=({0: batch},),
+            verbose=False,
+        )
     assert program is not None  # dynamo=True returns the program
     program.save(str(path), external_data=False)
+
+
+@contextlib.contextmanager
+def _exporter_quiet() -> Iterator[None]:
+    """torch's ONNX exporter without the lines that are its own business, not the user's: one a
+    torchvision operator it skips registering where torchvision is not installed (none of which
+    a model that exports uses), and torch's deprecation of its own pytree test (`LeafSpec`)."""
+    registration = logging.getLogger("torch.onnx._internal.exporter._registration")
+    level = registration.level
+    registration.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)`")
+            yield
+    finally:
+        registration.setLevel(level)
 
 
 def _onnx_runner(path: Path, batch: np.ndarray) -> np.ndarray:
