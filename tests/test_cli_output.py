@@ -268,3 +268,20 @@ def test_a_reader_that_leaves_early_loses_no_file(tmp_path):
     assert done.stderr == ""
     hits = json.loads((tmp_path / "hits.json").read_text())
     assert len(hits["queries"]) == 300 and len(hits["queries"][-1]["neighbours"]) == 9
+
+
+def test_messages_name_what_was_given(blobs, tmp_path, capsys):
+    """The audit's unclear lines: a missing run called a missing index; an embeddings file called
+    "cluster ids only"; a run's own labels called "--labels"."""
+    with pytest.raises(SystemExit):
+        main(["classify", str(tmp_path / "runs" / "nope"), str(blobs / "e.npy")])
+    err = capsys.readouterr().err
+    assert "does not exist: give a run folder" in err and "search index file" not in err
+    with pytest.raises(SystemExit):
+        main(["report", str(blobs / "e.npy")])
+    err = capsys.readouterr().err
+    assert "neither a run folder nor an experiment folder" in err and "ids only" not in err
+    argv = ["cluster", str(blobs / "e.npy"), "--labels", str(blobs / "l.npy")]
+    assert main([*argv, "--out", str(tmp_path / "c.npy")]) == 0
+    out = capsys.readouterr().out
+    assert "n_clusters = 3: the number of classes in the labels (--n-clusters sets it)" in out

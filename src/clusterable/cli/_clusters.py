@@ -64,7 +64,7 @@ def clusters_to_ask(
             reason = str(error)
         raise ValueError(f"--clustering {clustering} {reason}") from None
     if announce and n_clusters is None and isinstance(k, int):
-        print(f"n_clusters = {k}: the number of classes in --labels")
+        print(f"n_clusters = {k}: the number of classes in the labels (--n-clusters sets it)")
     if info.memory == "quadratic":
         print(f"{info.label} on {n_items} items: O(n^2) memory and time, may take minutes")
     return k

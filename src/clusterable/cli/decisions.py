@@ -229,6 +229,11 @@ def _labelled_gallery(args: argparse.Namespace) -> tuple[EmbeddingIndex, Any]:
     from clusterable.index import EmbeddingIndex
 
     source = Path(args.source)
+    if not source.exists():
+        raise FileNotFoundError(
+            f"{source} does not exist: give a run folder (`clusterable train`) or an index file "
+            "(`clusterable index`)"
+        )
     if not source.is_dir():
         index = EmbeddingIndex.load(source)
         if index.labels is None:

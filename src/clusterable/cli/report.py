@@ -50,7 +50,8 @@ def _clustering_report(source: Path, out: Path | None, args: argparse.Namespace)
 
     if args.embeddings is None:
         raise ValueError(
-            f"{source} holds cluster ids only: add --embeddings EMB.npy, the points it clustered"
+            f"{source} is neither a run folder nor an experiment folder; as a partition (.npz) or "
+            "cluster ids (.npy) it needs --embeddings EMB.npy, the points it clustered"
         )
     embeddings_path = Path(args.embeddings)
     embeddings = load_array(embeddings_path, "embeddings")
