@@ -285,3 +285,22 @@ def test_messages_name_what_was_given(blobs, tmp_path, capsys):
     assert main([*argv, "--out", str(tmp_path / "c.npy")]) == 0
     out = capsys.readouterr().out
     assert "n_clusters = 3: the number of classes in the labels (--n-clusters sets it)" in out
+
+
+def test_an_array_files_error_names_the_file(tmp_path, capsys):
+    """The audit's lines said "emb has 20 row(s) with NaN" and "labels has 3 entries": the
+    library's argument names, not the files the user gave."""
+    rng = np.random.default_rng(0)
+    embeddings = rng.normal(size=(20, 4)).astype(np.float32)
+    np.save(tmp_path / "e5.npy", embeddings[:5])
+    np.save(tmp_path / "lab3.npy", np.arange(3))
+    embeddings[3, 1] = np.nan
+    np.save(tmp_path / "nan.npy", embeddings)
+    np.save(tmp_path / "lab.npy", np.arange(20) % 2)
+    for argv, said in (
+        (["nan.npy", "lab.npy"], f"embeddings file {tmp_path / 'nan.npy'} has 1 row(s) with NaN"),
+        (["e5.npy", "lab3.npy"], f"labels file {tmp_path / 'lab3.npy'} has 3 entries"),
+    ):
+        with pytest.raises(SystemExit):
+            main(["evaluate", *(str(tmp_path / name) for name in argv)])
+        assert said in capsys.readouterr().err

@@ -34,13 +34,21 @@ def load_array(path: str | Path, what: str) -> np.ndarray:
     return array
 
 
+def load_embeddings(path: str | Path) -> np.ndarray:
+    """The ``(n, d)`` embeddings in ``path`` by the package's one rule
+    (`clusterable._arrays.as_embeddings`), its errors naming the file."""
+    from clusterable._arrays import as_embeddings
+
+    return as_embeddings(load_array(path, "embeddings"), f"embeddings file {path}")
+
+
 def load_labels(path: str | Path, rows: int, what: str = "labels") -> np.ndarray:
     """``(rows,)`` int64 class codes of the labels in ``path``, read by the package's one label
     rule (`clusterable._arrays.label_values`): integers (and whole floats) as they are, text
-    numbered in sorted order."""
+    numbered in sorted order; its errors name the file."""
     from clusterable._arrays import as_labels
 
-    codes, classes = as_labels(load_array(path, what), rows, what)
+    codes, classes = as_labels(load_array(path, what), rows, f"{what} file {path}")
     return classes[codes] if classes.dtype.kind == "i" else codes
 
 
@@ -51,7 +59,11 @@ def saved_embeddings(path: Path, dim: int) -> np.ndarray | None:
     array = load_array(path, "embeddings")
     if array.ndim == 1:
         array = array[None]
-    return array if array.ndim == 2 and array.shape[1] == dim else None
+    if array.ndim != 2 or array.shape[1] != dim:
+        return None
+    from clusterable._arrays import as_embeddings
+
+    return as_embeddings(array, f"embeddings file {path}")
 
 
 def partition_embeddings(path: Path, partition: Any, what: str, remedy: str) -> np.ndarray:
@@ -156,7 +168,7 @@ def embeddings_of(args: argparse.Namespace) -> Embedded:
             raise ValueError(
                 f"{source} is an array: give its labels too (clusterable VERB EMB LAB)"
             )
-        embeddings = load_array(source, "embeddings")
+        embeddings = load_embeddings(source)
         labels = load_labels(args.labels, len(embeddings))
         return Embedded(embeddings, labels, labels)
     run = load_run(source, args)

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from clusterable.cli._files import Embedded, load_array, load_run, seed_of
+from clusterable.cli._files import Embedded, load_array, load_embeddings, load_run, seed_of
 from clusterable.cli._parser import Verbs
 
 if TYPE_CHECKING:
@@ -50,11 +50,11 @@ def _clustering_report(source: Path, out: Path | None, args: argparse.Namespace)
 
     if args.embeddings is None:
         raise ValueError(
-            f"{source} is neither a run folder nor an experiment folder; as a partition (.npz) or "
-            "cluster ids (.npy) it needs --embeddings EMB.npy, the points it clustered"
+            f"{source} is neither a run folder nor an experiment folder; for a partition (.npz) "
+            "or cluster ids (.npy), add --embeddings EMB.npy, the points it clustered"
         )
     embeddings_path = Path(args.embeddings)
-    embeddings = load_array(embeddings_path, "embeddings")
+    embeddings = load_embeddings(embeddings_path)
     if source.suffix == ".npz":
         partition = Partition.load(source)
         clusters, method = partition.labels_, partition.method
