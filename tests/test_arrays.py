@@ -186,6 +186,9 @@ def test_text_labels_stay_text(place, tmp_path):
     ],
 )
 def test_every_place_refuses_the_same_labels(place, given, message, tmp_path):
+    if place == "label file":  # the same words, naming the file the labels came from
+        message = message.replace("labels", r"labels file \S+labels\.npy", 1)
+
     def run():
         if place == "label file":
             path = tmp_path / "labels.npy"
