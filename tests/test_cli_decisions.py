@@ -331,6 +331,13 @@ def test_an_output_that_is_a_folder_or_not_npy_is_refused_before_the_work(
         ("assign", [part, new, "--json", str(taken)], f"--json {taken} is a folder"),
         ("assign", [part, new, "--out", str(taken)], f"--out {taken}: cluster ids are written"),
         ("assign", [part, new, "--out", str(tmp_path / "y.txt")], "name one"),
+        ("cluster", [new, "--n-clusters", "4", "--out", str(tmp_path / "y.txt")], "name one"),
+        ("cluster", [new, "--n-clusters", "4", "--save", str(taken)], f"--save {taken} is a"),
+        (
+            "evaluate",
+            [new, str(open_set[0] / "cal" / "labels.npy"), "--json", str(taken)],
+            "--json",
+        ),
         ("classify", [gallery, query, "--output", str(taken / "x.csv")], None),
         ("index", [str(run), "--data", "digits", "--out", str(taken)], f"--out {taken} is a"),
         ("export", [str(run), "--out", str(taken)], f"--out {taken} is a folder"),

@@ -122,15 +122,93 @@ def test_train_exits_0_with_its_report(trained):
     assert "<html" in (out / "report.html").read_text()[:500].lower()
 
 
+def assert_same_table(evaluated: dict, own: dict, device: torch.device) -> None:
+    """Every key of the run's test table and no other, in its order; each value equal, to the
+    last digit on the CPU (a GPU's kernels may round otherwise)."""
+    assert list(evaluated) == list(own)
+    assert set(HEADLINE) <= set(own)
+    if device.type == "cpu":
+        assert evaluated == own
+    else:
+        gaps = {name: abs(evaluated[name] - own[name]) for name in own}
+        assert max(gaps.values()) <= 1e-6, gaps
+
+
 def test_evaluate_run_reproduces_the_runs_test_table(trained, tmp_path):
+    """`evaluate RUN --json` writes test_metrics.json again: the k-NN accuracies from the
+    training items included (the audit found them left out)."""
     out, _, device = trained
     assert cli("evaluate", out, "--json", tmp_path / "t.json", "--device", device.type) == 0
     evaluated = json.loads((tmp_path / "t.json").read_text())
     own = json.loads((out / "test_metrics.json").read_text())
-    common = sorted(set(evaluated) & set(own))
-    assert set(HEADLINE) <= set(common)
-    gaps = {name: abs(evaluated[name] - own[name]) for name in common}
-    assert max(gaps.values()) <= 1e-6, gaps
+    assert any(name.startswith("knn@") for name in own)
+    assert_same_table(evaluated, own, device)
+
+
+@pytest.fixture(scope="module")
+def coarse_run(tmp_path_factory):
+    """A digits run on MsDNN's coarse labels (0-4, 5-9): its table adds the sub-class scores."""
+    out = tmp_path_factory.mktemp("coarse") / "run"
+    status = cli(
+        "train", "--data", "digits", "--label-view", "coarse", "--loss", "contrastive",
+        "--epochs", "1", "--batch-size", "64", "--embedding-dim", "8", "--device", "cpu",
+        "--out", out, "--no-progress", "--seed", "5",
+    )  # fmt: skip
+    assert status == 0
+    return out
+
+
+def test_evaluate_a_coarse_run_reproduces_its_sub_class_scores(coarse_run, tmp_path, capsys):
+    assert cli("evaluate", coarse_run, "--json", tmp_path / "t.json", "--device", "cpu") == 0
+    evaluated = json.loads((tmp_path / "t.json").read_text())
+    own = json.loads((coarse_run / "test_metrics.json").read_text())
+    assert {"knn@1", "knn@7", "subclass_nmi", "subclass_accuracy", "subclass_f1"} <= set(own)
+    assert_same_table(evaluated, own, torch.device("cpu"))
+    printed = capsys.readouterr().out
+    assert "sub-class NMI (clusters vs fine classes)" in printed
+    # The note says which items vote, as `classify RUN` (the whole train split) does not.
+    run = TrainedRun.load(coarse_run, device="cpu")
+    training, whole = len(run.training_items()), len(run.split("train"))
+    assert training < whole
+    assert (
+        f"K nearest among the run's {training} training items (the train split less its "
+        f"{whole - training} validation items); a tie goes to the class of the nearest voter"
+    ) in printed
+
+
+def test_evaluate_run_asks_training_items_only_of_items_they_can_score(
+    coarse_run, tmp_path, capsys
+):
+    """k-NN accuracy from training items is scored for test items only: the train split holds
+    the training items themselves; another data set's classes are the training classes of the
+    same name, and none shared leaves it out; `--metrics` computes only what it names."""
+    table = tmp_path / "t.json"
+    assert cli("evaluate", coarse_run, "--split", "train", "--json", table, "--device", "cpu") == 0
+    evaluated = json.loads(table.read_text())
+    assert not any(name.startswith("knn@") for name in evaluated)
+    assert "subclass_nmi" in evaluated
+    assert "the train split holds the training items themselves" in capsys.readouterr().out
+    run = TrainedRun.load(coarse_run, device="cpu")
+    test = run.split("test")
+    x = test.x.reshape(len(test), -1)
+    letters = np.array(list("abcdefghij"))[test.fine_labels]
+    for name, labels in (("same", test.fine_labels), ("other", letters)):
+        np.savez(tmp_path / f"{name}.npz", x=x, y=labels)
+    # The test split as a table, read in the run's coarse view: classes "0 | 1 | 2 | 3 | 4" and
+    # "5 | 6 | 7 | 8 | 9", the training classes; "a | b | c | d | e" is none of them.
+    data = f"table:{tmp_path / 'same.npz'}"
+    assert cli("evaluate", coarse_run, "--data", data, "--split", "all", "--json", table) == 0
+    own = json.loads((coarse_run / "test_metrics.json").read_text())
+    evaluated = json.loads(table.read_text())
+    assert {name: evaluated[name] for name in own if name.startswith("knn@")} == {
+        name: value for name, value in own.items() if name.startswith("knn@")
+    }
+    data = f"table:{tmp_path / 'other.npz'}"
+    assert cli("evaluate", coarse_run, "--data", data, "--split", "all", "--json", table) == 0
+    assert not any(name.startswith("knn@") for name in json.loads(table.read_text()))
+    assert "no class of other/all is a training class of the run" in capsys.readouterr().out
+    assert cli("evaluate", coarse_run, "--metrics", "nmi", "--json", table) == 0
+    assert json.loads(table.read_text()) == {"nmi": own["nmi"]}
 
 
 def test_embed_and_a_query_see_the_same_view(trained, tmp_path):

@@ -192,3 +192,25 @@ def test_a_backbone_runs_split_is_the_view_of_its_test_table(tmp_path):
     np.testing.assert_array_equal(test.x[0], spec.load("test").x[0])
     as_files = run.embed([str(p) for p in test.x.paths], progress=False).embeddings
     np.testing.assert_array_equal(as_files, run.embed(test, progress=False).embeddings)
+
+
+def test_training_items_are_the_items_the_run_trained_on(run):
+    """The reference of the test table's k-NN accuracy: the train split less the validation
+    items held out with the run's seed (the whole split for an unsupervised run, which holds
+    none out); a lone checkpoint has no seed to rebuild them with."""
+    from clusterable.recipe import split_validation
+
+    trained = TrainedRun.load(run, device="cpu")
+    whole = trained.split("train")
+    kept, held_out = split_validation(whole, trained.spec.val_fraction, trained.seed)
+    items = trained.training_items()
+    assert len(items) == len(kept) == len(whole) - len(held_out) and len(held_out) > 0
+    np.testing.assert_array_equal(items.x, kept.x)
+    spec = RunSpec(data="digits", model="mlp", loss="opml", unsupervised=True, embedding_dim=8)
+    model = load_trained(run).model
+    unsupervised = TrainedRun(model, (1, 8, 8), spec=spec, config={"seed": 0}, device="cpu")
+    assert len(unsupervised.training_items()) == len(whole)
+    lone = TrainedRun.load(next((run / "checkpoints").glob("epoch-*")), device="cpu")
+    assert lone.training_items() is None
+    reference, notes = lone.knn_reference(lone.split("test"))
+    assert reference is None and "no run.json" in notes[0]

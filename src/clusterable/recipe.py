@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import torch
@@ -34,7 +34,7 @@ from clusterable.data import (
 from clusterable.data.registry import standard_recall_ks
 from clusterable.data.splits import check_enough_items
 from clusterable.data.transforms import backbone_preprocessing
-from clusterable.device import module_device
+from clusterable.device import DeviceSpec, module_device
 from clusterable.evaluate import Evaluation, evaluate_embeddings, knn_accuracy
 from clusterable.losses import (
     AutoencoderLoss,
@@ -314,6 +314,42 @@ TEST_RECALL_KS, TEST_KNN_KS = (1, 2, 4, 8), (1, 3, 5, 7)
 ZERO_SHOT_NOTE = (
     "k-NN accuracy from training items left out: no test class is a training class (zero-shot)"
 )
+#: The clustering scores against the fine classes that a coarse-label table adds (``subclass_*``).
+SUBCLASS_SCORES = ("nmi", "accuracy", "f1")
+
+
+def training_items(spec: RunSpec, train_split: LabelledDataset, seed: int) -> LabelledDataset:
+    """The items a run trains on, the reference set of its test table's k-NN accuracy: its
+    ``train_split`` less the validation items :func:`split_validation` holds out with ``seed``;
+    the whole split for an unsupervised run, which holds none out (true labels: they only
+    evaluate)."""
+    if spec.unsupervised:
+        return train_split
+    return split_validation(train_split, spec.val_fraction, seed)[0]
+
+
+def describe_knn(training: int, held_out: int) -> str:
+    """The note under a table with k-NN accuracy from ``training`` items: which items vote, and
+    the tie rule (`clusterable.evaluate.knn_accuracy`; ``classify`` breaks ties otherwise)."""
+    which = (
+        f"the train split less its {held_out} validation items" if held_out else "the train split"
+    )
+    return (
+        f"k-NN accuracy: each item takes the majority class of its K nearest among the run's "
+        f"{training} training items ({which}); a tie goes to the class of the nearest voter"
+    )
+
+
+def knn_to_report(
+    train_labels: np.ndarray, test_labels: np.ndarray
+) -> tuple[tuple[int, ...], str | None]:
+    """The k of the test table's k-NN accuracy of the labelled ``test_labels`` ``(m,)`` from
+    training items labelled ``train_labels`` ``(n,)`` (the same class codes):
+    :data:`TEST_KNN_KS` up to ``n``, none where no test class is a training class (zero-shot);
+    with the note that says what was left out (None: nothing)."""
+    if not np.isin(test_labels, train_labels).any():
+        return (), ZERO_SHOT_NOTE
+    return ks_within(TEST_KNN_KS, len(train_labels), name="k-NN accuracy")
 
 
 def table_to_report(
@@ -324,12 +360,86 @@ def table_to_report(
     keep = labelled_mask(test.labels)
     gallery = None if test.is_query is None else int((~test.is_query[keep]).sum())
     table = answerable_table(test.labels[keep], recall_ks, candidates=gallery)
-    knn_ks, knn_note = ks_within(TEST_KNN_KS, len(train), name="k-NN accuracy")
-    if not np.isin(test.labels[keep], train.labels).any():
-        knn_ks, knn_note = (), ZERO_SHOT_NOTE
+    knn_ks, knn_note = knn_to_report(train.labels, test.labels[keep])
     if knn_note is not None:
         table.notes.append(knn_note)
     return table, knn_ks
+
+
+class KnnReference(NamedTuple):
+    """The reference items of k-NN accuracy (the run's training items), embedded.
+
+    Attributes
+    ----------
+    embeddings : np.ndarray
+        ``(n, d)`` embeddings of the training items.
+    labels : np.ndarray
+        ``(n,)`` their labels.
+    ks : tuple of int
+        The k to report (:func:`knn_to_report`).
+    item_labels : np.ndarray, optional
+        ``(m,)`` the evaluated items' labels in the codes of ``labels``, where the items number
+        their classes otherwise (another data set's, matched by class name); None: the items'
+        own labels are in these codes.
+    """
+
+    embeddings: np.ndarray
+    labels: np.ndarray
+    ks: tuple[int, ...]
+    item_labels: np.ndarray | None = None
+
+
+def score_test_table(
+    emb: np.ndarray,
+    labels: np.ndarray,
+    table: Answerable,
+    seed: int,
+    *,
+    knn: KnnReference | None = None,
+    fine_labels: np.ndarray | None = None,
+    queries: np.ndarray | None = None,
+    clustering: str = "kmeans",
+    n_clusters: int | Literal["auto"] | None = None,
+    device: DeviceSpec = "auto",
+) -> Evaluation:
+    """The test table of the labelled items ``emb`` ``(m, d)``, ``labels`` ``(m,)``: what
+    ``table`` asks of :func:`~clusterable.evaluate.evaluate_embeddings`, then ``knn@K``, k-NN
+    accuracy from the training items of ``knn`` for each of its ks, then, where ``fine_labels``
+    ``(m,)`` hold more classes than ``labels`` (a coarse label view), ``subclass_nmi``,
+    ``subclass_accuracy`` and ``subclass_f1``: the same clustering method (k = the fine
+    classes) scored against the fine classes.
+
+    The one place a run's test table is computed: ``clusterable train``'s
+    (:func:`evaluate_on_test`) and ``clusterable evaluate RUN``'s."""
+    metrics = evaluate_embeddings(
+        emb,
+        labels,
+        metrics=table.metrics,
+        clustering=clustering,
+        n_clusters=n_clusters,
+        ks=table.ks,
+        seed=seed,
+        queries=queries,
+        device=device,
+    )
+    if knn is not None:
+        truth = labels if knn.item_labels is None else knn.item_labels
+        for k in knn.ks:
+            metrics[f"knn@{k}"] = knn_accuracy(
+                knn.embeddings, knn.labels, emb, truth, k=k, device=device
+            )
+    if fine_labels is not None and len(set(fine_labels.tolist())) > len(set(labels.tolist())):
+        fine_table = evaluate_embeddings(
+            emb,
+            fine_labels,
+            metrics=SUBCLASS_SCORES,
+            clustering=clustering,
+            seed=seed,
+            device=device,
+        )
+        for name in SUBCLASS_SCORES:
+            metrics[f"subclass_{name}"] = fine_table[name]
+    return metrics
 
 
 def evaluate_on_test(
@@ -339,36 +449,32 @@ def evaluate_on_test(
     seed: int,
     recall_ks: Sequence[int] = TEST_RECALL_KS,
 ) -> Evaluation:
-    """The evaluation table on the test split, k-NN accuracy (k = 1, 3, 5, 7) from training items,
-    and, when labels are coarse, clustering scores against the fine classes (sub-class NMI).
+    """The evaluation table on the test split, k-NN accuracy (k = 1, 3, 5, 7) from the training
+    items ``train``, and, when labels are coarse, clustering scores against the fine classes
+    (sub-class NMI): :func:`score_test_table` of the embeddings.
 
     Everything runs where the model is (the run's device). A test split with query and gallery
     roles (``test.is_query``: In-Shop) is scored as its protocol says: each query ranks the
-    gallery; the clustering scores cover every test item."""
+    gallery; the clustering scores cover every test item. The training items are embedded only
+    where the table has k-NN accuracy (not for a zero-shot test split)."""
     device = module_device(model)
     test_emb, test_y = embed_dataset(model, test)
-    train_emb, train_y = embed_dataset(model, train)
     keep = labelled_mask(test_y)
     table, knn_ks = table_to_report(train, test, recall_ks)
-    metrics = evaluate_embeddings(
+    knn = None
+    if knn_ks:
+        train_emb, train_y = embed_dataset(model, train)
+        knn = KnnReference(train_emb, train_y, knn_ks)
+    return score_test_table(
         test_emb[keep],
         test_y[keep],
-        metrics=table.metrics,
-        ks=table.ks,
-        seed=seed,
+        table,
+        seed,
+        knn=knn,
+        fine_labels=test.fine_labels[keep],
         queries=None if test.is_query is None else test.is_query[keep],
         device=device,
     )
-    for k in knn_ks:
-        metrics[f"knn@{k}"] = knn_accuracy(
-            train_emb, train_y, test_emb[keep], test_y[keep], k=k, device=device
-        )
-    fine = test.fine_labels[keep]
-    if len(set(fine.tolist())) > len(set(test_y[keep].tolist())):
-        fine_table = evaluate_embeddings(test_emb[keep], fine, ks=(1,), seed=seed, device=device)
-        for name in ("nmi", "accuracy", "f1"):
-            metrics[f"subclass_{name}"] = fine_table[name]
-    return metrics
 
 
 def describe_start(
@@ -453,9 +559,8 @@ def train_run(
     if result.checkpoint is not None:
         load_weights(result.checkpoint, trainer.model, trainer.loss)
     recall_ks = standard_recall_ks(spec.data) or TEST_RECALL_KS
-    metrics = evaluate_on_test(
-        trainer.model, full_train if spec.unsupervised else train, test, config.seed, recall_ks
-    )
+    reference = training_items(spec, full_train, config.seed)  # as `evaluate RUN` rebuilds them
+    metrics = evaluate_on_test(trainer.model, reference, test, config.seed, recall_ks)
     if out is not None and trainer.env.is_main:
         atomic_write_text(out / TEST_METRICS, json.dumps(metrics, indent=2))
     trainer.log_after_fit({"event": "test", **metrics})
@@ -471,8 +576,10 @@ def train_run(
         if test.is_query is not None:
             queries = int(test.is_query.sum())
             heading += f"; retrieval: {queries} queries ranking a gallery of {len(test) - queries}"
-        report = table_to_report(full_train if spec.unsupervised else train, test, recall_ks)
-        notes = report[0].notes
+        report, knn_ks = table_to_report(reference, test, recall_ks)
+        notes = report.notes
+        if knn_ks:
+            notes = [*notes, describe_knn(len(reference), len(full_train) - len(reference))]
         print(format_metric_table(metrics, heading, notes=notes))
     return result, metrics
 

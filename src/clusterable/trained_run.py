@@ -51,7 +51,7 @@ from clusterable.data.transforms import backbone_preprocessing
 from clusterable.device import DeviceSpec, resolve_device
 
 if TYPE_CHECKING:
-    from clusterable.recipe import RunSpec
+    from clusterable.recipe import KnnReference, RunSpec
 
 #: File suffixes read as tables of feature rows.
 TABLE_SUFFIXES = (".csv", ".npz", ".npy")
@@ -347,6 +347,78 @@ class TrainedRun:
             return None
         return split_validation(self.split("train"), spec.val_fraction, self.seed)[1]
 
+    def training_items(self) -> LabelledDataset | None:
+        """The items the run trained on, in the run's view: the reference set of its test table's
+        k-NN accuracy (`clusterable.recipe.training_items`: the train split less the validation
+        items held out with the run's seed; the whole train split for an unsupervised run); None
+        for a model not loaded from a run, or a lone checkpoint of a run that held validation
+        items out (no ``run.json``, so no seed to rebuild them with)."""
+        return None if self.spec is None else self._training_items(self.split("train"))
+
+    def _training_items(self, train_split: LabelledDataset) -> LabelledDataset | None:
+        """:meth:`training_items` of the run's ``train_split``, read already."""
+        from clusterable.recipe import training_items
+
+        spec = self.spec
+        if spec is None:
+            return None
+        if not spec.unsupervised and spec.val_fraction > 0 and "seed" not in self.config:
+            return None
+        return training_items(spec, train_split, self.seed)
+
+    def knn_reference(
+        self, items: LabelledDataset, data: str | None = None, split: str = "test"
+    ) -> tuple[KnnReference | None, list[str]]:
+        """The reference of k-NN accuracy from training items for the labelled ``items``, a
+        ``split`` of ``data`` (None: the run's own data) in the run's view, as the run's test
+        table has it: the training items (:meth:`training_items`) embedded, and the k of
+        `clusterable.recipe.knn_to_report`; with the notes for under the table (which items
+        vote and the tie rule, or why the score is left out). None where it is left out:
+
+        - the run's own train or all split, which holds the training items themselves;
+        - a lone checkpoint whose training items cannot be rebuilt;
+        - no class of the items is a training class (zero-shot). The classes of another data
+          set are the training classes of the same name (``class_names``).
+        """
+        from clusterable.data import labelled_mask
+        from clusterable.recipe import KnnReference, describe_knn, knn_to_report
+
+        left_out = "k-NN accuracy from training items left out"
+        spec = self.spec
+        if spec is None:
+            return None, [f"{left_out}: the model was not loaded from a run"]
+        own = data is None or replace(spec, data=data).data == spec.data
+        if own and split != "test":
+            return None, [f"{left_out}: the {split} split holds the training items themselves"]
+        whole = self.split("train")
+        training = self._training_items(whole)
+        if training is None:
+            return None, [
+                f"{left_out}: {self.folder} has no run.json, whose seed tells which items of the "
+                "train split were held out for validation"
+            ]
+        labels = items.labels[labelled_mask(items.labels)]
+        codes = None
+        if not own:  # another data set's classes: the training classes of the same name
+            known = {name: code for code, name in enumerate(training.class_names)}
+            others = len(training.class_names)
+            codes = np.array(
+                [known.get(items.class_names[c], others + c) for c in labels.tolist()],
+                dtype=np.int64,
+            )
+        ks, note = knn_to_report(training.labels, labels if codes is None else codes)
+        if not ks and not own:
+            note = (
+                f"{left_out}: no class of {items.name} is a training class of the run (classes "
+                "are matched by name)"
+            )
+        notes = [] if note is None else [note]
+        if not ks:
+            return None, notes
+        embedded = self.embed(training).embeddings
+        reference = KnnReference(embedded, training.labels, ks, codes)
+        return reference, [*notes, describe_knn(len(training), len(whole) - len(training))]
+
     def image_files(self, paths: Sequence[Path]) -> ImageFiles:
         """Image files in the view the run's own images had at evaluation: its channels and
         size; an image backbone's resize and centre crop, else the stretch to the square."""
@@ -371,7 +443,7 @@ class TrainedRun:
         *,
         split: str | None = None,
         root: str | None = None,
-        batch_size: int = 256,
+        batch_size: int | None = None,
         workers: int | None = None,
         progress: bool | None = None,
     ) -> EmbeddedItems:
@@ -388,8 +460,9 @@ class TrainedRun:
             a data set's ``all`` split or every image of a folder).
         root : str, optional
             For a data-set name: where its files are.
-        batch_size : int
-            Items per forward pass.
+        batch_size : int, optional
+            Items per forward pass (None: `clusterable.train.embed_dataset`'s, as the run's test
+            table embedded its items).
         workers : int, optional
             Processes decoding image files (None: the training default).
         progress : bool, optional
@@ -409,13 +482,14 @@ class TrainedRun:
         if len(dataset) == 0:
             raise ValueError(f"{source} holds no items to embed")
         show = sys.stderr.isatty() if progress is None else progress
+        batches = {} if batch_size is None else {"batch_size": batch_size}
         embeddings, _ = embed_dataset(
             self.model,
             dataset,
-            batch_size=batch_size,
             device=self.device,
             workers=workers,
             progress=f"embedding {source}" if show else None,
+            **batches,
         )
         return EmbeddedItems(embeddings, ids, _named_labels(dataset), source, dataset)
 

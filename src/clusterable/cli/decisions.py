@@ -204,7 +204,8 @@ def command_classify(args: argparse.Namespace) -> int:
     rule = (
         "the nearest class mean"
         if args.method == "class-mean"
-        else f"a {args.weighting} vote of the {args.k} nearest gallery items"
+        else f"a {args.weighting} vote of the {args.k} nearest gallery items (a tie to the "
+        "label that sorts first)"
     )
     within = "" if args.max_distance is None else f" within {args.max_distance:g}"
     print(f"classified {len(ids)} items by {rule}{within} of {args.source}")
@@ -293,8 +294,9 @@ def add_classify(verbs: Verbs) -> argparse.ArgumentParser:
     )
     classify.add_argument(
         "source",
-        help="an index with labels (`clusterable index`), or a run folder (its train "
-        "split is the gallery)",
+        help="an index with labels (`clusterable index`), or a run folder (its whole train "
+        "split is the gallery, validation items included; a tied vote goes to the label that "
+        "sorts first)",
     )
     classify.add_argument(
         "items",

@@ -12,6 +12,7 @@ from clusterable.cli._files import (
     ROLES_FILE,
     Embedded,
     add_source,
+    cluster_ids_file,
     embeddings_of,
     load_array,
     load_labels,
@@ -54,14 +55,15 @@ def _add_clustering(parser: argparse.ArgumentParser, help: str) -> None:
 def command_evaluate(args: argparse.Namespace) -> int:
     """Run ``clusterable evaluate`` with the parsed ``args``; its exit status."""
     from clusterable.data import labelled_mask
-    from clusterable.evaluate import evaluate_embeddings
     from clusterable.evaluate.registry import needs_of, select_metrics
     from clusterable.metric_table import format_metric_table, partition_heading
+    from clusterable.recipe import score_test_table
+    from clusterable.train.answerable import Answerable
     from clusterable.train.run_folder import check_parent_writable
 
-    for written in (args.json, args.report):
+    for flag, written in (("--json", args.json), ("--report", args.report)):
         if written:
-            check_parent_writable(written)
+            check_parent_writable(written, flag)
     source = embeddings_of(args)
     keep = labelled_mask(source.labels)
     embeddings, labels = source.embeddings[keep], source.labels[keep]
@@ -71,15 +73,23 @@ def command_evaluate(args: argparse.Namespace) -> int:
     k = None
     if "partition" in needs_of(select_metrics(metrics)):  # the flags checked, in its words
         k = clusters_to_ask(args.clustering, args.n_clusters, labels, len(embeddings))
-    table = evaluate_embeddings(
+    # A run's default table is its test table's (`score_test_table`, the one owner): k-NN
+    # accuracy from its training items, and a coarse run's scores against the fine classes.
+    knn, fine = None, None
+    if source.run is not None and source.dataset is not None and args.metrics is None:
+        knn, knn_notes = source.run.knn_reference(source.dataset, args.data, args.split)
+        notes = [*notes, *knn_notes]
+        fine = source.fine_labels[keep]
+    table = score_test_table(
         embeddings,
         labels,
-        metrics=metrics,
+        Answerable(metrics, ks, notes),
+        seed_of(args, source),
+        knn=knn,
+        fine_labels=fine,
+        queries=queries,
         clustering=args.clustering,
         n_clusters=k,
-        ks=ks,
-        seed=seed_of(args, source),
-        queries=queries,
         device=args.device,
     )
     heading = f"evaluated: {len(labels)} items"
@@ -99,7 +109,9 @@ def table_asked(
 ) -> tuple[list[str] | None, tuple[int, ...], list[str]]:
     """``(metrics, ks, notes)`` to evaluate: the flags where given; else the run's own test
     table (its benchmark's Recall@K), less what the items cannot answer, each with a note, as
-    the run's table left it out (`clusterable.train.answerable`)."""
+    the run's table left it out (`clusterable.train.answerable`). The k-NN accuracy from a
+    run's training items joins without ``--metrics``
+    (`clusterable.trained_run.TrainedRun.knn_reference`)."""
     from clusterable.evaluate.registry import metric_of_key
     from clusterable.train.answerable import answerable_table
 
@@ -141,7 +153,8 @@ def add_evaluate(verbs: Verbs) -> argparse.ArgumentParser:
     evaluate = verbs(
         "evaluate",
         "score a trained model on a dataset split, or saved embeddings: Recall@K, MAP@R, NMI, F1, "
-        "Hungarian accuracy, ARI, V-measure, silhouette (printed in %%)",
+        "Hungarian accuracy, ARI, V-measure, silhouette (printed in %%); a run's own test split: "
+        "its test_metrics.json again",
         "clusterable evaluate emb.npy labels.npy --clustering spectral --json table.json",
         command_evaluate,
         runs=("model", "search", "clustering"),
@@ -157,7 +170,8 @@ def add_evaluate(verbs: Verbs) -> argparse.ArgumentParser:
         metavar="METRIC",
         help=f"the scores to compute, among {', '.join(metrics)}, or a table's own names "
         "(recall@1, recall@4: the K joins --ks); only what they read is computed (default: all "
-        f"but {', '.join(left_out)})",
+        f"but {', '.join(left_out)}; a run's items add k-NN accuracy from its training items, "
+        "and a coarse run's sub-class scores)",
     )
     _add_clustering(evaluate, "partition the cluster scores are computed on")
     evaluate.add_argument(
@@ -237,9 +251,10 @@ def command_cluster(args: argparse.Namespace) -> int:
     from clusterable.metric_table import clustering_heading, format_metric_table
     from clusterable.train.run_folder import check_parent_writable
 
-    check_parent_writable(args.out)
+    out = cluster_ids_file(args.out, "--out")
+    assert out is not None  # --out has a default
     if args.save:
-        check_parent_writable(args.save)
+        check_parent_writable(args.save, "--save")
     embeddings, labels, model_id = _points_to_cluster(args)
     k = clusters_to_ask(args.clustering, args.n_clusters, labels, len(embeddings), announce=True)
     # k-means by the one rule `evaluate` uses too (seeding, restarts), stated under the table.
@@ -256,7 +271,6 @@ def command_cluster(args: argparse.Namespace) -> int:
     if args.save:
         partition.model = model_id  # assign refuses another model's items
         print(f"saved the partition ({partition.RULE}) to {partition.save(args.save)}")
-    out = Path(args.out)
     np.save(out, clusters)
     found = len(set(clusters.tolist()) - {-1})
     print(f"{found} clusters, {int((clusters < 0).sum())} noise points; wrote {out}")

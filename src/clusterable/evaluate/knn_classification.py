@@ -93,7 +93,9 @@ def knn_accuracy(
 
     Each test item takes the majority class of its k nearest training items. Tie rule: among the
     classes with the most votes, the one whose nearest voter is closest wins (equivalently, the
-    class met first in the distance-sorted neighbour list).
+    class met first in the distance-sorted neighbour list). (``clusterable classify`` and
+    :meth:`clusterable.index.EmbeddingIndex.classify` follow scikit-learn instead: the label that
+    sorts first.)
 
     Parameters
     ----------
