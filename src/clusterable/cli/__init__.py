@@ -100,7 +100,7 @@ class _ReaderMayLeave:
     def write(self, text: str) -> int:
         if not self.gone:
             try:
-                return int(self.stream.write(text))
+                self.stream.write(text)  # some capturing streams return None, not the count
             except BrokenPipeError:
                 self._leave()
         return len(text)
@@ -117,8 +117,12 @@ class _ReaderMayLeave:
         interpreter's last flush) goes nowhere instead of failing again."""
         self.gone = True
         nowhere = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(nowhere, self.stream.fileno())
-        os.close(nowhere)
+        try:
+            os.dup2(nowhere, self.stream.fileno())
+        except (AttributeError, OSError, ValueError):  # a stream without a descriptor
+            pass
+        finally:
+            os.close(nowhere)
 
     def __getattr__(self, name: str) -> Any:  # isatty, encoding, fileno, ...
         return getattr(self.stream, name)
