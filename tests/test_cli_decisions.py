@@ -100,6 +100,11 @@ def test_classify_refuses_what_it_cannot_decide(work, tmp_path, capsys):  # noqa
         capsys, ["classify", gallery, str(tmp_path / "emb" / "embeddings.npy")], "classify"
     )
     assert "embedded by another model" in err
+    # From a run folder: refused before its gallery is embedded (the audit saw it embedded first).
+    with pytest.raises(SystemExit):
+        main(["classify", str(run), str(tmp_path / "emb" / "embeddings.npy")])
+    said = capsys.readouterr()
+    assert "embedded by another model" in said.err and "gallery:" not in said.out
     other = train(tmp_path / "other", seed=1)
     err = one_line_error(
         capsys, ["classify", gallery, str(pngs[0]), "--run", str(other)], "classify"

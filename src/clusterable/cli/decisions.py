@@ -227,6 +227,7 @@ def command_classify(args: argparse.Namespace) -> int:
 def _labelled_gallery(args: argparse.Namespace) -> tuple[EmbeddingIndex, Any]:
     """The index ``classify`` decides by, and the run already loaded for it (or None): a saved
     index with labels, or a run's training split embedded as one (exact, Euclidean)."""
+    from clusterable.cli.use import check_items_model
     from clusterable.index import EmbeddingIndex
 
     source = Path(args.source)
@@ -244,6 +245,9 @@ def _labelled_gallery(args: argparse.Namespace) -> tuple[EmbeddingIndex, Any]:
             )
         return index, None
     run = load_run(source, args)
+    saved = Path(args.items[0])
+    if len(args.items) == 1 and saved.suffix == ".npy":  # another model's: before the gallery
+        check_items_model(saved, run.model_id, str(source))
     gallery = run.embed(run.split("train"))
     if gallery.labels is None:
         raise ValueError(f"the training split of {source} has no labels to classify by")

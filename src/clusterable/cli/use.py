@@ -252,6 +252,22 @@ def command_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_items_model(saved: Path, model: str | None, source: str) -> bool:
+    """Refuse the saved embeddings ``saved`` where the ``model.json`` beside them names another
+    model than ``model``, the one that embedded the gallery of ``source``; whether that file
+    says which model made them."""
+    from clusterable.trained_run import MODEL_IDENTITY, ModelIdentity
+
+    identity = ModelIdentity.beside(saved)
+    if identity is not None and model is not None and identity.model != model:
+        raise ValueError(
+            f"{saved} was embedded by another model than the one that built {source} "
+            f"({saved.with_name(MODEL_IDENTITY)} names it); embed the items with the "
+            "index's run"
+        )
+    return identity is not None
+
+
 def query_embeddings(
     index: EmbeddingIndex,
     items: list[str],
@@ -279,20 +295,13 @@ def query_embeddings(
     """
     import numpy as np
 
-    from clusterable.trained_run import MODEL_IDENTITY, ModelIdentity
+    from clusterable.trained_run import MODEL_IDENTITY
 
     first = Path(items[0])
     saved = saved_embeddings(first, index.dim) if len(items) == 1 else None
     if saved is not None:
-        identity = ModelIdentity.beside(first)
-        if identity is None:
+        if not check_items_model(first, index.model, source):
             print(f"note: {first} does not say which model embedded it ({MODEL_IDENTITY})")
-        elif index.model is not None and identity.model != index.model:
-            raise ValueError(
-                f"{first} was embedded by another model than the one that built {source} "
-                f"({first.with_name(MODEL_IDENTITY)} names it); embed the items with the "
-                "index's run"
-            )
         return saved, np.arange(len(saved))
     if run is None:
         folder = getattr(args, "run", None) or index.run
