@@ -291,3 +291,17 @@ def test_an_unwritable_index_path_fails_before_embedding(work, tmp_path, capsys)
         "index",
     )
     assert "cannot write" in err and "embedded" not in capsys.readouterr().out
+
+
+def test_evaluate_refuses_counts_beyond_the_split_before_embedding_it(work, capsys):
+    """The audit's ``--ks 1000`` and ``--n-clusters 10000`` were refused only after the test
+    split was embedded (minutes with an image backbone)."""
+    _, run, _ = work
+    for flags, said in (
+        (["--ks", "1,1000"], "K = 1000 but only 538 candidate neighbour(s) exist"),
+        (["--n-clusters", "10000"], "cannot make 10000 clusters from 539 points"),
+    ):
+        with pytest.raises(SystemExit):
+            main(["evaluate", str(run), *flags])
+        printed = capsys.readouterr()
+        assert said in printed.err and "embedding" not in printed.out, printed

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -159,9 +160,14 @@ def seed_of(args: argparse.Namespace, source: Embedded) -> int:
     return 0 if source.run is None else source.run.seed
 
 
-def embeddings_of(args: argparse.Namespace) -> Embedded:
+def embeddings_of(
+    args: argparse.Namespace, before_embedding: Callable[[LabelledDataset], None] | None = None
+) -> Embedded:
     """Embeddings and labels from ``EMB.npy LABELS.npy``, or a split embedded by a trained run in
-    its own view (:meth:`clusterable.trained_run.TrainedRun.split`, its model loaded once)."""
+    its own view (:meth:`clusterable.trained_run.TrainedRun.split`, its model loaded once).
+
+    ``before_embedding(split)``: the verb's checks of its flags against the split (its labels,
+    its query roles), before a run embeds it (minutes with an image backbone)."""
     source = Path(args.source)
     if source.suffix == ".npy":
         if args.labels is None:
@@ -173,6 +179,8 @@ def embeddings_of(args: argparse.Namespace) -> Embedded:
         return Embedded(embeddings, labels, labels)
     run = load_run(source, args)
     dataset = run.split(args.split, args.data, args.root)
+    if before_embedding is not None:
+        before_embedding(dataset)
     print(
         f"embedding {dataset.name} ({len(dataset)} items, {dataset.source}) with {run.checkpoint}"
     )

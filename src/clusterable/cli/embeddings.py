@@ -29,6 +29,8 @@ from clusterable.cli.report import write_evaluation_page
 if TYPE_CHECKING:
     import numpy as np
 
+    from clusterable.data import LabelledDataset
+
 
 #: Recall@K of ``evaluate`` on saved arrays (a run's own are its test table's).
 DEFAULT_KS = (1, 2, 4, 8)
@@ -64,7 +66,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
     for flag, written in (("--json", args.json), ("--report", args.report)):
         if written:
             check_parent_writable(written, flag)
-    source = embeddings_of(args)
+    source = embeddings_of(args, before_embedding=lambda split: check_counts(args, split))
     keep = labelled_mask(source.labels)
     embeddings, labels = source.embeddings[keep], source.labels[keep]
     queries = query_roles(args, source)
@@ -102,6 +104,24 @@ def command_evaluate(args: argparse.Namespace) -> int:
     if args.report:
         write_evaluation_page(args, source, table, keep, queries, heading)
     return 0
+
+
+def check_counts(args: argparse.Namespace, split: LabelledDataset) -> None:
+    """``--ks`` and ``--n-clusters`` against the labelled items of ``split``, before a run
+    embeds it: K beyond a query's candidates, or more clusters than items, is refused now rather
+    than after the embedding."""
+    from clusterable.cluster._validation import check_n_clusters
+    from clusterable.data import labelled_mask
+    from clusterable.evaluate._inputs import check_ks
+
+    keep = labelled_mask(split.labels)
+    items = int(keep.sum())
+    if args.ks is not None and args.metrics is None:  # the default table's Recall@K
+        roles = split.is_query
+        candidates = items - 1 if roles is None else int((~roles[keep]).sum())
+        check_ks(tuple(int(value) for value in args.ks.split(",")), candidates)
+    if isinstance(args.n_clusters, int):
+        check_n_clusters(args.n_clusters, items)
 
 
 def table_asked(
