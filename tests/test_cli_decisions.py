@@ -360,3 +360,18 @@ def test_an_output_that_is_a_folder_or_not_npy_is_refused_before_the_work(
         assert not said.out  # refused before any work printed a line
     assert sorted(p.name for p in taken.iterdir()) == ["x.csv"]
     assert not (tmp_path / "y.txt").exists() and not (tmp_path / "y.txt.npy").exists()
+
+
+def test_a_file_added_again_by_another_name_is_the_same_item(work, tmp_path, capsys, monkeypatch):  # noqa: F811
+    """The audit added ``photos/c0/0.jpg`` to an index of ``folder:photos`` and got the file twice,
+    once by its absolute path and once by the relative one."""
+    _, run, pngs = work
+    index = tmp_path / "photos.npz"
+    assert main(["index", str(run), "--data", str(pngs[0].parent), "--out", str(index)]) == 0
+    before = EmbeddingIndex.load(index).ids.tolist()
+    assert str(pngs[0]) in before
+    monkeypatch.chdir(pngs[0].parent.parent)
+    relative = str(pngs[0].relative_to(pngs[0].parent.parent))
+    err = one_line_error(capsys, ["index", str(index), "--add", relative], "index")
+    assert "is already in this index" in err
+    assert EmbeddingIndex.load(index).ids.tolist() == before

@@ -617,9 +617,11 @@ def _unlabelled(x: np.ndarray | ImageFiles, name: str) -> LabelledDataset:
 
 
 def _ids(dataset: LabelledDataset) -> np.ndarray:
-    """Item ids: the file paths of image files, row numbers otherwise."""
+    """Item ids: the absolute file paths of image files (one file, one id, however it was
+    named: ``photos/a.jpg`` added to an index of ``folder:photos`` is the item already there),
+    row numbers otherwise."""
     if isinstance(dataset.x, ImageFiles):
-        return np.array([str(p) for p in dataset.x.paths])
+        return np.array([os.path.abspath(p) for p in dataset.x.paths])
     return np.arange(len(dataset))
 
 
