@@ -9,6 +9,7 @@ import shutil
 import numpy as np
 import pytest
 import torch
+from test_cli_use import one_line_error  # tests/: one line, exit 2, no traceback
 
 from clusterable.cli import main
 from clusterable.data import load_dataset
@@ -18,15 +19,6 @@ from clusterable.train import TrainConfig, Trainer
 
 QUICK = ["--model", "mlp", "--embedding-dim", "8", "--batch-size", "60", "--no-progress"]
 QUICK += ["--workers", "0", "--no-report"]
-
-
-def one_line_error(capsys, argv: list[str]) -> str:
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    return err
 
 
 def files_of(folder) -> dict:
@@ -66,7 +58,7 @@ def test_fewer_epochs_than_trained_is_refused_before_work_and_changes_nothing(
 ):
     before = files_of(run)
     no_data(monkeypatch)
-    err = one_line_error(capsys, ["train", "--out", str(run), "--resume", "--epochs", "1"])
+    err = one_line_error(capsys, ["train", "--out", str(run), "--resume", "--epochs", "1"], "train")
     assert "--epochs 1 is below the 2 epochs" in err and str(run) in err, err
     assert "--epochs 2 or more" in err and "--out" in err, err
     assert files_of(run) == before, "run.json (and everything else) must stay as it was"
@@ -79,7 +71,7 @@ def test_a_run_json_already_below_its_checkpoint_is_refused_on_a_plain_resume(ru
     record["config"]["epochs"] = 1
     (run / "run.json").write_text(json.dumps(record, indent=2))
     before = files_of(run)
-    err = one_line_error(capsys, ["train", "--out", str(run), "--resume"])
+    err = one_line_error(capsys, ["train", "--out", str(run), "--resume"], "train")
     assert "run.json asks for 1 epochs" in err and "--epochs 2 or more" in err, err
     assert files_of(run) == before
 
