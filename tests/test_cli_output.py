@@ -326,3 +326,19 @@ def test_the_command_line_writes_to_a_stream_whose_write_returns_nothing(blobs, 
     with contextlib.redirect_stdout(capture):
         assert main([*argv, "--out", str(tmp_path / "c.npy")]) == 0
     assert "n_clusters = 3" in "".join(capture.parts)
+
+
+@pytest.mark.parametrize("verb", ["embed", "plot"])
+def test_a_refused_source_leaves_no_out_folder(run_and_output, tmp_path, capsys, verb):
+    """`embed` and `plot` check `--out` before any work, and a source refused after that check
+    (data the run cannot embed) leaves no empty folder behind; a good one still writes there."""
+    run, _, _ = run_and_output
+    out = tmp_path / "made" / "here"
+    with pytest.raises(SystemExit) as stop:
+        main([verb, str(run), "--data", "no-such-data", "--out", str(out)])
+    assert stop.value.code == 2
+    assert "unknown dataset 'no-such-data'" in capsys.readouterr().err
+    assert not (tmp_path / "made").exists()
+    if verb == "embed":
+        assert main([verb, str(run), "--out", str(out)]) == 0
+        assert (out / "embeddings.npy").is_file()

@@ -211,6 +211,81 @@ def test_evaluate_run_asks_training_items_only_of_items_they_can_score(
     assert json.loads(table.read_text()) == {"nmi": own["nmi"]}
 
 
+def one_line_error(capsys, *argv) -> str:
+    """The refusal of ``argv``: exit 2, one line naming the verb, no traceback; and nothing
+    embedded first (no "embedding ..." line)."""
+    with pytest.raises(SystemExit) as stop:
+        cli(*argv)
+    assert stop.value.code == 2
+    out, err = capsys.readouterr()
+    assert "embedding" not in out
+    verb = argv[0]
+    err = err.strip()
+    assert err.startswith(f"clusterable {verb}: error:") and "\n" not in err
+    return err
+
+
+def test_evaluate_run_scores_knn_accuracy_when_metrics_ask_it(coarse_run, tmp_path):
+    """`--metrics knn@K` (and the bare knn@k: the table's own K) scores the k-NN accuracy of the
+    run's test table, from its training items, alone or beside the registry's metrics."""
+    own = json.loads((coarse_run / "test_metrics.json").read_text())
+    table = tmp_path / "t.json"
+    assert cli("evaluate", coarse_run, "--metrics", "knn@3", "nmi", "--json", table) == 0
+    assert json.loads(table.read_text()) == {"knn@3": own["knn@3"], "nmi": own["nmi"]}
+    assert cli("evaluate", coarse_run, "--metrics", "knn@3", "--json", table) == 0
+    assert json.loads(table.read_text()) == {"knn@3": own["knn@3"]}
+    assert cli("evaluate", coarse_run, "--metrics", "knn@k", "knn@9", "--json", table) == 0
+    evaluated = json.loads(table.read_text())
+    assert sorted(evaluated) == ["knn@1", "knn@3", "knn@5", "knn@7", "knn@9"]
+    assert {k: evaluated[k] for k in own if k.startswith("knn@")} == {
+        k: v for k, v in own.items() if k.startswith("knn@")
+    }
+
+
+def test_evaluate_refuses_knn_accuracy_it_cannot_score_before_embedding(
+    coarse_run, tmp_path, capsys
+):
+    emb = tmp_path / "emb"
+    assert cli("embed", coarse_run, "--out", emb, "--device", "cpu") == 0
+    capsys.readouterr()
+    saved = (emb / "embeddings.npy", emb / "labels.npy")
+    err = one_line_error(capsys, "evaluate", *saved, "--metrics", "knn@3")
+    assert "training items" in err and "clusterable evaluate RUN --metrics knn@3" in err
+    err = one_line_error(capsys, "evaluate", coarse_run, "--split", "train", "--metrics", "knn@3")
+    assert "the train split holds the training items themselves" in err
+    training = len(TrainedRun.load(coarse_run, device="cpu").training_items())
+    err = one_line_error(capsys, "evaluate", coarse_run, "--metrics", f"knn@{training + 1}")
+    assert f"the run has {training} training items to vote; ask K up to {training}" in err
+
+
+def test_saved_embeddings_of_a_coarse_run_score_its_sub_classes(coarse_run, tmp_path, capsys):
+    """`embed` writes fine_labels.npy; `evaluate EMB LABELS` scores the sub-classes from it as
+    the run's own table does, and leaves it out, saying so, for labels it does not refine."""
+    emb = tmp_path / "emb"
+    assert cli("embed", coarse_run, "--out", emb, "--device", "cpu") == 0
+    own = json.loads((coarse_run / "test_metrics.json").read_text())
+    table = tmp_path / "t.json"
+    saved = (emb / "embeddings.npy", emb / "labels.npy")
+    # The run's seed (`coarse_run`'s) for the same k-means; saved arrays default to 0.
+    assert cli("evaluate", *saved, "--json", table, "--device", "cpu", "--seed", "5") == 0
+    evaluated = json.loads(table.read_text())
+    subclass = [name for name in own if name.startswith("subclass_")]
+    assert len(subclass) == 3
+    assert {name: evaluated[name] for name in subclass} == {name: own[name] for name in subclass}
+    assert f"sub-classes from {emb / 'fine_labels.npy'}: 10 fine classes" in capsys.readouterr().out
+    # Labels the fine classes cross (each digit's items split between two labels): left out.
+    fine = np.load(emb / "fine_labels.npy")
+    crossing = np.arange(len(fine)) % 2
+    np.save(tmp_path / "crossing.npy", crossing)
+    assert cli("evaluate", saved[0], tmp_path / "crossing.npy", "--json", table) == 0
+    assert not any(name.startswith("subclass_") for name in json.loads(table.read_text()))
+    assert "fine_labels.npy is left out: its classes are not sub-classes" in capsys.readouterr().out
+    # The fine classes as the labels: nothing finer, no sub-class scores and no note.
+    assert cli("evaluate", saved[0], emb / "fine_labels.npy", "--json", table) == 0
+    assert not any(name.startswith("subclass_") for name in json.loads(table.read_text()))
+    assert "fine_labels.npy" not in capsys.readouterr().out
+
+
 def test_embed_and_a_query_see_the_same_view(trained, tmp_path):
     out, _, device = trained
     assert cli("embed", out, "--out", tmp_path / "emb", "--device", device.type) == 0

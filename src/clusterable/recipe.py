@@ -410,18 +410,21 @@ def score_test_table(
     classes) scored against the fine classes.
 
     The one place a run's test table is computed: ``clusterable train``'s
-    (:func:`evaluate_on_test`) and ``clusterable evaluate RUN``'s."""
-    metrics = evaluate_embeddings(
-        emb,
-        labels,
-        metrics=table.metrics,
-        clustering=clustering,
-        n_clusters=n_clusters,
-        ks=table.ks,
-        seed=seed,
-        queries=queries,
-        device=device,
-    )
+    (:func:`evaluate_on_test`) and ``clusterable evaluate RUN``'s. ``table.metrics`` empty asks
+    none of the registry's (``evaluate --metrics knn@3``)."""
+    metrics = Evaluation()
+    if table.metrics != []:
+        metrics = evaluate_embeddings(
+            emb,
+            labels,
+            metrics=table.metrics,
+            clustering=clustering,
+            n_clusters=n_clusters,
+            ks=table.ks,
+            seed=seed,
+            queries=queries,
+            device=device,
+        )
     if knn is not None:
         truth = labels if knn.item_labels is None else knn.item_labels
         for k in knn.ks:

@@ -10,7 +10,8 @@ goes through :class:`TrainedRun`, as every user of a timm model asks the model f
 - a split of the run's data, or of other data in the run's view, is rebuilt only by
   :meth:`clusterable.recipe.RunSpec.load`: the same preprocessing, image size, channels,
   evaluation view and query/gallery roles as the run's own test table;
-- image files and folders a user brings get that same view (:meth:`TrainedRun.image_files`);
+- image files and folders a user brings get that same view (:meth:`TrainedRun.image_files`),
+  whether a folder is given as a path or as the data set ``folder:PATH``;
 - everything is embedded by one loop, :func:`clusterable.train.embed_dataset` (loader workers,
   uint8 decoding), on the run's device, held here and passed down explicitly.
 
@@ -314,11 +315,15 @@ class TrainedRun:
     ) -> LabelledDataset:
         """A split of the run's data, or of ``data``, in the run's view (through
         :meth:`~clusterable.recipe.RunSpec.load`); ``root`` defaults to the run's for its data.
+        Image files the run's settings leave at another shape (photos for a run trained on
+        arrays, which has no image size or channels) take the run's item view, as
+        :meth:`image_files` reads them.
 
         Raises
         ------
         ValueError
-            If the items of ``data`` do not have the shape the run's model embeds.
+            If the items of ``data`` do not have the shape the run's model embeds, or are images
+            and the model takes feature rows.
         """
         if self.spec is None:
             raise ValueError("this model was not loaded from a run: name the items to embed")
@@ -326,12 +331,18 @@ class TrainedRun:
         if data is not None or root is not None:
             spec = replace(spec, data=data or spec.data, root=root if data else root or spec.root)
         dataset = self._in_item_shape(spec.load(split))
+        trained = f"the run {self.folder} was trained on {self.spec.data}"
+        if isinstance(dataset.x, ImageFiles) and not self.is_image_model:
+            raise ValueError(
+                f"{trained}, items of shape {self.input_shape}, not images; {spec.data} holds "
+                f"images, which its model cannot embed: give a table or an array of items of "
+                f"shape {self.input_shape}, or train a run on {spec.data}"
+            )
         if dataset.input_shape != self.input_shape:
             raise ValueError(
-                f"the run {self.folder} was trained on {self.spec.data}, items of shape "
-                f"{self.input_shape}; {spec.data} has items of shape {dataset.input_shape} in the "
-                f"run's view, which its model cannot embed: give data of shape "
-                f"{self.input_shape}, or train a run on {spec.data}"
+                f"{trained}, items of shape {self.input_shape}; {spec.data} has items of shape "
+                f"{dataset.input_shape} in the run's view, which its model cannot embed: give "
+                f"data of shape {self.input_shape}, or train a run on {spec.data}"
             )
         return dataset
 
@@ -429,11 +440,14 @@ class TrainedRun:
         missing = [p for p in paths if not p.is_file()]
         if missing:
             raise FileNotFoundError(f"image file {missing[0]} does not exist")
+        return ImageFiles(paths, **self._image_view())
+
+    def _image_view(self) -> dict[str, Any]:
+        """The :class:`~clusterable.data.ImageFiles` settings of an image model's items: its
+        height x width, its channels, and its backbone's preprocessing (None: the stretch)."""
         channels, height, width = self.input_shape
         preprocessing = None if self.spec is None else backbone_preprocessing(self.spec.model)
-        return ImageFiles(
-            paths, size=(height, width), channels=channels, preprocessing=preprocessing
-        )
+        return {"size": (height, width), "channels": channels, "preprocessing": preprocessing}
 
     # ---- embedding -------------------------------------------------------------------------
 
@@ -581,10 +595,16 @@ class TrainedRun:
 
     def _in_item_shape(self, dataset: LabelledDataset) -> LabelledDataset:
         """A table's rows of as many values as the run's items, as items of their shape (a table
-        file given to :meth:`embed` is read so); any other data set as it is."""
+        file given to :meth:`embed` is read so); an image model's image files of another shape,
+        in its item view (as :meth:`image_files` reads a bare folder: the size and channels the
+        run's settings left unset, for a run trained on arrays, filled in); any other data set
+        as it is."""
+        x = dataset.x
         flat = (math.prod(self.input_shape),)
-        if isinstance(dataset.x, np.ndarray) and dataset.input_shape == flat != self.input_shape:
-            return dataset.replace(x=dataset.x.reshape(len(dataset), *self.input_shape))
+        if isinstance(x, np.ndarray) and dataset.input_shape == flat != self.input_shape:
+            return dataset.replace(x=x.reshape(len(dataset), *self.input_shape))
+        if isinstance(x, ImageFiles) and self.is_image_model and x.shape[1:] != self.input_shape:
+            return dataset.replace(x=x.replace(**self._image_view()))
         return dataset
 
     def _checked_dataset(self, dataset: LabelledDataset) -> LabelledDataset:

@@ -161,13 +161,15 @@ def seed_of(args: argparse.Namespace, source: Embedded) -> int:
 
 
 def embeddings_of(
-    args: argparse.Namespace, before_embedding: Callable[[LabelledDataset], None] | None = None
+    args: argparse.Namespace,
+    before_embedding: Callable[[TrainedRun, LabelledDataset], None] | None = None,
 ) -> Embedded:
     """Embeddings and labels from ``EMB.npy LABELS.npy``, or a split embedded by a trained run in
     its own view (:meth:`clusterable.trained_run.TrainedRun.split`, its model loaded once).
 
-    ``before_embedding(split)``: the verb's checks of its flags against the split (its labels,
-    its query roles), before a run embeds it (minutes with an image backbone)."""
+    ``before_embedding(run, split)``: what the verb does before a run embeds the split (minutes
+    with an image backbone): its checks of its flags against the split (its labels, its query
+    roles), and what else it needs of the run, refused now rather than after the embedding."""
     source = Path(args.source)
     if source.suffix == ".npy":
         if args.labels is None:
@@ -176,11 +178,11 @@ def embeddings_of(
             )
         embeddings = load_embeddings(source)
         labels = load_labels(args.labels, len(embeddings))
-        return Embedded(embeddings, labels, labels)
+        return Embedded(embeddings, labels, fine_labels_beside(source, labels))
     run = load_run(source, args)
     dataset = run.split(args.split, args.data, args.root)
     if before_embedding is not None:
-        before_embedding(dataset)
+        before_embedding(run, dataset)
     print(
         f"embedding {dataset.name} ({len(dataset)} items, {dataset.source}) with {run.checkpoint}"
     )
@@ -192,6 +194,34 @@ def embeddings_of(
 
 #: The query and gallery roles ``clusterable embed`` writes beside a split's embeddings.
 ROLES_FILE = "is_query.npy"
+#: The fine classes ``clusterable embed`` writes beside a split's embeddings (a coarse run's
+#: original classes; its labels again otherwise).
+FINE_LABELS_FILE = "fine_labels.npy"
+
+
+def fine_labels_beside(embeddings: Path, labels: np.ndarray) -> np.ndarray:
+    """The ``(rows,)`` fine classes saved beside ``embeddings`` (`FINE_LABELS_FILE`) where they
+    split ``labels`` into more classes, each within one class of ``labels`` (a coarse run's
+    sub-classes, which ``evaluate`` scores as ``subclass_*``); else ``labels``, with a note where
+    the file holds classes that cross them (labels of another view than the file's)."""
+    import numpy as np
+
+    path = embeddings.with_name(FINE_LABELS_FILE)
+    if not path.is_file():
+        return labels
+    fine = load_labels(path, len(labels), "fine labels")
+    pairs = np.unique(np.stack([fine, labels]), axis=1)  # (2, fine classes when they refine)
+    fine_classes = len(np.unique(fine))
+    if pairs.shape[1] != fine_classes:
+        print(
+            f"note: {path} is left out: its classes are not sub-classes of the labels given "
+            "(one of them holds items of two labels), so no sub-class scores"
+        )
+        return labels
+    if fine_classes == len(np.unique(labels)):  # the labels themselves: not a coarse view
+        return labels
+    print(f"sub-classes from {path}: {fine_classes} fine classes")
+    return fine
 
 
 def roles_beside(embeddings: Path, rows: int) -> np.ndarray | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from clusterable.cli._clusters import clusters_to_ask, n_clusters_flag
 from clusterable.cli._files import (
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     import numpy as np
 
     from clusterable.data import LabelledDataset
+    from clusterable.recipe import KnnReference
+    from clusterable.trained_run import TrainedRun
 
 
 #: Recall@K of ``evaluate`` on saved arrays (a run's own are its test table's).
@@ -66,22 +68,35 @@ def command_evaluate(args: argparse.Namespace) -> int:
     for flag, written in (("--json", args.json), ("--report", args.report)):
         if written:
             check_parent_writable(written, flag)
-    source = embeddings_of(args, before_embedding=lambda split: check_counts(args, split))
+    asked, knn_asked = knn_of_metrics(args.metrics)
+    if knn_asked is not None and Path(args.source).suffix == ".npy":
+        raise ValueError(
+            f"--metrics {knn_asked.spelled}: k-NN accuracy votes among a run's training items, "
+            "and saved embeddings come without them; evaluate the run instead (clusterable "
+            f"evaluate RUN --metrics {knn_asked.spelled}), or ask precision@1, the leave-one-out "
+            "1-NN"
+        )
+    # A run's default table is its test table's (`score_test_table`, the one owner): k-NN
+    # accuracy from its training items, and a coarse run's scores against the fine classes.
+    reference: list[tuple[KnnReference | None, list[str]]] = []
+
+    def before_embedding(run: TrainedRun, split: LabelledDataset) -> None:
+        check_counts(args, split)
+        if args.metrics is None or knn_asked is not None:
+            reference.append(knn_to_score(run, split, args, knn_asked))
+
+    source = embeddings_of(args, before_embedding=before_embedding)
     keep = labelled_mask(source.labels)
     embeddings, labels = source.embeddings[keep], source.labels[keep]
     queries = query_roles(args, source)
     queries = None if queries is None else queries[keep]
-    metrics, ks, notes = table_asked(args, source, labels, queries)
+    metrics, ks, notes = table_asked(args, asked, source, labels, queries)
     k = None
-    if "partition" in needs_of(select_metrics(metrics)):  # the flags checked, in its words
+    if metrics != [] and "partition" in needs_of(select_metrics(metrics)):  # in its words
         k = clusters_to_ask(args.clustering, args.n_clusters, labels, len(embeddings))
-    # A run's default table is its test table's (`score_test_table`, the one owner): k-NN
-    # accuracy from its training items, and a coarse run's scores against the fine classes.
-    knn, fine = None, None
-    if source.run is not None and source.dataset is not None and args.metrics is None:
-        knn, knn_notes = source.run.knn_reference(source.dataset, args.data, args.split)
-        notes = [*notes, *knn_notes]
-        fine = source.fine_labels[keep]
+    knn, knn_notes = reference[0] if reference else (None, [])
+    notes = [*notes, *knn_notes]
+    fine = source.fine_labels[keep] if args.metrics is None else None
     table = score_test_table(
         embeddings,
         labels,
@@ -124,21 +139,76 @@ def check_counts(args: argparse.Namespace, split: LabelledDataset) -> None:
         check_n_clusters(args.n_clusters, items)
 
 
+#: ``evaluate --metrics``' k-NN accuracy from a run's training items: ``knn@K`` (the bare
+#: ``knn@k``: the run's own test table's K).
+KNN_METRIC = "knn@k"
+
+
+class KnnAsked(NamedTuple):
+    """The k-NN accuracy ``--metrics`` asks: its ``ks``, and whether the bare ``knn@k`` asks
+    the test table's own too (``defaults``); ``spelled`` as given."""
+
+    ks: tuple[int, ...]
+    defaults: bool
+    spelled: str
+
+
+def knn_of_metrics(metrics: list[str] | None) -> tuple[list[str] | None, KnnAsked | None]:
+    """``--metrics`` parted into the registry's metrics (None: the default table) and the k-NN
+    accuracy asked (None: not asked)."""
+    if metrics is None:
+        return None, None
+    knn = [name for name in metrics if name.startswith(KNN_METRIC[:-1])]
+    if not knn:
+        return metrics, None
+    ks = tuple(sorted({int(name.rpartition("@")[2]) for name in knn if name != KNN_METRIC}))
+    asked = KnnAsked(ks, KNN_METRIC in knn, " ".join(knn))
+    return [name for name in metrics if name not in knn], asked
+
+
+def knn_to_score(
+    run: TrainedRun, split: LabelledDataset, args: argparse.Namespace, asked: KnnAsked | None
+) -> tuple[KnnReference | None, list[str]]:
+    """The run's k-NN reference for ``split`` (`clusterable.trained_run.TrainedRun.
+    knn_reference`) with its notes: the test table's ks, or those ``--metrics`` asks, which are
+    refused (before any embedding) where the run has no training items for ``split`` or fewer
+    than a K."""
+    if asked is not None and asked.ks:
+        training = run.training_items()
+        count = None if training is None else len(training)
+        if count is not None and asked.ks[-1] > count:
+            raise ValueError(
+                f"--metrics knn@{asked.ks[-1]}: the run has {count} training items to vote; ask "
+                f"K up to {count}"
+            )
+    knn, notes = run.knn_reference(split, args.data, args.split)
+    if asked is None:
+        return knn, notes
+    if knn is None:
+        raise ValueError(f"--metrics {asked.spelled}: {notes[0]}")
+    ks = tuple(sorted({*asked.ks, *(knn.ks if asked.defaults else ())}))
+    return knn._replace(ks=ks), notes
+
+
 def table_asked(
-    args: argparse.Namespace, source: Embedded, labels: np.ndarray, queries: np.ndarray | None
+    args: argparse.Namespace,
+    asked: list[str] | None,
+    source: Embedded,
+    labels: np.ndarray,
+    queries: np.ndarray | None,
 ) -> tuple[list[str] | None, tuple[int, ...], list[str]]:
-    """``(metrics, ks, notes)`` to evaluate: the flags where given; else the run's own test
-    table (its benchmark's Recall@K), less what the items cannot answer, each with a note, as
-    the run's table left it out (`clusterable.train.answerable`). The k-NN accuracy from a
-    run's training items joins without ``--metrics``
-    (`clusterable.trained_run.TrainedRun.knn_reference`)."""
+    """``(metrics, ks, notes)`` to evaluate: the registry's metrics ``asked`` (``--metrics``
+    less its ``knn@K``) where given; else the run's own test table (its benchmark's Recall@K),
+    less what the items cannot answer, each with a note, as the run's table left it out
+    (`clusterable.train.answerable`). The k-NN accuracy from a run's training items joins
+    without ``--metrics`` (`clusterable.trained_run.TrainedRun.knn_reference`)."""
     from clusterable.evaluate.registry import metric_of_key
     from clusterable.train.answerable import answerable_table
 
     wanted = source.run.recall_ks if source.run is not None else DEFAULT_KS
     ks = wanted if args.ks is None else tuple(int(value) for value in args.ks.split(","))
-    if args.metrics is not None:  # recall@4 is recall@k with K = 4, which joins the Ks
-        registered = {name: metric_of_key(name) or name for name in args.metrics}
+    if asked is not None:  # recall@4 is recall@k with K = 4, which joins the Ks
+        registered = {name: metric_of_key(name) or name for name in asked}
         named_ks = {int(key.rpartition("@")[2]) for key, name in registered.items() if key != name}
         if named_ks:
             ks = tuple(sorted(named_ks | (set() if args.ks is None else set(ks))))
@@ -186,11 +256,12 @@ def add_evaluate(verbs: Verbs) -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--metrics",
         nargs="+",
-        type=metric_name(metrics),
+        type=metric_name([*metrics, KNN_METRIC]),
         metavar="METRIC",
         help=f"the scores to compute, among {', '.join(metrics)}, or a table's own names "
-        "(recall@1, recall@4: the K joins --ks); only what they read is computed (default: all "
-        f"but {', '.join(left_out)}; a run's items add k-NN accuracy from its training items, "
+        "(recall@1, recall@4: the K joins --ks), and for a run knn@K, k-NN accuracy from its "
+        "training items; only what they read is computed (default: all "
+        f"but {', '.join(left_out)}; a run's items add knn@1,3,5,7, "
         "and a coarse run's sub-class scores)",
     )
     _add_clustering(evaluate, "partition the cluster scores are computed on")
@@ -230,8 +301,9 @@ def command_embed(args: argparse.Namespace) -> int:
 
     from clusterable.train.run_folder import check_writable
 
-    out = check_writable(args.out)
+    check_writable(args.out, keep=False)  # a refused source leaves no folder behind
     source = embeddings_of(args)
+    out = check_writable(args.out)
     np.save(out / "embeddings.npy", source.embeddings)
     np.save(out / "labels.npy", source.labels)
     np.save(out / "fine_labels.npy", source.fine_labels)
@@ -384,9 +456,10 @@ def command_plot(args: argparse.Namespace) -> int:
     from clusterable.plots import plot_retrieval_grid, plot_training_curves, plot_tsne
     from clusterable.train.run_folder import check_writable
 
-    given = check_writable(args.out) if args.out else None  # checked before any work
+    if args.out:  # checked before any work; a refused source leaves no folder behind
+        check_writable(args.out, keep=False)
     source = embeddings_of(args)
-    out = given or check_writable(plots_folder(source, args.source))
+    out = check_writable(args.out or plots_folder(source, args.source))
     dataset = source.dataset
     names = dataset.class_names if dataset is not None else None
     fine_names = dataset.fine_class_names if dataset is not None else None

@@ -42,7 +42,8 @@ MAX_PRINTED_ITEMS = 50
 
 
 def command_index(args: argparse.Namespace) -> int:
-    """Build and save an index of a run's gallery, or change a saved one (``--add``,
+    """Build and save an index of a run's gallery (an existing ``--out`` replaced only with
+    ``--overwrite``, refused before any work otherwise), or change a saved one (``--add``,
     ``--remove``)."""
     from clusterable.index import EmbeddingIndex
     from clusterable.train.run_folder import check_parent_writable
@@ -55,6 +56,12 @@ def command_index(args: argparse.Namespace) -> int:
                 f"building an index needs {flag}; to change a saved index give --add or --remove"
             )
     out = check_parent_writable(args.out, "--out")
+    if out.exists() and not args.overwrite:  # it may hold --add's items, which nothing rebuilds
+        raise ValueError(
+            f"--out {out} already exists; add --overwrite to replace it (items added to it with "
+            f"--add are lost), or choose another --out, or change it in place: clusterable index "
+            f"{out} --add ITEMS (or --remove IDS)"
+        )
     run = load_run(args.source, args)
     items = run.embed(args.data, split=args.split, root=args.root)
     print(f"embedded {len(items.ids)} items of {items.source} with {args.source}")
@@ -91,6 +98,11 @@ def _change_index(args: argparse.Namespace) -> int:
     for flag, value in (("--data", args.data), ("--out", args.out)):
         if value is not None:
             raise ValueError(f"{flag} builds a new index; --add and --remove change {args.source}")
+    if args.overwrite:
+        raise ValueError(
+            f"--overwrite replaces --out when building an index; --add and --remove change "
+            f"{args.source} in place"
+        )
     path = Path(args.source)
     if path.is_dir():
         raise ValueError(f"{path} is a folder: --add and --remove change a saved index file")
@@ -169,7 +181,12 @@ def add_index(verbs: Verbs) -> argparse.ArgumentParser:
         "(train/ and test/ sub-folders; default: every item)",
     )
     index.add_argument("--root", help="folder of the dataset's files")
-    index.add_argument("--out", help="index file to write (.npz)")
+    index.add_argument("--out", help="index file to write (.npz), absent unless --overwrite")
+    index.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the index file --out names (items added to it with --add are lost)",
+    )
     change = index.add_mutually_exclusive_group()
     change.add_argument(
         "--add",
