@@ -80,8 +80,10 @@ def test_query_gallery_pairs_and_several_tiles(monkeypatch):
 
 @pytest.mark.parametrize("queries", [False, True])
 def test_the_torch_passes_a_gpu_runs_count_the_same(monkeypatch, queries):
-    """The torch grid (on the CPU here; on a GPU where the evaluation runs there)."""
+    """The torch grid (on the CPU here; on a GPU where the evaluation runs there), on tiles of
+    its own side."""
     monkeypatch.setattr(pm, "TILE", 64)
+    monkeypatch.setattr(pm, "GPU_TILE", 48)
     monkeypatch.setattr(pm, "REFINE_CELLS", 1 << 17)  # two bins a pass
     rng = np.random.default_rng(10)
     x = rng.integers(-2, 3, size=(230, 3)).astype(np.float32)

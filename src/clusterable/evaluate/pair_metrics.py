@@ -8,7 +8,8 @@ computed on a fixed grid of ``TILE x TILE`` tiles (`_PairGrid`), so that each pa
 bit-identical values (numpy's products do not depend on the thread count:
 `clusterable._distances`). No distance is kept: the passes count. Where the evaluation's
 search runs on a GPU (`clusterable.device.search_device`), the same passes run there in torch
-(`_TorchGrid`: the same tiles, its own products, the same in every pass).
+(`_TorchGrid`: larger tiles, its own products, the same in every pass, and no wait for the
+device within a pass).
 
 Each distance's float32 bits are its order key (distances are non-negative, so the bits as an
 unsigned integer sort as the values do). Pass 1 counts positives and negatives in ``2^16`` coarse
@@ -50,6 +51,8 @@ __all__ = ["PairScores", "pair_scores"]
 
 #: Side of the grid's square tiles: ``TILE^2`` float32 distances (16 MB) at a time.
 TILE = 2048
+#: The side on a GPU (`_TorchGrid`): 64 MB of distances a tile, about 0.5 GB of work arrays.
+GPU_TILE = 4096
 
 #: Refined cells per pass: ``2^22`` exact keys, 64 coarse bins (two int64 arrays of 32 MB).
 REFINE_CELLS = 1 << 22
@@ -180,10 +183,16 @@ class _PairGrid:
 
 
 class _TorchGrid(_PairGrid):
-    """The same grid on a GPU: the same tiles, keys and counts, in torch on ``device``.
+    """The same counts on a GPU, in torch on ``device``, over tiles of `GPU_TILE` (fewer,
+    larger tiles than the CPU's: a GPU pass is bound by its launches and its waits, not by a
+    cache).
 
-    The positives of a tile are found by comparing its rows' and columns' classes, in the tiles
-    where the two ranges of classes meet (items are in class order).
+    A pass never waits for the device: counts are added by ``scatter_add_`` (``torch.bincount``
+    reads its input's maximum back to the host first), the cells of a refinement pass come from
+    a table of bases (the bins not refined sent to a spare block, dropped at the end) rather
+    than a mask, and a tile's positives are counted with their same-class mask as weights, in
+    the tiles where the two ranges of classes meet (items are in class order), rather than
+    picked out.
     """
 
     def __init__(
@@ -196,31 +205,37 @@ class _TorchGrid(_PairGrid):
     ) -> None:
         super().__init__(points, codes, is_query, distance)
         self.device = device
+        self.tile = GPU_TILE
         put = functools.partial(torch.as_tensor, device=device)
         self.rows_t, self.cols_t = put(self.rows), put(self.cols)  # (m, d), (g, d)
         self.row_sq_t, self.col_sq_t = put(self.row_sq), put(self.col_sq)
         self.row_codes_t, self.col_codes_t = put(self.row_codes), put(self.col_codes)
-        self.not_pair_t = put(self.not_pair)
+        upper = torch.ones(self.tile, self.tile, dtype=torch.bool, device=device).triu_(1)
+        self.not_pair_t = upper.logical_not_()  # (tile, tile)
+        self.one = torch.ones((), dtype=torch.int64, device=device)
 
     def count(self, lut: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         cells = _BINS if lut is None else int(lut.max() + 1) << _LOW_BITS
-        lut_t = None if lut is None else torch.as_tensor(lut, device=self.device)
-        every = torch.zeros(cells, dtype=torch.int64, device=self.device)
+        base = None
+        if lut is not None:  # slot << 16, or the spare block at `cells` for a bin not refined
+            bases = np.where(lut >= 0, lut.astype(np.int64) << _LOW_BITS, cells)
+            base = torch.as_tensor(bases, device=self.device)
+        spare = 0 if lut is None else 1 << _LOW_BITS
+        every = torch.zeros(cells + spare, dtype=torch.int64, device=self.device)
         positive = torch.zeros_like(every)
-        m, g = len(self.rows), len(self.cols)
-        for r0 in range(0, m, TILE):
-            r1 = min(r0 + TILE, m)
-            for c0 in range(r0 if self.symmetric else 0, g, TILE):
-                c1 = min(c0 + TILE, g)
-                keys = self._tile_keys(r0, r1, c0, c1)  # (rows, cols) int32
-                every += torch.bincount(_torch_cells(keys.ravel(), lut_t), minlength=cells)
+        m, g, tile = len(self.rows), len(self.cols), self.tile
+        for r0 in range(0, m, tile):
+            r1 = min(r0 + tile, m)
+            for c0 in range(r0 if self.symmetric else 0, g, tile):
+                c1 = min(c0 + tile, g)
+                found = _torch_cells(self._tile_keys(r0, r1, c0, c1), base).ravel()
+                every.scatter_add_(0, found, self.one.expand(found.numel()))
                 if self.row_codes[r1 - 1] >= self.col_codes[c0] and (
                     self.col_codes[c1 - 1] >= self.row_codes[r0]
                 ):
                     same = self.row_codes_t[r0:r1, None] == self.col_codes_t[None, c0:c1]
-                    found = _torch_cells(keys[same], lut_t)
-                    positive += torch.bincount(found, minlength=cells)
-        return every.cpu().numpy(), positive.cpu().numpy()
+                    positive.scatter_add_(0, found, same.ravel().long())
+        return every[:cells].cpu().numpy(), positive[:cells].cpu().numpy()
 
     def _tile_keys(self, r0: int, r1: int, c0: int, c1: int) -> torch.Tensor:
         sq = self.rows_t[r0:r1] @ self.cols_t[c0:c1].T  # (rows, cols), as squared_distances
@@ -232,14 +247,13 @@ class _TorchGrid(_PairGrid):
         return keys
 
 
-def _torch_cells(keys: torch.Tensor, lut: torch.Tensor | None) -> torch.Tensor:
-    """`_cells` in torch (keys int32, non-negative)."""
-    coarse = keys >> _LOW_BITS
-    if lut is None:
+def _torch_cells(keys: torch.Tensor, base: torch.Tensor | None) -> torch.Tensor:
+    """The int64 cell of each key (int32, non-negative): its coarse bin (``base`` None), or its
+    bin's base plus its low bits."""
+    coarse = (keys >> _LOW_BITS).long()
+    if base is None:
         return coarse
-    slot = lut[coarse.long()]
-    kept = slot >= 0
-    return (slot[kept].long() << _LOW_BITS) | (keys[kept] & int(_LOW_MASK)).long()
+    return base[coarse] + (keys & int(_LOW_MASK))
 
 
 def _cells(keys: np.ndarray, lut: np.ndarray | None) -> np.ndarray:
