@@ -93,6 +93,29 @@ def test_the_torch_passes_a_gpu_runs_count_the_same(monkeypatch, queries):
     check_against(scores, *exact_integer_pairs(x, codes, flags), RATES)
 
 
+def test_the_torch_passes_compute_ieee_float32_distances_under_tf32(monkeypatch):
+    """A user's TF32 setting (10-bit products on a GPU) is set aside for the passes' products,
+    and given back after."""
+    seen = []
+    tile_keys = pm._TorchGrid._tile_keys
+
+    def recording(self, *bounds):
+        seen.append(torch.get_float32_matmul_precision())
+        return tile_keys(self, *bounds)
+
+    monkeypatch.setattr(pm._TorchGrid, "_tile_keys", recording)
+    rng = np.random.default_rng(11)
+    x, codes = rng.normal(size=(60, 4)).astype(np.float32), rng.integers(0, 5, 60)
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        pm._pair_scores(x, codes, None, "euclidean", True, (0.1,), torch.device("cpu"))
+        assert torch.get_float32_matmul_precision() == "high"
+    finally:
+        torch.set_float32_matmul_precision(before)
+    assert seen and set(seen) == {"highest"}
+
+
 def test_refinement_in_batches_of_few_bins(monkeypatch):
     """Real-valued distances spread over many coarse bins, refined a bin per pass."""
     monkeypatch.setattr(pm, "REFINE_CELLS", 1 << 16)

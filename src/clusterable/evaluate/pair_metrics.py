@@ -45,6 +45,7 @@ from clusterable._distances import squared_distances
 from clusterable.device import DeviceSpec, search_device
 from clusterable.evaluate._inputs import Metric as Distance
 from clusterable.evaluate._inputs import as_embeddings, as_labels, as_points, to_numpy
+from clusterable.evaluate._torch_search import ieee_float32_products
 from clusterable.evaluate.registry import Artefacts, register_metric
 
 __all__ = ["PairScores", "pair_scores"]
@@ -224,17 +225,18 @@ class _TorchGrid(_PairGrid):
         every = torch.zeros(cells + spare, dtype=torch.int64, device=self.device)
         positive = torch.zeros_like(every)
         m, g, tile = len(self.rows), len(self.cols), self.tile
-        for r0 in range(0, m, tile):
-            r1 = min(r0 + tile, m)
-            for c0 in range(r0 if self.symmetric else 0, g, tile):
-                c1 = min(c0 + tile, g)
-                found = _torch_cells(self._tile_keys(r0, r1, c0, c1), base).ravel()
-                every.scatter_add_(0, found, self.one.expand(found.numel()))
-                if self.row_codes[r1 - 1] >= self.col_codes[c0] and (
-                    self.col_codes[c1 - 1] >= self.row_codes[r0]
-                ):
-                    same = self.row_codes_t[r0:r1, None] == self.col_codes_t[None, c0:c1]
-                    positive.scatter_add_(0, found, same.ravel().long())
+        with ieee_float32_products():  # float32 distances, whatever TF32 setting the user made
+            for r0 in range(0, m, tile):
+                r1 = min(r0 + tile, m)
+                for c0 in range(r0 if self.symmetric else 0, g, tile):
+                    c1 = min(c0 + tile, g)
+                    found = _torch_cells(self._tile_keys(r0, r1, c0, c1), base).ravel()
+                    every.scatter_add_(0, found, self.one.expand(found.numel()))
+                    if self.row_codes[r1 - 1] >= self.col_codes[c0] and (
+                        self.col_codes[c1 - 1] >= self.row_codes[r0]
+                    ):
+                        same = self.row_codes_t[r0:r1, None] == self.col_codes_t[None, c0:c1]
+                        positive.scatter_add_(0, found, same.ravel().long())
         return every[:cells].cpu().numpy(), positive[:cells].cpu().numpy()
 
     def _tile_keys(self, r0: int, r1: int, c0: int, c1: int) -> torch.Tensor:
