@@ -123,6 +123,16 @@ def test_cluster_aas_refuses_k(blobs, capsys):
     assert "drop --n-clusters" in capsys.readouterr().err
 
 
+def test_cluster_auto_with_a_method_that_cannot_choose_names_the_flags(blobs, capsys):
+    with pytest.raises(SystemExit):
+        main(["cluster", str(blobs / "e.npy"), "--clustering", "ap", "--n-clusters", "auto"])
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "clusterable cluster: error: --clustering ap cannot choose its number of clusters: give "
+        "--n-clusters N, or --clustering kmeans or spectral with --n-clusters auto"
+    )
+
+
 def test_warnings_are_one_line_without_a_source_path(blobs, capsys, monkeypatch):
     from clusterable import cluster
 

@@ -62,7 +62,7 @@ def test_every_run_setting_is_a_flag_with_help(verb):
     by_dest = {action.dest: action for action in parser._actions}
     for cls in (RunSpec, TrainConfig):
         for f in fields(cls):
-            if f.name in NOT_FLAGS or (verb == "tune" and f.name == "progress"):
+            if f.name in NOT_FLAGS:
                 continue
             assert f.name in by_dest, f"{cls.__name__}.{f.name} has no flag"
             assert by_dest[f.name].help and by_dest[f.name].help != f.name.replace("_", " ")

@@ -77,7 +77,7 @@ def test_embed_evaluate_and_index_take_a_folder_data_set(run, photos, tmp_path):
     bare = TrainedRun.load(run, device="cpu").embed(photos / "test", progress=False)
     np.testing.assert_array_equal(np.load(out / "embeddings.npy"), bare.embeddings)
     assert main(["evaluate", str(run), *data]) == 0
-    assert main(["index", str(run), *data, "--out", str(tmp_path / "index")]) == 0
+    assert main(["index", str(run), *data, "--out", str(tmp_path / "index.npz")]) == 0
 
 
 def test_a_model_of_feature_rows_refuses_photos_either_way(table_run, photos, tmp_path, capsys):

@@ -330,8 +330,27 @@ def test_clear_deletes_the_named_caches_or_all_and_leaves_one_being_built(photos
         clear_caches(["nope"], root)
     assert clear_caches([key_a], root) == ([key_a], [])
     assert [entry.key for entry in list_caches(root)] == [key_b]
-    (root / ".deadbeef.12.tmp").mkdir()  # a killed build's
+    killed = "0123456789abcdef01234567"  # a cache's key
+    (root / f".{killed}.12.tmp").mkdir()  # a killed build's
     with cache_module._locked(root / f"{key_b}.lock"):  # a run building key_b now
-        assert clear_caches(None, root) == (["deadbeef"], [key_b])
+        assert clear_caches(None, root) == ([killed], [key_b])
     assert clear_caches(None, root) == ([key_b], [])
     assert list(root.iterdir()) == []
+
+
+def test_clear_deletes_only_what_the_caches_are_made_of(photos, tmp_path):
+    """The cache folder may hold a user's own files: `clear --all` and `clear NAME` leave every
+    folder and file that is not a cache, a build's temporary or a lock of a cache's key."""
+    root = tmp_path / "c"
+    cache, _ = disk_cached(training(photos, 16), threads=1, progress=False, root=root)
+    key = cache.decoded.file.parent.name
+    mine = [root / "mystuff", root / ".mystuff.1.tmp", root / ("f" * 24)]  # the last: no meta
+    for folder in mine:
+        folder.mkdir()
+        (folder / "notes.txt").write_text("mine")
+    (root / "notes.lock").write_text("mine")
+    with pytest.raises(ValueError, match=r"no image cache 'mystuff'"):
+        clear_caches(["mystuff"], root)
+    assert clear_caches(None, root) == ([key], [])
+    assert sorted(root.iterdir()) == sorted([*mine, root / "notes.lock"])
+    assert all((folder / "notes.txt").read_text() == "mine" for folder in mine)

@@ -129,9 +129,27 @@ class _ReaderMayLeave:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line ``argv`` (default ``sys.argv[1:]``); the exit status."""
+    """Run the command line ``argv`` (default ``sys.argv[1:]``); the exit status: 130 after an
+    interrupt (Ctrl-C), told in one line (the interrupt's own words where it has them, as a
+    verb that can resume says how), never a traceback."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # argparse would name no verb ("clusterable: error: ...")
+        parser.exit(
+            2,
+            f"clusterable {args.command}: error: unrecognized arguments: {' '.join(unknown)} "
+            f"(see `clusterable {args.command} --help`)\n",
+        )
+    try:
+        return _run(parser, args)
+    except KeyboardInterrupt as stop:
+        said = str(stop) or "interrupted"
+        print(f"\nclusterable {args.command}: {said}", file=sys.stderr)
+        return 130
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """The verb of the parsed ``args``; its errors as one line and exit status 2."""
     # What the verb runs, imported once the command line is read: `--help` has exited by now.
     from clusterable.device import resolve_device
     from clusterable.train.checkpoint import CheckpointWriteError

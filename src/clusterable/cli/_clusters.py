@@ -48,7 +48,7 @@ def clusters_to_ask(
     """
     import numpy as np
 
-    from clusterable.cluster import clusterer_info, resolve_n_clusters
+    from clusterable.cluster import available_clusterings, clusterer_info, resolve_n_clusters
     from clusterable.data import labelled_mask
 
     info = clusterer_info(clustering)
@@ -60,6 +60,12 @@ def clusters_to_ask(
             reason = "finds its own number of clusters (it marks noise too): drop --n-clusters"
         elif n_clusters is None:
             reason = "needs the number of clusters: add --n-clusters N, or --labels"
+        elif n_clusters == "auto":
+            choosing = [name for name in available_clusterings() if clusterer_info(name).auto]
+            reason = (
+                f"cannot choose its number of clusters: give --n-clusters N, or --clustering "
+                f"{' or '.join(choosing)} with --n-clusters auto"
+            )
         else:
             reason = str(error)
         raise ValueError(f"--clustering {clustering} {reason}") from None

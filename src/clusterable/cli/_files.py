@@ -17,6 +17,10 @@ if TYPE_CHECKING:
     from clusterable.trained_run import TrainedRun
 
 
+#: The first bytes of every ``.npy`` file (`numpy.lib.format.MAGIC_PREFIX`).
+NPY_MAGIC = b"\x93NUMPY"
+
+
 def load_array(path: str | Path, what: str) -> np.ndarray:
     """The one array of the ``.npy`` file ``path``; errors name ``what`` it should hold."""
     import numpy as np
@@ -24,6 +28,14 @@ def load_array(path: str | Path, what: str) -> np.ndarray:
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"{what} file {path} does not exist; give the path of a .npy file")
+    with path.open("rb") as stream:
+        start = stream.read(len(NPY_MAGIC))
+    if start.startswith(b"PK"):  # a zip: numpy.savez's archive of several arrays
+        raise ValueError(f"{what} file {path} holds several arrays; save one array with numpy.save")
+    if start != NPY_MAGIC:  # numpy would call it "pickled data" and ask for allow_pickle
+        raise ValueError(
+            f"{what} file {path} is not a NumPy array file (.npy): save the array with numpy.save"
+        )
     try:
         array = np.load(path, allow_pickle=False)
     except (ValueError, OSError) as error:
@@ -33,6 +45,22 @@ def load_array(path: str | Path, what: str) -> np.ndarray:
     if not isinstance(array, np.ndarray):
         raise ValueError(f"{what} file {path} holds several arrays; save one array with numpy.save")
     return array
+
+
+def check_classes(labels: np.ndarray, what: str) -> None:
+    """Scores compare classes: refuse ``labels`` (``(n,)`` class codes, unlabelled items
+    negative) of fewer than two classes, before any work; ``what`` names where they came from
+    (``"labels file L.npy"``, ``"--labels L.npy"``)."""
+    import numpy as np
+
+    from clusterable.data import labelled_mask
+
+    found = len(np.unique(labels[labelled_mask(labels)]))
+    if found < 2:
+        raise ValueError(
+            f"{what} holds {found} class{'' if found == 1 else 'es'} among its labelled items; "
+            "the scores compare classes: give labels of at least 2 classes"
+        )
 
 
 def load_embeddings(path: str | Path) -> np.ndarray:
@@ -95,16 +123,154 @@ def plain(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
-def cluster_ids_file(path: str | None, flag: str) -> Path | None:
-    """``flag``'s ``.npy`` file of cluster ids, checked before any work (numpy adds ``.npy`` to
-    any other name, so the file would not be the one named)."""
-    if path is None:
-        return None
-    from clusterable.train.run_folder import check_parent_writable
+#: The suffixes of each kind of file the output flags write.
+JSON, NPY, NPZ, HTML = (".json",), (".npy",), (".npz",), (".html", ".htm")
 
-    if Path(path).suffix.lower() != ".npy":
-        raise ValueError(f"{flag} {path}: cluster ids are written as a .npy file; name one")
-    return check_parent_writable(path, flag)
+#: The files ``clusterable embed`` writes into its folder; the verbs read them back beside the
+#: embeddings (labels, roles, sub-classes, the model), so no output flag may name one there.
+EMBEDDINGS_FILE, LABELS_FILE = "embeddings.npy", "labels.npy"
+#: `clusterable.trained_run.MODEL_IDENTITY`, named here without importing torch.
+IDENTITY_FILE = "model.json"
+
+
+def embed_files() -> tuple[str, ...]:
+    """Every file ``clusterable embed`` may write into its ``--out`` folder."""
+    return (EMBEDDINGS_FILE, LABELS_FILE, FINE_LABELS_FILE, ROLES_FILE, IDENTITY_FILE)
+
+
+@dataclass(frozen=True)
+class Output:
+    """A file a verb writes: the ``dest`` of its flag in the parsed arguments, the flag as the
+    user types it, the suffixes it takes (none: any) and what it writes, for the messages."""
+
+    dest: str
+    flag: str
+    suffixes: tuple[str, ...] = ()
+    kind: str = ""
+
+
+def _argument_names(command: str | None) -> dict[str, str]:
+    """``dest -> how the user names it`` for the verb ``command``'s arguments: ``--json``, or a
+    positional's name in capitals (``LABELS``)."""
+    if command is None:
+        return {}
+    from clusterable.cli import build_parser
+
+    for action in build_parser()._actions:
+        choices = getattr(action, "choices", None)
+        if isinstance(choices, dict) and command in choices:
+            names = {}
+            for argument in choices[command]._actions:
+                shown = argument.option_strings[-1] if argument.option_strings else None
+                names[argument.dest] = shown or (argument.metavar or argument.dest).upper()
+            return names
+    return {}
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file: the same path once resolved, or (both existing)
+    the same file on disk (a hard link)."""
+    import os
+
+    try:
+        if a.resolve() == b.resolve():
+            return True
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except (OSError, ValueError, RuntimeError):
+        return False
+
+
+def _exists(text: str) -> bool:
+    """Whether ``text`` names an existing file or folder (False for text no path can be)."""
+    try:
+        return Path(text).exists()
+    except (OSError, ValueError):
+        return False
+
+
+def _paths_given(args: argparse.Namespace, outputs: set[str]) -> list[tuple[str, Path]]:
+    """``(dest, path)`` of every text the command line holds (a flag's or a positional's, one of
+    a list's) that names an existing file or folder, or is one of the ``outputs``' paths: what
+    the command reads, and what else it writes."""
+    given = []
+    for dest, value in vars(args).items():
+        if dest == "command":  # the verb's name, not a path
+            continue
+        values = value if isinstance(value, list | tuple) else [value]
+        for text in values:
+            if isinstance(text, str) and text and (dest in outputs or _exists(text)):
+                given.append((dest, Path(text)))
+    return given
+
+
+def embed_folder_owner(path: Path) -> str | None:
+    """What ``path`` is to the folder ``clusterable embed`` wrote it in, when it is one of that
+    folder's files (`embed_files`) and the folder holds embeddings; else None."""
+    if path.name in embed_files() and (path.parent / EMBEDDINGS_FILE).is_file():
+        return (
+            f"the {path.name} of the embeddings in {path.parent}, read back beside them "
+            "by the verbs"
+        )
+    return None
+
+
+def check_outputs(args: argparse.Namespace, *outputs: Output) -> dict[str, Path | None]:
+    """Check the files ``outputs`` name before any work, so that no output replaces what the
+    user keeps; ``dest -> path`` (None where the flag is not given).
+
+    Each output path must not be (a) any other path of the command, an input or another output
+    (``search IDX.npz Q.npy --json IDX.npz``), (b) one of the files a run folder or an embed
+    folder owns (`clusterable.train.run_folder.run_owner`, `embed_folder_owner`), nor (c) end in
+    another suffix than the kind the flag writes (``--json`` a ``.json``); its folder must be
+    writable. An existing file of the right kind that is nothing else of the command is replaced.
+
+    Raises
+    ------
+    ValueError
+        The first output that breaks a rule, named with its flag, and what to do.
+    """
+    from clusterable.train.run_folder import check_output_file
+
+    dests = {output.dest for output in outputs}
+    checked: dict[str, Path | None] = {}
+    for output in outputs:
+        value = getattr(args, output.dest, None)
+        if value is None:
+            checked[output.dest] = None
+            continue
+        path = Path(value)
+        check_not_given(args, output.flag, path, output.dest, dests)
+        owner = embed_folder_owner(path)
+        if owner is not None:
+            raise ValueError(f"{output.flag} {value} is {owner}: write {output.flag} elsewhere")
+        checked[output.dest] = check_output_file(path, output.flag, output.suffixes, output.kind)
+    return checked
+
+
+def check_not_given(
+    args: argparse.Namespace,
+    flag: str,
+    path: Path,
+    dest: str | None = None,
+    outputs: set[str] | frozenset[str] = frozenset(),
+) -> None:
+    """Refuse to write ``path`` (``flag``'s, given as ``dest``) where it is another path of the
+    command ``args``: an existing file it names, or the path of another of its ``outputs``.
+
+    Raises
+    ------
+    ValueError
+        ``path`` is another argument's file; the message names that argument.
+    """
+    for other_dest, other in _paths_given(args, set(outputs)):
+        if (other_dest, other) == (dest, path) or not _same_file(path, other):
+            continue
+        shown = _argument_names(getattr(args, "command", None)).get(other_dest, other_dest)
+        replaced = "that output" if other_dest in outputs else "what the command reads"
+        raise ValueError(
+            f"{flag} {path} is also {shown} of this command, so writing it would replace "
+            f"{replaced}: write {flag} to another file"
+        )
 
 
 def write_json(payload: dict[str, Any], path: str | None) -> None:
@@ -179,6 +345,11 @@ def embeddings_of(
         embeddings = load_embeddings(source)
         labels = load_labels(args.labels, len(embeddings))
         return Embedded(embeddings, labels, fine_labels_beside(source, labels))
+    if args.labels is not None:  # a run embeds a split, which brings its own labels
+        raise ValueError(
+            f"LABELS {args.labels} goes with an embeddings .npy, and {source} is a run: drop it "
+            f"(to embed a folder of images: --data folder:{args.labels})"
+        )
     run = load_run(source, args)
     dataset = run.split(args.split, args.data, args.root)
     if before_embedding is not None:

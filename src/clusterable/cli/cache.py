@@ -44,9 +44,10 @@ def command_cache(args: argparse.Namespace) -> int:
         print("\n".join(_listing(root)))
         return 0
     if bool(args.keys) == args.all:
+        given = "both KEY and --all" if args.all else "neither KEY nor --all"
         raise ValueError(
-            "cache clear: name the caches to delete (KEY ..., from `clusterable cache list`) "
-            "or give --all, not both"
+            f"cache clear: {given} given; name the caches to delete (KEY ..., from `clusterable "
+            "cache list`), or give --all for every one"
         )
     cleared, busy = clear_caches(None if args.all else args.keys, root)
     print(f"cleared {len(cleared)} image cache(s) from {root}")

@@ -89,15 +89,13 @@ def add_max_distance(parser: argparse.ArgumentParser, help: str, auto: bool = Fa
     )
 
 
-def check_output(path: str | None) -> Path | None:
-    """``--output``: a ``.csv`` or ``.json`` file in a writable folder, checked before any work."""
-    if path is None:
-        return None
-    from clusterable.train.run_folder import check_parent_writable
+def check_output(args: argparse.Namespace) -> Path | None:
+    """``--output``: a ``.csv`` or ``.json`` file in a writable folder, none of the command's
+    other files (`clusterable.cli._files.check_outputs`), checked before any work."""
+    from clusterable.cli._files import Output, check_outputs
 
-    if Path(path).suffix.lower() not in (".csv", ".json"):
-        raise ValueError(f"--output {path}: name a .csv or a .json file")
-    return check_parent_writable(path, "--output")
+    output = Output("output", "--output", (".csv", ".json"), "the decisions are")
+    return check_outputs(args, output)["output"]
 
 
 def check_calibration_flags(args: argparse.Namespace) -> None:
@@ -127,13 +125,30 @@ def calibrated_max_distance(partition: Any, args: argparse.Namespace, run: Any) 
     )
     name = choice.criterion
     score = choice.fmr if name.startswith("fmr") else getattr(choice, name)
+    fitted = _fitted_items(partition, points)
     print(
         f"--max-distance auto: {choice.threshold:.4g}, the best {name} ({score:.3f}) on "
-        f"{len(points)} held-out items of {what}: each item's distance to its own class's "
-        f"cluster (a match) against the nearest other class's (none); false match rate "
-        f"{choice.fmr:.3f}, false non-match rate {choice.fnmr:.3f}"
+        f"{len(points)} held-out items of {what}: each item's "
+        f"distance to its own class's cluster (a match) against the nearest other class's "
+        f"(none); false match rate {choice.fmr:.3f}, false non-match rate {choice.fnmr:.3f}"
     )
+    if fitted:
+        print(
+            f"note: these {len(points)} items are not held out: {what} holds the very items the "
+            "partition was fitted on, "
+            "so the distance suits them better than new items; calibrate on items the "
+            "clustering never saw (with a run, its validation split is the default)"
+        )
     return choice.threshold
+
+
+def _fitted_items(partition: Any, points: Any) -> bool:
+    """Whether ``points`` look like the items ``partition`` was fitted on: as many, each put in
+    the cluster the fit gave it (only held-out items make a fair calibration)."""
+    import numpy as np
+
+    fitted = np.asarray(partition.labels_)
+    return len(points) == len(fitted) and bool(np.array_equal(partition.predict(points), fitted))
 
 
 def _calibration_items(partition: Any, args: argparse.Namespace, run: Any) -> tuple[Any, Any, str]:
@@ -188,7 +203,7 @@ def command_classify(args: argparse.Namespace) -> int:
 
     from clusterable.cli.use import query_embeddings
 
-    out = check_output(args.output)
+    out = check_output(args)
     index, run = _labelled_gallery(args)
     embeddings, ids = query_embeddings(index, args.items, args, source=args.source, run=run)
     decided = index.classify(embeddings, args.k, args.weighting, args.method, args.max_distance)

@@ -9,12 +9,26 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from clusterable.cli._clusters import clusters_to_ask, n_clusters_flag
 from clusterable.cli._files import (
+    EMBEDDINGS_FILE as EMBEDDINGS,
+)
+from clusterable.cli._files import (
+    FINE_LABELS_FILE,
+    HTML,
+    IDENTITY_FILE,
+    JSON,
+    NPY,
+    NPZ,
     ROLES_FILE,
     Embedded,
+    Output,
     add_source,
-    cluster_ids_file,
+    check_classes,
+    check_not_given,
+    check_outputs,
+    embed_files,
     embeddings_of,
     load_array,
+    load_embeddings,
     load_labels,
     load_run,
     roles_beside,
@@ -63,11 +77,12 @@ def command_evaluate(args: argparse.Namespace) -> int:
     from clusterable.metric_table import format_metric_table, partition_heading
     from clusterable.recipe import score_test_table
     from clusterable.train.answerable import Answerable
-    from clusterable.train.run_folder import check_parent_writable
 
-    for flag, written in (("--json", args.json), ("--report", args.report)):
-        if written:
-            check_parent_writable(written, flag)
+    check_outputs(
+        args,
+        Output("json", "--json", JSON, "the table is"),
+        Output("report", "--report", HTML, "the page is"),
+    )
     asked, knn_asked = knn_of_metrics(args.metrics)
     if knn_asked is not None and Path(args.source).suffix == ".npy":
         raise ValueError(
@@ -82,10 +97,13 @@ def command_evaluate(args: argparse.Namespace) -> int:
 
     def before_embedding(run: TrainedRun, split: LabelledDataset) -> None:
         check_counts(args, split)
+        check_classes(split.labels, f"the {split.name} items")
         if args.metrics is None or knn_asked is not None:
             reference.append(knn_to_score(run, split, args, knn_asked))
 
     source = embeddings_of(args, before_embedding=before_embedding)
+    if source.run is None:  # saved arrays: their labels file, named
+        check_classes(source.labels, f"labels file {args.labels}")
     keep = labelled_mask(source.labels)
     embeddings, labels = source.embeddings[keep], source.labels[keep]
     queries = query_roles(args, source)
@@ -296,22 +314,44 @@ def add_evaluate(verbs: Verbs) -> argparse.ArgumentParser:
 
 
 def command_embed(args: argparse.Namespace) -> int:
-    """Run ``clusterable embed`` with the parsed ``args``; its exit status."""
+    """Run ``clusterable embed`` with the parsed ``args``; its exit status. The files of an
+    earlier embed in ``--out`` that this one does not write (``is_query.npy`` of a split with
+    query and gallery roles, ``model.json`` of a run's embeddings) are removed, so that none
+    is read back beside the new embeddings."""
     import numpy as np
 
-    from clusterable.train.run_folder import check_writable
+    from clusterable.train.run_folder import RunFolderError, check_writable, run_owner
 
-    check_writable(args.out, keep=False)  # a refused source leaves no folder behind
+    out = Path(args.out)
+    if (out / "run.json").is_file() or run_owner(out / EMBEDDINGS) is not None:
+        raise RunFolderError(
+            f"--out {out} is a run folder (or inside one): write the embeddings to a folder "
+            "of their own"
+        )
+    for name in embed_files():  # none of them a file this command reads
+        check_not_given(args, "--out", out / name, "out")
+    check_writable(out, keep=False)  # a refused source leaves no folder behind
     source = embeddings_of(args)
-    out = check_writable(args.out)
-    np.save(out / "embeddings.npy", source.embeddings)
+    out = check_writable(out)
+    np.save(out / EMBEDDINGS, source.embeddings)
     np.save(out / "labels.npy", source.labels)
-    np.save(out / "fine_labels.npy", source.fine_labels)
+    np.save(out / FINE_LABELS_FILE, source.fine_labels)
     roles = source.is_query
+    written = {EMBEDDINGS, "labels.npy", FINE_LABELS_FILE}
     if roles is not None:
         np.save(out / ROLES_FILE, roles)  # read back by evaluate
+        written.add(ROLES_FILE)
     if source.run is not None:
         source.run.identity(args.data, args.root, args.split).save(out)
+        written.add(IDENTITY_FILE)
+    why = {
+        ROLES_FILE: "these items have no query and gallery roles",
+        IDENTITY_FILE: "no run made these",
+    }
+    for name in embed_files():
+        if name not in written and (out / name).is_file():
+            (out / name).unlink()
+            print(f"removed {out / name}, left by an earlier embed ({why.get(name, name)})")
     rows, dim = source.embeddings.shape
     roles_note = "" if roles is None else " (and is_query.npy: the query and gallery roles)"
     print(f"wrote {rows} x {dim} embeddings and labels to {out}{roles_note}")
@@ -341,12 +381,14 @@ def command_cluster(args: argparse.Namespace) -> int:
     from clusterable.data import labelled_mask
     from clusterable.evaluate import describe_kmeans, evaluate_embeddings, kmeans_rule
     from clusterable.metric_table import clustering_heading, format_metric_table
-    from clusterable.train.run_folder import check_parent_writable
 
-    out = cluster_ids_file(args.out, "--out")
+    written = check_outputs(
+        args,
+        Output("out", "--out", NPY, "cluster ids are"),
+        Output("save", "--save", NPZ, "the partition is"),
+    )
+    out = written["out"]
     assert out is not None  # --out has a default
-    if args.save:
-        check_parent_writable(args.save, "--save")
     embeddings, labels, model_id = _points_to_cluster(args)
     k = clusters_to_ask(args.clustering, args.n_clusters, labels, len(embeddings), announce=True)
     # k-means by the one rule `evaluate` uses too (seeding, restarts), stated under the table.
@@ -387,29 +429,40 @@ def _points_to_cluster(
 ) -> tuple[np.ndarray, np.ndarray | None, str | None]:
     """``(embeddings, labels or None, checksum of the model that made them or None)``: a saved
     ``.npy`` (its ``--labels``, the model its ``model.json`` names), or a split a run embeds in
-    its own view (its labels unless ``--labels``)."""
+    its own view (its labels unless ``--labels``). The labels are read and checked (their count,
+    two classes or more) before a run embeds the split and before any clustering."""
     from clusterable.trained_run import ModelIdentity
 
     source = Path(args.embeddings)
     if source.is_dir():
         run = load_run(source, args)
         dataset = run.split(args.split or "test", args.data, args.root)
-        embeddings = run.embed(dataset).embeddings
-        labels = dataset.labels
-        model_id = run.model_id
-    else:
-        for flag in ("data", "root", "split"):
-            if getattr(args, flag) is not None:
-                raise ValueError(
-                    f"--{flag} picks the items a run embeds; {source} holds embeddings already: "
-                    f"drop --{flag}, or give a run folder"
-                )
-        embeddings = load_array(source, "embeddings")
-        identity = ModelIdentity.beside(source)
-        labels, model_id = None, None if identity is None else identity.model
+        labels = _cluster_labels(args, len(dataset), dataset.labels, f"the {dataset.name} items")
+        return run.embed(dataset).embeddings, labels, run.model_id
+    for flag in ("data", "root", "split"):
+        if getattr(args, flag) is not None:
+            raise ValueError(
+                f"--{flag} picks the items a run embeds; {source} holds embeddings already: "
+                f"drop --{flag}, or give a run folder"
+            )
+    embeddings = load_embeddings(source)
+    identity = ModelIdentity.beside(source)
+    labels = _cluster_labels(args, len(embeddings), None, "")
+    return embeddings, labels, None if identity is None else identity.model
+
+
+def _cluster_labels(
+    args: argparse.Namespace, rows: int, own: np.ndarray | None, own_name: str
+) -> np.ndarray | None:
+    """The labels ``cluster`` scores its partition by: ``--labels`` (``rows`` of them), else the
+    split's ``own`` (named ``own_name``), else None; refused with fewer than two classes."""
     if args.labels is not None:
-        labels = load_labels(args.labels, len(embeddings), "--labels")
-    return embeddings, labels, model_id
+        labels = load_labels(args.labels, rows, "--labels")
+        check_classes(labels, f"--labels {args.labels}")
+        return labels
+    if own is not None:
+        check_classes(own, own_name)
+    return own
 
 
 def add_cluster(verbs: Verbs) -> argparse.ArgumentParser:

@@ -7,7 +7,16 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from clusterable.cli._files import Embedded, load_array, load_embeddings, load_run, seed_of
+from clusterable.cli._files import (
+    HTML,
+    Embedded,
+    Output,
+    check_outputs,
+    load_array,
+    load_embeddings,
+    load_run,
+    seed_of,
+)
 from clusterable.cli._parser import Verbs
 
 if TYPE_CHECKING:
@@ -22,7 +31,6 @@ if TYPE_CHECKING:
 def command_report(args: argparse.Namespace) -> int:
     """Run ``clusterable report`` with the parsed ``args``; its exit status."""
     from clusterable import reports
-    from clusterable.train.run_folder import check_parent_writable
 
     source = Path(args.source)
     if not source.exists():
@@ -30,7 +38,7 @@ def command_report(args: argparse.Namespace) -> int:
             f"{source} does not exist; give a run folder, an experiment folder of `reproduce`, "
             "or a partition (.npz) / cluster ids (.npy) with --embeddings"
         )
-    out = check_parent_writable(args.out, "--out") if args.out else None
+    out = check_outputs(args, Output("out", "--out", HTML, "the page is"))["out"]
     if source.is_dir() and (source / "results.json").is_file():
         report = reports.ExperimentReport.from_json(source / "results.json")
         written = reports.write_reproduction_report(report, source, out)

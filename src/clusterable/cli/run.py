@@ -58,6 +58,11 @@ def _write_report(out: Path, device: str) -> None:
 
     try:
         print(f"report (open it in a browser): {write_run_report(out, device=device)}")
+    except KeyboardInterrupt:  # said by `clusterable.cli.main`, in one line
+        raise KeyboardInterrupt(
+            f"the run trained, and its report was interrupted; write it with `clusterable "
+            f"report {out}`"
+        ) from None
     except Exception as error:  # the training succeeded: report the report's failure only
         print(
             f"clusterable train: warning: the run trained, but its report failed ({error}); "
@@ -111,17 +116,21 @@ def command_tune(args: argparse.Namespace) -> int:
     from clusterable.train import TrainConfig
     from clusterable.train.run_folder import check_writable, default_run_folder
     from clusterable.tune import parse_parameter, parse_space, tune
+    from clusterable.tune.study import check_study_folder
 
     file_values = config_file(args)
     search = file_values.pop("search", None) or {}
     spec_given, train_given = given_settings(args, file_values)
     space = [parse_parameter(text) for text in args.param] + parse_space(search)
     spec = RunSpec.from_dict(spec_given)
-    config = TrainConfig.from_dict(train_given)
+    # A search trains quietly unless --progress asks for each fold's progress bars.
+    config = TrainConfig.from_dict({"progress": False, **train_given})
     default = default_run_folder(spec.data, spec.loss)
+    out = Path(args.out or default.with_name(f"tune-{default.name}"))
+    check_study_folder(out)  # new, empty, or a search to resume: never a run folder
     # Proved writable, then left as it was: the study's first write makes it, after the search's
     # own checks (a refused search leaves no empty folder).
-    out = check_writable(args.out or default.with_name(f"tune-{default.name}"), keep=False)
+    out = check_writable(out, keep=False)
     print(
         f"searching {', '.join(p.describe() for p in space)} for {spec.loss} on {spec.data}: "
         f"{args.trials} trials, {args.folds} {args.protocol} folds of the training split, "
@@ -165,7 +174,13 @@ def add_tune(verbs: Verbs) -> argparse.ArgumentParser:
         runs=("model", "search", "clustering"),
         run_settings=True,
     )
-    add_run_flags(tune, skip=frozenset({"progress"}))  # a search trains quietly
+    add_run_flags(tune)
+    for action in tune._actions:  # a search trains quietly unless asked
+        if action.dest == "progress":
+            action.help = (
+                "each fold's training progress bars (shown only when standard error is a "
+                "terminal) (default: off; one line per trial either way)"
+            )
     tune.add_argument(
         "--param",
         action="append",
@@ -198,7 +213,7 @@ def add_tune(verbs: Verbs) -> argparse.ArgumentParser:
     )
     tune.add_argument(
         "--out",
-        help="folder of the study (study.db, best.yaml, search.png); a search found there "
-        "resumes (default: runs/tune-DATA-LOSS)",
+        help="folder of the study (study.db, best.yaml, search.png), absent or empty unless it "
+        "holds a search, which resumes (default: runs/tune-DATA-LOSS)",
     )
     return tune

@@ -20,7 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clusterable.cli._files import (
-    cluster_ids_file,
+    JSON,
+    NPY,
+    NPZ,
+    Output,
+    check_outputs,
     load_run,
     partition_embeddings,
     plain,
@@ -46,7 +50,6 @@ def command_index(args: argparse.Namespace) -> int:
     ``--overwrite``, refused before any work otherwise), or change a saved one (``--add``,
     ``--remove``)."""
     from clusterable.index import EmbeddingIndex
-    from clusterable.train.run_folder import check_parent_writable
 
     if args.add or args.remove:
         return _change_index(args)
@@ -55,7 +58,8 @@ def command_index(args: argparse.Namespace) -> int:
             raise ValueError(
                 f"building an index needs {flag}; to change a saved index give --add or --remove"
             )
-    out = check_parent_writable(args.out, "--out")
+    out = check_outputs(args, Output("out", "--out", NPZ, "the index is"))["out"]
+    assert out is not None  # refused above when not given
     if out.exists() and not args.overwrite:  # it may hold --add's items, which nothing rebuilds
         raise ValueError(
             f"--out {out} already exists; add --overwrite to replace it (items added to it with "
@@ -236,10 +240,8 @@ class _RenamedFlag(argparse.Action):
 def command_search(args: argparse.Namespace) -> int:
     """Run ``clusterable search`` with the parsed ``args``; its exit status."""
     from clusterable.index import EmbeddingIndex
-    from clusterable.train.run_folder import check_parent_writable
 
-    if args.json:
-        check_parent_writable(args.json, "--json")
+    check_outputs(args, Output("json", "--json", JSON, "the neighbours are"))
     index = EmbeddingIndex.load(args.index)
     queries, query_ids = query_embeddings(index, args.queries, args, source=args.index)
     distances, rows, ids = index.search(queries, args.k, args.max_distance)
@@ -371,12 +373,13 @@ def command_assign(args: argparse.Namespace) -> int:
     from clusterable.cli.decisions import calibrated_max_distance, check_calibration_flags
     from clusterable.cluster import Partition, clusterer_info
     from clusterable.open_set import assign_within
-    from clusterable.train.run_folder import check_parent_writable
 
     check_calibration_flags(args)
-    out = cluster_ids_file(args.out, "--out")
-    if args.json:
-        check_parent_writable(args.json, "--json")
+    out = check_outputs(
+        args,
+        Output("out", "--out", NPY, "cluster ids are"),
+        Output("json", "--json", JSON, "the assignments are"),
+    )["out"]
     partition = Partition.load(args.partition)
     points, ids, run = _assigned_items(partition, args)
     max_distance = args.max_distance
@@ -482,10 +485,13 @@ def add_assign(verbs: Verbs) -> argparse.ArgumentParser:
 
 def command_export(args: argparse.Namespace) -> int:
     """Run ``clusterable export`` with the parsed ``args``; its exit status."""
-    from clusterable.export import export_run
-    from clusterable.train.run_folder import check_parent_writable
+    from clusterable.export import SUFFIX, export_run
 
-    out = check_parent_writable(args.out, "--out")
+    # export_model would add the suffix to any other name, and write another file than the one
+    # named (``--out x.txt`` writing ``x.txt.onnx``).
+    kind = f"the {args.format} model is"
+    out = check_outputs(args, Output("out", "--out", (SUFFIX[args.format],), kind))["out"]
+    assert out is not None  # --out is required
     path = export_run(args.run, out, args.format, device=getattr(args, "device", None) or "cpu")
     print(f"wrote {path} and its description {path.name}.json (input, preprocessing, parity)")
     return 0

@@ -107,7 +107,17 @@ def cache_key(files: ImageFiles) -> str:
         with named_read_errors(path):
             stat = path.stat()
         digest.update(f"{os.path.abspath(path)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-    return digest.hexdigest()[:24]
+    return digest.hexdigest()[:KEY_LENGTH]
+
+
+#: Hex digits of a cache's key (:func:`cache_key`).
+KEY_LENGTH = 24
+
+
+def is_cache_key(name: str) -> bool:
+    """Whether ``name`` is a cache's key: what names the caches, their locks and their builds'
+    temporaries, and nothing else in the cache folder (which may hold other files)."""
+    return len(name) == KEY_LENGTH and all(c in "0123456789abcdef" for c in name)
 
 
 @contextmanager
@@ -265,7 +275,10 @@ def list_caches(root: Path | None = None) -> list[CacheEntry]:
 
 def clear_caches(keys: list[str] | None, root: Path | None = None) -> tuple[list[str], list[str]]:
     """Delete the caches named by ``keys`` (None: every cache and every leftover of a killed
-    build) under ``root`` (default :func:`cache_root`).
+    build) under ``root`` (default :func:`cache_root`). Only what this module writes goes: a
+    folder of a cache's key holding its ``meta.json`` (of any format version), the build
+    temporaries ``.KEY.*.tmp`` and the locks ``KEY.lock``; anything else a user keeps in that
+    folder stays.
 
     Returns
     -------
@@ -280,17 +293,26 @@ def clear_caches(keys: list[str] | None, root: Path | None = None) -> tuple[list
         A key in ``keys`` names no cache, named with where to list them.
     """
     root = cache_root() if root is None else root
-    present = {path.name for path in root.iterdir() if path.is_dir()} if root.is_dir() else set()
+    present = (
+        {
+            path.name
+            for path in root.iterdir()
+            if is_cache_key(path.name) and (path / "meta.json").is_file()
+        }
+        if root.is_dir()
+        else set()
+    )
     if keys is not None:
-        unknown = [key for key in keys if key not in present or key.startswith(".")]
+        unknown = [key for key in keys if key not in present]
         if unknown:
             raise ValueError(
                 f"no image cache {unknown[0]!r} in {root}; `clusterable cache list` shows them"
             )
         targets = sorted(set(keys))
     else:  # the caches, and what builds left: temporary folders and lock files
-        names = present | {p.name.removesuffix(".lock") for p in root.glob("*.lock")}
-        targets = sorted({name.split(".")[1] if name.startswith(".") else name for name in names})
+        locks = {p.name.removesuffix(".lock") for p in root.glob("*.lock")}
+        building = {p.name.split(".")[1] for p in root.glob(".*.*.tmp")}
+        targets = sorted(present | {key for key in locks | building if is_cache_key(key)})
     cleared, busy = [], []
     for key in targets:
         lock = root / f"{key}.lock"

@@ -28,6 +28,15 @@ from clusterable.train.checkpoint import resolve_checkpoint
 RUN_RECORD = "run.json"
 #: The run's test table, written at the end of training.
 TEST_METRICS = "test_metrics.json"
+#: The run's record of every step and epoch (read back by ``plot`` and ``report``).
+RUN_LOG = "log.jsonl"
+#: The trainer's summary of the run.
+RUN_RESULT = "result.json"
+#: The files of a run folder that ``train`` writes and the verbs read back: no verb's output
+#: flag may name one (``report RUN --out RUN/run.json`` would destroy the run's record).
+RUN_OWNED_FILES = frozenset({RUN_RECORD, TEST_METRICS, RUN_LOG, RUN_RESULT})
+#: The folders of a run folder that ``train`` writes (checkpoints, loggers): nothing else goes in.
+RUN_OWNED_FOLDERS = frozenset({"checkpoints", "tensorboard", "mlruns"})
 
 #: Training settings a resumed run may change: more epochs, how it reports, how it loads data,
 #: where it runs (a run started on a GPU may go on on another machine's).
@@ -112,6 +121,57 @@ def check_parent_writable(file: Path | str, flag: str | None = None) -> Path:
         raise RunFolderError(f"{given} is a folder, not a file: name the file to write in it")
     check_writable(path.parent)
     return path
+
+
+def run_owner(path: Path | str) -> str | None:
+    """What ``path`` is to the run folder it lies in, when it is one of the files the run owns
+    (`RUN_OWNED_FILES`) or lies in one of its folders (`RUN_OWNED_FOLDERS`, checkpoints); None
+    when it is not in a run folder (one holding `RUN_RECORD`), or is free to write there (as
+    ``report RUN`` writes ``RUN/report.html``)."""
+    path = Path(path).absolute()
+    for folder in path.parents:
+        if (folder / RUN_RECORD).is_file():
+            inside = path.relative_to(folder).parts
+            if len(inside) == 1 and inside[0] in RUN_OWNED_FILES:
+                return f"the run folder {folder}'s own {inside[0]}"
+            if len(inside) > 1 and inside[0] in RUN_OWNED_FOLDERS:
+                return f"inside the run folder {folder}'s {inside[0]}/"
+            return None
+        if folder.name in RUN_OWNED_FOLDERS and (folder.parent / RUN_RECORD).is_file():
+            return f"inside the run folder {folder.parent}'s {folder.name}/"
+    return None
+
+
+def check_output_file(
+    file: Path | str, flag: str, suffixes: tuple[str, ...] = (), kind: str = ""
+) -> Path:
+    """:func:`check_parent_writable` for a file an output flag writes, before any work: it must
+    not be one of the files a run folder owns (:func:`run_owner`), and must end in one of
+    ``suffixes`` (none: any name); ``kind`` says what is written, "the table is".
+
+    A ``.npy`` output is refused by its suffix first, a folder included: numpy would add
+    ``.npy`` to any other name. Any other is refused as a folder first.
+
+    Raises
+    ------
+    RunFolderError
+        The file is a run's own, has another suffix, is a folder, or cannot be written.
+    """
+    path = Path(file)
+    owner = run_owner(path)
+    if owner is not None:
+        raise RunFolderError(
+            f"{flag} {path} is {owner}, which the run needs; write {flag} somewhere else"
+        )
+    if path.is_dir() and suffixes != (".npy",):
+        check_parent_writable(path, flag)  # says it is a folder
+    if suffixes and path.suffix.lower() not in suffixes:
+        example = path.with_name(path.stem + suffixes[0]).name
+        raise RunFolderError(
+            f"{flag} {path}: {kind or 'it is'} written as a {' or '.join(suffixes)} file; name "
+            f"one (e.g. {example})"
+        )
+    return check_parent_writable(path, flag)
 
 
 def remove_temporaries(run_dir: Path) -> list[Path]:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 import yaml
 
 from clusterable.train.config import TrainConfig
+from clusterable.train.config_typing import typed_settings
 
 Kind = Literal["log", "float", "int", "choice"]
 Target = Literal["train", "run", "loss", "model"]
@@ -86,8 +87,26 @@ def parse_space(search: Mapping[str, Any]) -> list[Parameter]:
                 f"{{int: [LOW, HIGH]}} or {{choice: [A, B, ...]}}, got {form!r}"
             )
         ((kind, values),) = form.items()
-        parameters.append(_parameter(str(name), str(kind), list(values)))
+        if not isinstance(values, (list, tuple)):
+            raise ValueError(
+                f"search: {name}: {kind} takes a list, e.g. {{{kind}: [LOW, HIGH]}} or "
+                f"{{choice: [A, B]}}, got {values!r}"
+            )
+        parameters.append(_parameter(str(name), str(kind), [_yaml_number(v) for v in values]))
     return parameters
+
+
+def _yaml_number(value: Any) -> Any:
+    """A YAML value that is a number written as text (YAML 1.1 reads ``1e-3``, without a dot,
+    as a string) as that number, converted as the ``train:`` mapping converts its settings
+    (:func:`~clusterable.train.config_typing.typed_settings`); any other value as it is."""
+    if not isinstance(value, str):
+        return value
+    kind = float if any(c in value for c in ".eE") else int
+    try:
+        return typed_settings({"value": value}, {"value": kind}, "search value")["value"]
+    except ValueError:  # a word (a sampler's name), or not finite ("nan"): left as written
+        return value
 
 
 def _parameter(name: str, kind: str, values: Sequence[Any]) -> Parameter:

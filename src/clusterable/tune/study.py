@@ -16,9 +16,12 @@ ECCV 2020 (class-disjoint folds); MsDNN (sigma by 5-fold cross-validation).
 
 from __future__ import annotations
 
+import itertools
 import json
+import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -30,15 +33,35 @@ from clusterable._optional import require
 from clusterable.data import LabelledDataset, load_dataset
 from clusterable.evaluate import evaluate_embeddings, knn_accuracy, metric_of_key, table_keys
 from clusterable.evaluate.registry import lower_is_better
+from clusterable.mining import SamplerSettings, build_sampler
 from clusterable.plots._figure import new_figure, save_figure
 from clusterable.recipe import RunSpec, build, build_trainer
-from clusterable.train.config import TrainConfig
+from clusterable.train.config import (
+    TrainConfig,
+    check_batches_exceed_dimensions,
+    check_batches_hold_pairs,
+)
 from clusterable.train.embed import embed_dataset
 from clusterable.tune.folds import Protocol, cross_validation_folds
 from clusterable.tune.space import Parameter
 
 #: File names in the output folder.
 STUDY_FILE, BEST_FILE, PLOT_FILE = "study.db", "best.yaml", "search.png"
+
+#: Training settings that change how a trial reports, not what it trains: a resumed search may
+#: give other values (``--progress``) than the search it resumes.
+_FREE_ON_RESUME = ("progress", "verbose")
+
+#: The search checks every corner of its space (each combination of the ends of every range and
+#: every choice) when there are at most this many; else each value on its own.
+_MOST_CORNERS = 32
+
+
+class SearchInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a search: what was kept, and how to resume, in its message (one line).
+
+    A :class:`KeyboardInterrupt`, so that code which stops on one stops on it too; the command
+    line prints its message alone (``clusterable.cli.main``), exit status 130."""
 
 
 def searchable_metrics() -> list[str]:
@@ -89,7 +112,8 @@ def tune(
     space : sequence of Parameter
         What to search (:func:`~clusterable.tune.space.parse_parameter`, ``parse_space``).
     config : TrainConfig, optional
-        Training settings of every trial (the searched ones are overridden).
+        Training settings of every trial (the searched ones are overridden); its ``progress``
+        shows each fold's progress bars (default: none).
     data : LabelledDataset, optional
         The training data to fold (a subset, a relabelled view); default: ``spec``'s training
         split.
@@ -115,16 +139,22 @@ def tune(
     ------
     ValueError
         On an empty space, an unsupervised spec, an unknown metric, k-NN accuracy
-        (``knn@K``) with class-disjoint folds (it would score 0), a folder holding a study
-        of other settings, or a value a trial's loss, run or trainer would refuse (checked before
-        the first trial).
+        (``knn@K``) with class-disjoint folds (it would score 0), an ``out`` that holds other
+        files than a search's (:func:`check_study_folder`) or a search of other settings, or a
+        value a trial's loss, run, sampler or trainer would refuse (every value of a choice,
+        both ends of a range, checked as ``train`` checks them, before the first trial).
+    SearchInterrupted
+        On Ctrl-C: the interrupted trial is kept as failed and runs again on resume.
     """
     optuna = _optuna()
+    folder = Path(out) if out is not None else None
+    if folder is not None:
+        check_study_folder(folder)
     if not space:
         raise ValueError("nothing to search: give at least one --param NAME=KIND:...")
     if spec.unsupervised:
         raise ValueError("tune searches supervised runs: its folds are scored with the labels")
-    config = config or TrainConfig()
+    config = config or TrainConfig(progress=False)
     train = data
     if train is None:
         train = load_dataset(spec.data, root=spec.root, split="train", labels=spec.labels)
@@ -132,9 +162,8 @@ def tune(
     splits = cross_validation_folds(train.labels, folds, protocol, seed)
     _check_metric(metric)
     _check_protocol(metric, protocol)
-    for parameter in space:  # every end of every range must build, before hours of training
-        for value in _extremes(parameter):
-            _apply(spec, config, {f"{parameter.target}.{parameter.name}": value}, train)
+    # Every value the search can draw must train, before hours of training.
+    _check_space(spec, config, space, train, [train.labels[rows] for rows, _ in splits])
 
     settings = {
         "spec": asdict(spec),
@@ -146,7 +175,6 @@ def tune(
         "metric": metric,
         "seed": seed,
     }
-    folder = Path(out) if out is not None else None
     study = _open_study(folder, settings, seed, report, minimise=lower_is_better(metric))
 
     def objective(trial: Any) -> float:
@@ -163,9 +191,17 @@ def tune(
         return float(np.mean(scores))
 
     done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+    # Each trial run here finishes (complete or pruned) or raises: the search ends with
+    # ``trials`` finished trials, an interrupted one run again among them.
     remaining = trials - len(study.get_trials(deepcopy=False, states=done))
     if remaining > 0:
-        study.optimize(objective, n_trials=remaining, callbacks=[_progress(trials, metric, report)])
+        try:
+            with _failed_trials_unlogged():
+                study.optimize(
+                    objective, n_trials=remaining, callbacks=[_progress(trials, metric, report)]
+                )
+        except KeyboardInterrupt:
+            raise SearchInterrupted(_interrupted_message(study, folder, trials)) from None
     finished = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     if not finished:
         raise ValueError("no trial finished (all were pruned or failed); widen the space")
@@ -207,15 +243,19 @@ def _open_study(
         storage=storage,
         direction="minimize" if minimise else "maximize",
         load_if_exists=True,
-        sampler=optuna.samplers.TPESampler(seed=seed),
         pruner=optuna.pruners.MedianPruner(n_startup_trials=3),
     )
+    # Seeded by the seed and the trials the study holds: a new study draws as its seed says; a
+    # resumed one draws new values (a sampler seeded as before would replay the draws of its
+    # first trials), and the same ones each time it is resumed from the same point.
+    held = len(study.get_trials(deepcopy=False))
+    study.sampler = optuna.samplers.TPESampler(seed=_sampler_seed(seed, held))
     stored = study.user_attrs.get("settings")
     settings = json.loads(json.dumps(settings))  # as SQLite gives it back (tuples as lists)
     if stored is None:
         study.set_user_attr("settings", settings)
-    elif stored != settings:
-        changed = sorted(k for k in settings if settings[k] != stored.get(k))
+    elif _compared(stored) != _compared(settings):
+        changed = sorted(k for k in settings if _compared(settings)[k] != _compared(stored).get(k))
         raise ValueError(
             f"{folder} holds a search with other settings ({', '.join(changed)} differ): give "
             "the same settings to resume it, or another --out for a new search"
@@ -223,6 +263,95 @@ def _open_study(
     else:
         _rerun_interrupted(study, folder, report)
     return study
+
+
+def _sampler_seed(seed: int, held: int) -> int:
+    """The sampler's seed for a study that holds ``held`` trials: ``seed`` itself for a new one."""
+    if held == 0:
+        return seed
+    return int(np.random.SeedSequence([seed, held]).generate_state(1)[0])
+
+
+def _compared(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings that must agree for a search to resume: all but how trials report."""
+    config = {k: v for k, v in settings.get("config", {}).items() if k not in _FREE_ON_RESUME}
+    return {**settings, "config": config}
+
+
+def check_study_folder(folder: Path) -> None:
+    """Refuse an output folder that is a file, or holds files and no search of ``tune``: a run
+    folder of ``train`` (``run.json``, ``checkpoints/``), any other files. New, empty, or a
+    search to resume (its ``study.db`` holds the study) pass.
+
+    Raises
+    ------
+    ValueError
+        Naming the folder and what to give instead.
+    """
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"--out {folder} is a file; give a folder for the search")
+    if not folder.is_dir() or not any(folder.iterdir()):
+        return
+    study_file = folder / STUDY_FILE
+    if study_file.is_file() and _holds_a_search(study_file):
+        return
+    held = sorted(p.name for p in folder.iterdir())
+    shown = ", ".join(held[:4]) + (", ..." if len(held) > 4 else "")
+    raise ValueError(
+        f"--out {folder} already holds files ({shown}) and no search of `clusterable tune` to "
+        "resume; give a new or empty folder for the search"
+    )
+
+
+def _holds_a_search(study_file: Path) -> bool:
+    """Whether the SQLite file ``study_file`` holds the study of a search (read, not changed)."""
+    import sqlite3
+
+    try:
+        with sqlite3.connect(f"{study_file.resolve().as_uri()}?mode=ro", uri=True) as db:
+            names = {row[0] for row in db.execute("SELECT study_name FROM studies")}
+    except sqlite3.Error:
+        return False
+    return STUDY_NAME in names
+
+
+@contextmanager
+def _failed_trials_unlogged() -> Iterator[None]:
+    """Optuna's two warnings for a trial that raised (the first with a traceback), left out:
+    the error itself goes on to the caller (the command line says it in one line), and Ctrl-C is
+    said as :class:`SearchInterrupted`. A trial that fails without raising is still logged."""
+    logger = logging.getLogger("optuna.study._optimize")
+    raised: set[str] = set()  # "Trial N " of each trial whose failure came with its exception
+
+    def keep(record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        trial = " ".join(message.split()[:2]) + " "
+        if record.exc_info is not None and message.startswith("Trial "):
+            raised.add(trial)
+            return False
+        return not (trial in raised and message.startswith(f"{trial}failed with value"))
+
+    logger.addFilter(keep)
+    try:
+        yield
+    finally:
+        logger.removeFilter(keep)
+
+
+def _interrupted_message(study: Any, folder: Path | None, trials: int) -> str:
+    import optuna
+
+    state = optuna.trial.TrialState
+    kept = len(study.get_trials(deepcopy=False, states=(state.COMPLETE, state.PRUNED)))
+    if folder is None:
+        return (
+            f"interrupted after {kept} of {trials} trials (a search without a folder: kept nowhere)"
+        )
+    return (
+        f"interrupted: {kept} of {trials} trials kept in {folder / STUDY_FILE}; run the same "
+        "command again to resume (the interrupted trial runs again)"
+    )
 
 
 def _rerun_interrupted(study: Any, folder: Path | None, report: Callable[[str], None]) -> None:
@@ -249,9 +378,17 @@ def _rerun_interrupted(study: Any, folder: Path | None, report: Callable[[str], 
 
 
 def _progress(trials: int, metric: str, report: Callable[[str], None]) -> Callable:
+    """One line per finished trial, numbered among the finished trials (a failed one, run again,
+    is not counted twice), ``N/trials``."""
+
     def after_trial(study: Any, trial: Any) -> None:
         import optuna
 
+        state = optuna.trial.TrialState
+        finished = [
+            t.number
+            for t in study.get_trials(deepcopy=False, states=(state.COMPLETE, state.PRUNED))
+        ]
         values = ", ".join(f"{k.split('.', 1)[1]}={_short(v)}" for k, v in trial.params.items())
         if trial.state == optuna.trial.TrialState.PRUNED:
             steps = trial.intermediate_values
@@ -260,8 +397,8 @@ def _progress(trials: int, metric: str, report: Callable[[str], None]) -> Callab
             outcome = f"{metric} {trial.value:.4f}"
         best = study.best_trial
         report(
-            f"trial {trial.number + 1}/{trials}: {values} -> {outcome} "
-            f"(best {best.value:.4f}, trial {best.number + 1})"
+            f"trial {finished.index(trial.number) + 1}/{trials}: {values} -> {outcome} "
+            f"(best {best.value:.4f}, trial {finished.index(best.number) + 1})"
         )
 
     return after_trial
@@ -275,6 +412,15 @@ def _apply(
     spec: RunSpec, config: TrainConfig, values: dict[str, Any], train: LabelledDataset
 ) -> tuple[RunSpec, TrainConfig]:
     """``spec`` and ``config`` with ``values`` set; the pieces are built once to check them."""
+    run, settings = _settings_of(spec, config, values)
+    build(run, train.input_shape, train.num_classes)  # raises on a value it refuses
+    return run, settings
+
+
+def _settings_of(
+    spec: RunSpec, config: TrainConfig, values: dict[str, Any]
+) -> tuple[RunSpec, TrainConfig]:
+    """``spec`` and ``config`` with ``values`` (``"target.name"`` -> value) set."""
     run_values = {k[4:]: v for k, v in values.items() if k.startswith("run.")}
     train_values = {k[6:]: v for k, v in values.items() if k.startswith("train.")}
     loss_values = {k[5:]: v for k, v in values.items() if k.startswith("loss.")}
@@ -286,8 +432,56 @@ def _apply(
         model_args={**spec.model_args, **model_values},
     )
     settings = replace(config, **train_values)
-    build(run, train.input_shape, train.num_classes)  # raises on a value it refuses
     return run, settings
+
+
+def _check_space(
+    spec: RunSpec,
+    config: TrainConfig,
+    space: Sequence[Parameter],
+    train: LabelledDataset,
+    fold_labels: Sequence[np.ndarray],
+) -> None:
+    """Refuse, before any trial, a value the search can draw that a ``train`` with it would
+    refuse: each corner of the space (each combination of the ends of every range and every
+    value of every choice) when there are few, else each of those values alone; checked as
+    ``train`` checks a run (its loss, model and settings built; the batches of each fold's
+    training items against the loss: :func:`check_batches_hold_pairs`,
+    :func:`check_batches_exceed_dimensions`)."""
+    ends = [[(f"{p.target}.{p.name}", value) for value in _extremes(p)] for p in space]
+    if math.prod(len(e) for e in ends) <= _MOST_CORNERS:
+        drawn = [dict(corner) for corner in itertools.product(*ends)]
+    else:
+        drawn = [dict([end]) for each in ends for end in each]
+    for values in drawn:
+        try:
+            _check_trains(spec, config, values, train, fold_labels)
+        except ValueError as error:
+            named = ", ".join(f"{k.split('.', 1)[1]}={_short(v)}" for k, v in values.items())
+            raise ValueError(f"the search can draw {named}, which train refuses: {error}") from None
+
+
+def _check_trains(
+    spec: RunSpec,
+    config: TrainConfig,
+    values: dict[str, Any],
+    train: LabelledDataset,
+    fold_labels: Sequence[np.ndarray],
+) -> None:
+    """The checks of ``train`` for ``spec`` and ``config`` with ``values`` on each fold."""
+    run, settings = _settings_of(spec, config, values)
+    loss = build(run, train.input_shape, train.num_classes).loss  # raises on a value it refuses
+    check_batches_exceed_dimensions(settings, run.embedding_dim, loss)
+    sampled = SamplerSettings(
+        batch_size=settings.batch_size,
+        items_per_class=settings.items_per_class,
+        seed=settings.seed,
+        num_replicas=1,
+        rank=0,
+    )
+    for labels in fold_labels:
+        sampler = build_sampler(settings.sampler, labels, sampled, **settings.sampler_args)
+        check_batches_hold_pairs(settings, sampler, labels, loss)
 
 
 def _extremes(parameter: Parameter) -> list[Any]:
@@ -331,7 +525,7 @@ def _fold_score(
     """Train on ``fit_rows`` of ``train``, score ``held_rows`` with ``metric``: the training, the
     search and k-means on ``config.device``."""
     fit, held = train.subset(fit_rows), train.subset(held_rows)
-    quiet = replace(config, eval_every=0, checkpoint_every=0, progress=False)
+    quiet = replace(config, eval_every=0, checkpoint_every=0)  # progress bars if asked
     trainer = build_trainer(spec, quiet, fit, num_classes=train.num_classes)
     trainer.fit()
     model = trainer.model.eval()
