@@ -43,7 +43,7 @@ def test_embed_refuses_labels_given_with_a_run(work, tmp_path, capsys):  # noqa:
     err = one_line_error(
         capsys, ["embed", str(run), str(pngs[0].parent), "--out", str(out)], "embed"
     )
-    assert "LABELS" in err and "--data folder:" in err
+    assert "LABELS" in err and f"--items {pngs[0].parent}" in err
     assert not out.exists()
 
 

@@ -133,9 +133,14 @@ EMBEDDINGS_FILE, LABELS_FILE = "embeddings.npy", "labels.npy"
 IDENTITY_FILE = "model.json"
 
 
+#: Each row's id ``clusterable embed`` writes beside the embeddings: the item's file path
+#: (images) or row number (`clusterable.trained_run.EmbeddedItems.ids`).
+IDS_FILE = "ids.npy"
+
+
 def embed_files() -> tuple[str, ...]:
     """Every file ``clusterable embed`` may write into its ``--out`` folder."""
-    return (EMBEDDINGS_FILE, LABELS_FILE, FINE_LABELS_FILE, ROLES_FILE, IDENTITY_FILE)
+    return (EMBEDDINGS_FILE, LABELS_FILE, FINE_LABELS_FILE, ROLES_FILE, IDENTITY_FILE, IDS_FILE)
 
 
 @dataclass(frozen=True)
@@ -282,8 +287,9 @@ def write_json(payload: dict[str, Any], path: str | None) -> None:
         print(f"wrote {path}")
 
 
-def add_source(parser: argparse.ArgumentParser) -> None:
-    """``SOURCE [LABELS] [--data] [--root] [--split]``: what :func:`embeddings_of` reads."""
+def add_source(parser: argparse.ArgumentParser, split_default: str | None = "test") -> None:
+    """``SOURCE [LABELS] [--data] [--root] [--split]``: what :func:`embeddings_of` reads
+    (``split_default`` None: the verb resolves it, as ``embed`` does for ``--items``)."""
     parser.add_argument("source", help="a run folder or checkpoint, or an embeddings .npy file")
     parser.add_argument(
         "labels", nargs="?", help="labels .npy, integers or text (when source is an .npy file)"
@@ -292,7 +298,13 @@ def add_source(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--root", help="folder of the dataset's files (default: the run's, for the run's data)"
     )
-    parser.add_argument("--split", default="test", help="dataset split (default: %(default)s)")
+    parser.add_argument(
+        "--split",
+        default=split_default,
+        help="dataset split (default: test"
+        + ("" if split_default else "; every item of --items")
+        + ")",
+    )
 
 
 @dataclass
@@ -301,7 +313,8 @@ class Embedded:
 
     ``dataset`` and ``run`` are None for saved arrays (``fine_labels`` are then the labels).
     ``is_query``: the split's query and gallery roles (None: leave-one-out, or saved arrays,
-    whose roles `roles_beside` reads).
+    whose roles `roles_beside` reads). ``ids``: each row's file path or row number where a run
+    embedded the items (None for saved arrays).
     """
 
     embeddings: np.ndarray
@@ -310,6 +323,7 @@ class Embedded:
     dataset: LabelledDataset | None = None
     run: TrainedRun | None = None
     is_query: np.ndarray | None = None
+    ids: np.ndarray | None = None
 
 
 def load_run(source: str | Path, args: argparse.Namespace) -> TrainedRun:
@@ -348,7 +362,7 @@ def embeddings_of(
     if args.labels is not None:  # a run embeds a split, which brings its own labels
         raise ValueError(
             f"LABELS {args.labels} goes with an embeddings .npy, and {source} is a run: drop it "
-            f"(to embed a folder of images: --data folder:{args.labels})"
+            f"(to embed files or a folder of images: --items {args.labels})"
         )
     run = load_run(source, args)
     dataset = run.split(args.split, args.data, args.root)
@@ -359,7 +373,13 @@ def embeddings_of(
     )
     items = run.embed(dataset)
     return Embedded(
-        items.embeddings, dataset.labels, dataset.fine_labels, dataset, run, dataset.is_query
+        items.embeddings,
+        dataset.labels,
+        dataset.fine_labels,
+        dataset,
+        run,
+        dataset.is_query,
+        ids=items.ids,
     )
 
 

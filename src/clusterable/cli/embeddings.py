@@ -15,6 +15,7 @@ from clusterable.cli._files import (
     FINE_LABELS_FILE,
     HTML,
     IDENTITY_FILE,
+    IDS_FILE,
     JSON,
     NPY,
     NPZ,
@@ -330,23 +331,32 @@ def command_embed(args: argparse.Namespace) -> int:
         )
     for name in embed_files():  # none of them a file this command reads
         check_not_given(args, "--out", out / name, "out")
+    if args.items is not None:
+        _check_items_flags(args)
+    else:  # a data set's split: the test split unless --split
+        args.split = args.split or "test"
     check_writable(out, keep=False)  # a refused source leaves no folder behind
-    source = embeddings_of(args)
+    source = embeddings_of(args) if args.items is None else _embedded_items(args)
     out = check_writable(out)
     np.save(out / EMBEDDINGS, source.embeddings)
     np.save(out / "labels.npy", source.labels)
     np.save(out / FINE_LABELS_FILE, source.fine_labels)
-    roles = source.is_query
     written = {EMBEDDINGS, "labels.npy", FINE_LABELS_FILE}
+    if source.ids is not None:
+        np.save(out / IDS_FILE, source.ids)
+        written.add(IDS_FILE)
+    roles = source.is_query
     if roles is not None:
         np.save(out / ROLES_FILE, roles)  # read back by evaluate
         written.add(ROLES_FILE)
     if source.run is not None:
-        source.run.identity(args.data, args.root, args.split).save(out)
+        data = args.data if args.items is None else " ".join(args.items)
+        source.run.identity(data, args.root, args.split).save(out)
         written.add(IDENTITY_FILE)
     why = {
         ROLES_FILE: "these items have no query and gallery roles",
         IDENTITY_FILE: "no run made these",
+        IDS_FILE: "saved arrays have no ids",
     }
     for name in embed_files():
         if name not in written and (out / name).is_file():
@@ -354,8 +364,49 @@ def command_embed(args: argparse.Namespace) -> int:
             print(f"removed {out / name}, left by an earlier embed ({why.get(name, name)})")
     rows, dim = source.embeddings.shape
     roles_note = "" if roles is None else " (and is_query.npy: the query and gallery roles)"
-    print(f"wrote {rows} x {dim} embeddings and labels to {out}{roles_note}")
+    ids_note = "" if source.ids is None else ", their ids (ids.npy)"
+    print(f"wrote {rows} x {dim} embeddings{ids_note} and labels to {out}{roles_note}")
     return 0
+
+
+def _check_items_flags(args: argparse.Namespace) -> None:
+    """``--items`` names what the run embeds: refuse the flags that name a data set instead, and
+    saved arrays (which a run does not embed again), before any work."""
+    if Path(args.source).suffix == ".npy":
+        raise ValueError(
+            f"--items are embedded by a run, and {args.source} holds embeddings already: give a "
+            "run folder or checkpoint"
+        )
+    if args.labels is not None:
+        raise ValueError(
+            f"LABELS {args.labels} goes with an embeddings .npy; --items take their labels from "
+            "their class folders: drop LABELS, or name it among --items"
+        )
+    for flag in ("data", "root"):
+        if getattr(args, flag) is not None:
+            raise ValueError(
+                f"--{flag} names a data set to embed, and --items names the items: give one of them"
+            )
+
+
+def _embedded_items(args: argparse.Namespace) -> Embedded:
+    """The ``--items`` (image files, a folder of images, flat or one sub-folder per class, a
+    table file) embedded by the run ``args.source`` in its own view, with their ids (file paths,
+    or row numbers) and labels (the class folders' codes, -1 for an item without one)."""
+    run = load_run(args.source, args)
+    items = args.items if len(args.items) > 1 else args.items[0]
+    embedded = run.embed(items, split=args.split)
+    dataset = embedded.dataset
+    print(f"embedded {embedded.source} ({len(dataset)} items) with {run.checkpoint}")
+    return Embedded(
+        embedded.embeddings,
+        dataset.labels,
+        dataset.fine_labels,
+        dataset,
+        run,
+        dataset.is_query,
+        ids=embedded.ids,
+    )
 
 
 def add_embed(verbs: Verbs) -> argparse.ArgumentParser:
@@ -367,8 +418,21 @@ def add_embed(verbs: Verbs) -> argparse.ArgumentParser:
         command_embed,
         runs=("model",),
     )
-    add_source(embed)
-    embed.add_argument("--out", required=True, help="folder for embeddings.npy and labels.npy")
+    add_source(embed, split_default=None)
+    embed.add_argument(
+        "--items",
+        nargs="+",
+        metavar="PATH",
+        help="embed these with the run instead of a data set's split: image files, a folder of "
+        "images (flat, or one sub-folder per class), or a table file; ids.npy names each row's "
+        "file",
+    )
+    embed.add_argument(
+        "--out",
+        required=True,
+        help="folder for embeddings.npy, labels.npy (-1: no label) and ids.npy (each row's file "
+        "path, or row number)",
+    )
     return embed
 
 

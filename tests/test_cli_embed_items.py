@@ -1,0 +1,85 @@
+"""``clusterable embed RUN --items PATH...``: a user's own photos (a flat folder, class folders,
+single files) embedded by a trained run, with each row's file in ids.npy, then clustered; and the
+flags that cannot go with it refused in one line before any work."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+from test_cli_use import one_line_error, work  # noqa: F401  (tests/: the trained run)
+
+from clusterable.cli import main
+from clusterable.trained_run import MODEL_IDENTITY, ModelIdentity, TrainedRun
+
+
+def test_a_flat_folder_is_embedded_with_its_files_as_ids(work, tmp_path, capsys):  # noqa: F811
+    _, run, pngs = work
+    out = tmp_path / "emb"
+    assert main(["embed", str(run), "--items", str(pngs[0].parent), "--out", str(out)]) == 0
+    embeddings = np.load(out / "embeddings.npy")
+    ids = np.load(out / "ids.npy")
+    assert ids.tolist() == [os.path.abspath(p) for p in sorted(pngs)]
+    bare = TrainedRun.load(run, device="cpu").embed(pngs[0].parent, progress=False)
+    np.testing.assert_array_equal(embeddings, bare.embeddings)
+    assert (np.load(out / "labels.npy") == -1).all()  # a flat folder: no labels
+    assert ModelIdentity.beside(out / "embeddings.npy").model == TrainedRun.load(run).model_id
+    assert "ids.npy" in capsys.readouterr().out
+    # The seam: the user's photos clustered, each id given its cluster.
+    clusters = tmp_path / "clusters.npy"
+    argv = ["cluster", str(out / "embeddings.npy"), "--n-clusters", "2", "--out", str(clusters)]
+    assert main(argv) == 0
+    assert np.load(clusters).shape == ids.shape
+
+
+def test_class_folders_and_single_files(work, tmp_path):  # noqa: F811
+    _, run, pngs = work
+    photos = tmp_path / "photos"
+    for i, png in enumerate(pngs):
+        (photos / ("cats" if i < 2 else "dogs")).mkdir(parents=True, exist_ok=True)
+        shutil.copy(png, photos / ("cats" if i < 2 else "dogs") / png.name)
+    out = tmp_path / "emb"
+    assert main(["embed", str(run), "--items", str(photos), "--out", str(out)]) == 0
+    assert np.load(out / "labels.npy").tolist() == [0, 0, 1, 1, 1]  # by class folder, sorted
+    files = [str(pngs[3]), str(pngs[1])]
+    assert main(["embed", str(run), "--items", *files, "--out", str(out)]) == 0
+    assert np.load(out / "ids.npy").tolist() == [os.path.abspath(p) for p in files]
+    assert np.load(out / "embeddings.npy").shape[0] == 2
+
+
+def test_a_split_embed_writes_ids_and_saved_arrays_remove_them(work, tmp_path, capsys):  # noqa: F811
+    _, run, _ = work
+    out = tmp_path / "emb"
+    assert main(["embed", str(run), "--out", str(out)]) == 0
+    ids = np.load(out / "ids.npy")
+    assert ids.tolist() == list(range(len(np.load(out / "labels.npy"))))  # digits: row numbers
+    assert ModelIdentity.beside(out / "embeddings.npy").split == "test"  # the default split
+    again = tmp_path / "again"
+    shutil.copytree(out, again)
+    (again / MODEL_IDENTITY).unlink()
+    argv = ["embed", str(again / "embeddings.npy"), str(again / "labels.npy"), "--out", str(out)]
+    assert main(argv) == 0
+    assert not (out / "ids.npy").exists()  # saved arrays have no ids: the old ones would lie
+    assert "removed" in capsys.readouterr().out
+
+
+def test_items_refuse_the_flags_of_a_data_set(work, tmp_path, capsys):  # noqa: F811
+    _, run, pngs = work
+    out = tmp_path / "emb"
+    items = ["--items", str(pngs[0].parent), "--out", str(out)]
+    err = one_line_error(capsys, ["embed", str(run), "--data", "digits", *items], "embed")
+    assert "--data" in err and "--items" in err
+    err = one_line_error(capsys, ["embed", str(run), str(pngs[0]), *items], "embed")
+    assert "LABELS" in err
+    assert main(["embed", str(run), "--out", str(tmp_path / "split")]) == 0
+    saved = str(tmp_path / "split" / "embeddings.npy")
+    err = one_line_error(capsys, ["embed", saved, str(pngs[0]), *items], "embed")
+    assert "--items" in err and "holds embeddings already" in err
+    err = one_line_error(
+        capsys,
+        ["embed", str(run), "--items", str(pngs[0]), "--split", "train", "--out", str(out)],
+        "embed",
+    )
+    assert "split" in err
+    assert not out.exists()
