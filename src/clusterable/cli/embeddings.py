@@ -158,8 +158,8 @@ def check_counts(args: argparse.Namespace, split: LabelledDataset) -> None:
         check_n_clusters(args.n_clusters, items)
 
 
-#: ``evaluate --metrics``' k-NN accuracy from a run's training items: ``knn@K`` (the bare
-#: ``knn@k``: the run's own test table's K).
+#: The k-NN accuracy that ``evaluate --metrics`` scores from a run's training items, as
+#: ``knn@K``; the bare ``knn@k`` takes the K of the run's own test table.
 KNN_METRIC = "knn@k"
 
 
@@ -188,10 +188,10 @@ def knn_of_metrics(metrics: list[str] | None) -> tuple[list[str] | None, KnnAske
 def knn_to_score(
     run: TrainedRun, split: LabelledDataset, args: argparse.Namespace, asked: KnnAsked | None
 ) -> tuple[KnnReference | None, list[str]]:
-    """The run's k-NN reference for ``split`` (`clusterable.trained_run.TrainedRun.
-    knn_reference`) with its notes: the test table's ks, or those ``--metrics`` asks, which are
-    refused (before any embedding) where the run has no training items for ``split`` or fewer
-    than a K."""
+    """The run's k-NN reference for ``split``
+    (`clusterable.trained_run.TrainedRun.knn_reference`) with its notes: the test table's ks, or
+    those ``--metrics`` asks, which are refused (before any embedding) where the run has no
+    training items for ``split`` or fewer than a K."""
     if asked is not None and asked.ks:
         training = run.training_items()
         count = None if training is None else len(training)

@@ -126,7 +126,7 @@ def check_parent_writable(file: Path | str, flag: str | None = None) -> Path:
 def run_owner(path: Path | str) -> str | None:
     """What ``path`` is to the run folder it lies in, when it is one of the files the run owns
     (`RUN_OWNED_FILES`) or lies in one of its folders (`RUN_OWNED_FOLDERS`, checkpoints); None
-    when it is not in a run folder (one holding `RUN_RECORD`), or is free to write there (as
+    when it is not in a run folder (one holding ``run.json``), or is free to write there (as
     ``report RUN`` writes ``RUN/report.html``)."""
     path = Path(path).absolute()
     for folder in path.parents:
