@@ -83,3 +83,14 @@ def test_items_refuse_the_flags_of_a_data_set(work, tmp_path, capsys):  # noqa: 
     )
     assert "split" in err
     assert not out.exists()
+
+
+def test_a_mistyped_folder_is_not_called_an_unknown_data_set(work, tmp_path, capsys):  # noqa: F811
+    folder, run, _ = work
+    missing = str(tmp_path / "photos2")
+    err = one_line_error(
+        capsys, ["embed", str(run), "--items", missing, "--out", str(tmp_path / "o")], "embed"
+    )
+    assert "no folder or file" in err and "photos2" in err and "unknown dataset" not in err
+    err = one_line_error(capsys, ["search", str(folder / "gallery.npz"), "photos2"], "search")
+    assert "no folder or file 'photos2' exists" in err

@@ -47,7 +47,7 @@ from torch import nn
 from clusterable._atomic import atomic_write_text
 from clusterable.data import ImageFiles, LabelledDataset
 from clusterable.data.generic import IMAGE_EXTENSIONS, images_in, load_table
-from clusterable.data.registry import names_a_path
+from clusterable.data.registry import available_datasets, names_a_path
 from clusterable.data.transforms import backbone_preprocessing
 from clusterable.device import DeviceSpec, resolve_device
 
@@ -535,6 +535,13 @@ class TrainedRun:
         if suffix in TABLE_SUFFIXES:
             self._no_split(split, path, "a table file")
             return self._from_table(path)
+        bare_name = ":" not in text and not path.suffix and not path.exists()
+        if bare_name and text.strip().lower() not in available_datasets():
+            raise FileNotFoundError(  # a folder's name mistyped, not a data set's
+                f"no folder or file {text!r} exists, and no data set has that name (those are "
+                f"{', '.join(available_datasets())}); give image files, a folder of images or "
+                "a table file"
+            )
         if ":" in text or not path.suffix:
             dataset = self.split(split or "all", data=text, root=root)
             return dataset, _ids(dataset), dataset.name
