@@ -374,3 +374,26 @@ def test_a_file_added_again_by_another_name_is_the_same_item(work, tmp_path, cap
     err = one_line_error(capsys, ["index", str(index), "--add", relative], "index")
     assert "is already in this index" in err
     assert EmbeddingIndex.load(index).ids.tolist() == before
+
+
+def test_remove_takes_a_file_by_any_name_and_a_folder(work, tmp_path, capsys, monkeypatch):  # noqa: F811
+    """``--remove`` names files as ``--add`` does: a relative path is the item of its absolute
+    id, and a folder removes every item in it (what ``--add FOLDER`` added)."""
+    _, run, pngs = work
+    index = tmp_path / "photos.npz"
+    others = tmp_path / "others"
+    others.mkdir()
+    for png in pngs[:3]:
+        shutil.copy(png, others / png.name)
+    assert main(["index", str(run), "--data", str(pngs[0].parent), "--out", str(index)]) == 0
+    assert main(["index", str(index), "--add", str(others)]) == 0
+    monkeypatch.chdir(pngs[0].parent.parent)
+    relative = str(pngs[0].relative_to(pngs[0].parent.parent))
+    assert main(["index", str(index), "--remove", relative]) == 0
+    ids = EmbeddingIndex.load(index).ids.tolist()
+    assert str(pngs[0]) not in ids and len(ids) == len(pngs) - 1 + 3
+    assert "removed 1 item from" in capsys.readouterr().out
+    assert main(["index", str(index), "--remove", str(others)]) == 0
+    assert EmbeddingIndex.load(index).ids.tolist() == [str(p) for p in pngs[1:]]
+    err = one_line_error(capsys, ["index", str(index), "--remove", str(others)], "index")
+    assert "no item of this index is in that folder" in err

@@ -114,7 +114,7 @@ def _change_index(args: argparse.Namespace) -> int:
     if args.remove:
         ids = _ids_to_remove(index, args.remove)
         index.remove(ids)
-        print(f"removed {len(ids)} items from {path}")
+        print(f"removed {len(ids)} item{'' if len(ids) == 1 else 's'} from {path}")
     else:
         embeddings, ids = query_embeddings(index, args.add, args, source=str(path))
         new_ids = ids.astype(str) if index.ids.dtype.kind == "U" else None
@@ -130,18 +130,41 @@ def _change_index(args: argparse.Namespace) -> int:
 
 
 def _ids_to_remove(index: EmbeddingIndex, given: list[str]) -> np.ndarray:
-    """``--remove``'s ids, as numbers for an index of numbered items; each given once."""
+    """``--remove``'s ids, as numbers for an index of numbered items; each given once. An index
+    of image files takes a file as the user names it (``photos/a.jpg``, its id the absolute path,
+    as ``--add`` made it) and a folder for every item in it."""
     import numpy as np
 
     if index.ids.dtype.kind != "U":
         wrong = [text for text in given if not text.lstrip("-").isdigit()]
         if wrong:
             raise ValueError(f"--remove {wrong[0]}: this index's ids are whole numbers")
-    ids = np.array(given) if index.ids.dtype.kind == "U" else np.array(given, dtype=np.int64)
+        ids = np.array(given, dtype=np.int64)
+    else:
+        ids = np.array([each for text in given for each in _path_ids(index, text)])
     values, counts = np.unique(ids, return_counts=True)
     if (counts > 1).any():
         raise ValueError(f"--remove names id {values[counts > 1][0]} twice; name each id once")
     return ids
+
+
+def _path_ids(index: EmbeddingIndex, text: str) -> list[str]:
+    """The ids of an index of files that ``text`` names: itself where it is one, the absolute
+    path of a file given relatively, every id inside a folder; else itself (refused as unknown
+    by `EmbeddingIndex.remove`)."""
+    import os
+
+    import numpy as np
+
+    if text in index.ids:
+        return [text]
+    absolute = os.path.abspath(text)
+    if os.path.isdir(absolute):
+        inside = index.ids[np.char.startswith(index.ids, absolute + os.sep)].tolist()
+        if not inside:
+            raise ValueError(f"--remove {text}: no item of this index is in that folder")
+        return inside
+    return [absolute if absolute in index.ids else text]
 
 
 def _added_labels(index: EmbeddingIndex, args: argparse.Namespace, n: int) -> Any:
