@@ -4,6 +4,7 @@ flags that cannot go with it refused in one line before any work."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -26,11 +27,26 @@ def test_a_flat_folder_is_embedded_with_its_files_as_ids(work, tmp_path, capsys)
     assert (np.load(out / "labels.npy") == -1).all()  # a flat folder: no labels
     assert ModelIdentity.beside(out / "embeddings.npy").model == TrainedRun.load(run).model_id
     assert "ids.npy" in capsys.readouterr().out
-    # The seam: the user's photos clustered, each id given its cluster.
-    clusters = tmp_path / "clusters.npy"
+    # The seam: the user's photos clustered, each file given its cluster.
+    clusters, table = tmp_path / "clusters.npy", tmp_path / "clusters.json"
     argv = ["cluster", str(out / "embeddings.npy"), "--n-clusters", "2", "--out", str(clusters)]
+    assert main([*argv, "--json", str(table)]) == 0
+    written = json.loads(table.read_text())
+    assert [item["id"] for item in written["items"]] == ids.tolist()
+    assert [item["cluster"] for item in written["items"]] == np.load(clusters).tolist()
+    assert written["n_clusters"] == 2 and written["method"] == "kmeans"
+    np.save(out / "ids.npy", ids[:3])  # ids of other items than these rows
+    err = one_line_error(capsys, [*argv, "--json", str(table)], "cluster")
+    assert "ids.npy" in err and "one id per embedding row" in err
+
+
+def test_cluster_json_of_a_run_names_its_split_items(work, tmp_path):  # noqa: F811
+    _, run, _ = work
+    table = tmp_path / "c.json"
+    argv = ["cluster", str(run), "--out", str(tmp_path / "c.npy"), "--json", str(table)]
     assert main(argv) == 0
-    assert np.load(clusters).shape == ids.shape
+    items = json.loads(table.read_text())["items"]
+    assert [item["id"] for item in items] == list(range(len(items)))  # digits: row numbers
 
 
 def test_class_folders_and_single_files(work, tmp_path):  # noqa: F811

@@ -114,6 +114,7 @@ def test_no_output_replaces_a_file_beside_saved_embeddings(saved, capsys):
         ("evaluate", "--json", "table.txt", ".json"),
         ("evaluate", "--report", "page.json", ".html"),
         ("cluster", "--save", "part.npy", ".npz"),
+        ("cluster", "--json", "clusters.npy", ".json"),
         ("search", "--json", "hits.csv", ".json"),
         ("index", "--out", "gallery.json", ".npz"),
         ("report", "--out", "page.json", ".html"),

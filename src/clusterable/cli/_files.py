@@ -278,6 +278,15 @@ def check_not_given(
         )
 
 
+def items_in_clusters(ids: np.ndarray, clusters: np.ndarray) -> list[dict[str, Any]]:
+    """``[{"id": ..., "cluster": ...}]`` of each item, the JSON ``cluster`` and ``assign`` write
+    (-1: noise, or none of the clusters)."""
+    return [
+        {"id": plain(item), "cluster": int(cluster)}
+        for item, cluster in zip(ids, clusters, strict=True)
+    ]
+
+
 def write_json(payload: dict[str, Any], path: str | None) -> None:
     """Write ``payload`` to ``path`` (when given) and say so."""
     if path:
@@ -413,6 +422,23 @@ def fine_labels_beside(embeddings: Path, labels: np.ndarray) -> np.ndarray:
         return labels
     print(f"sub-classes from {path}: {fine_classes} fine classes")
     return fine
+
+
+def ids_beside(embeddings: Path, rows: int) -> np.ndarray:
+    """The ``(rows,)`` item ids saved beside ``embeddings`` (`IDS_FILE`: file paths, or row
+    numbers), else the row numbers."""
+    import numpy as np
+
+    path = embeddings.with_name(IDS_FILE)
+    if not path.is_file():
+        return np.arange(rows)
+    ids = load_array(path, "item ids")
+    if ids.shape != (rows,) or ids.dtype.kind not in "iuU":
+        raise ValueError(
+            f"{path} holds {ids.dtype} of shape {ids.shape}, not one id per embedding row "
+            f"({rows}); delete it, or write the embeddings again with `clusterable embed`"
+        )
+    return ids
 
 
 def roles_beside(embeddings: Path, rows: int) -> np.ndarray | None:

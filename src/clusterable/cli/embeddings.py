@@ -9,14 +9,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from clusterable.cli._clusters import clusters_to_ask, n_clusters_flag
 from clusterable.cli._files import (
-    EMBEDDINGS_FILE as EMBEDDINGS,
-)
-from clusterable.cli._files import (
+    EMBEDDINGS_FILE,
     FINE_LABELS_FILE,
     HTML,
     IDENTITY_FILE,
     IDS_FILE,
     JSON,
+    LABELS_FILE,
     NPY,
     NPZ,
     ROLES_FILE,
@@ -28,6 +27,8 @@ from clusterable.cli._files import (
     check_outputs,
     embed_files,
     embeddings_of,
+    ids_beside,
+    items_in_clusters,
     load_array,
     load_embeddings,
     load_labels,
@@ -324,7 +325,7 @@ def command_embed(args: argparse.Namespace) -> int:
     from clusterable.train.run_folder import RunFolderError, check_writable, run_owner
 
     out = Path(args.out)
-    if (out / "run.json").is_file() or run_owner(out / EMBEDDINGS) is not None:
+    if (out / "run.json").is_file() or run_owner(out / EMBEDDINGS_FILE) is not None:
         raise RunFolderError(
             f"--out {out} is a run folder (or inside one): write the embeddings to a folder "
             "of their own"
@@ -338,10 +339,10 @@ def command_embed(args: argparse.Namespace) -> int:
     check_writable(out, keep=False)  # a refused source leaves no folder behind
     source = embeddings_of(args) if args.items is None else _embedded_items(args)
     out = check_writable(out)
-    np.save(out / EMBEDDINGS, source.embeddings)
-    np.save(out / "labels.npy", source.labels)
+    np.save(out / EMBEDDINGS_FILE, source.embeddings)
+    np.save(out / LABELS_FILE, source.labels)
     np.save(out / FINE_LABELS_FILE, source.fine_labels)
-    written = {EMBEDDINGS, "labels.npy", FINE_LABELS_FILE}
+    written = {EMBEDDINGS_FILE, LABELS_FILE, FINE_LABELS_FILE}
     if source.ids is not None:
         np.save(out / IDS_FILE, source.ids)
         written.add(IDS_FILE)
@@ -450,10 +451,11 @@ def command_cluster(args: argparse.Namespace) -> int:
         args,
         Output("out", "--out", NPY, "cluster ids are"),
         Output("save", "--save", NPZ, "the partition is"),
+        Output("json", "--json", JSON, "the clusters are"),
     )
     out = written["out"]
     assert out is not None  # --out has a default
-    embeddings, labels, model_id = _points_to_cluster(args)
+    embeddings, labels, model_id, ids = _points_to_cluster(args)
     k = clusters_to_ask(args.clustering, args.n_clusters, labels, len(embeddings), announce=True)
     # k-means by the one rule `evaluate` uses too (seeding, restarts), stated under the table.
     rule: dict[str, Any] = {}
@@ -472,6 +474,14 @@ def command_cluster(args: argparse.Namespace) -> int:
     np.save(out, clusters)
     found = len(set(clusters.tolist()) - {-1})
     print(f"{found} clusters, {int((clusters < 0).sum())} noise points; wrote {out}")
+    write_json(
+        {
+            "method": canonical_clustering(args.clustering),
+            "n_clusters": found,
+            "items": items_in_clusters(ids, clusters),
+        },
+        args.json,
+    )
     if labels is not None:
         keep = labelled_mask(labels)
         table = evaluate_embeddings(
@@ -488,13 +498,22 @@ def command_cluster(args: argparse.Namespace) -> int:
     return 0
 
 
-def _points_to_cluster(
-    args: argparse.Namespace,
-) -> tuple[np.ndarray, np.ndarray | None, str | None]:
-    """``(embeddings, labels or None, checksum of the model that made them or None)``: a saved
-    ``.npy`` (its ``--labels``, the model its ``model.json`` names), or a split a run embeds in
-    its own view (its labels unless ``--labels``). The labels are read and checked (their count,
-    two classes or more) before a run embeds the split and before any clustering."""
+class _PointsToCluster(NamedTuple):
+    """What ``cluster`` partitions: ``(n, d)`` embeddings, ``(n,)`` labels to score by (None:
+    unscored), the checksum of the model that made them (None: unknown) and ``(n,)`` item ids
+    (file paths, or row numbers)."""
+
+    embeddings: np.ndarray
+    labels: np.ndarray | None
+    model_id: str | None
+    ids: np.ndarray
+
+
+def _points_to_cluster(args: argparse.Namespace) -> _PointsToCluster:
+    """A saved ``.npy`` (its ``--labels``, the model its ``model.json`` names, the ids in its
+    ``ids.npy``), or a split a run embeds in its own view (its labels unless ``--labels``). The
+    labels are read and checked (their count, two classes or more) before a run embeds the split
+    and before any clustering."""
     from clusterable.trained_run import ModelIdentity
 
     source = Path(args.embeddings)
@@ -502,7 +521,8 @@ def _points_to_cluster(
         run = load_run(source, args)
         dataset = run.split(args.split or "test", args.data, args.root)
         labels = _cluster_labels(args, len(dataset), dataset.labels, f"the {dataset.name} items")
-        return run.embed(dataset).embeddings, labels, run.model_id
+        embedded = run.embed(dataset)
+        return _PointsToCluster(embedded.embeddings, labels, run.model_id, embedded.ids)
     for flag in ("data", "root", "split"):
         if getattr(args, flag) is not None:
             raise ValueError(
@@ -512,7 +532,8 @@ def _points_to_cluster(
     embeddings = load_embeddings(source)
     identity = ModelIdentity.beside(source)
     labels = _cluster_labels(args, len(embeddings), None, "")
-    return embeddings, labels, None if identity is None else identity.model
+    model_id = None if identity is None else identity.model
+    return _PointsToCluster(embeddings, labels, model_id, ids_beside(source, len(embeddings)))
 
 
 def _cluster_labels(
@@ -561,6 +582,11 @@ def add_cluster(verbs: Verbs) -> argparse.ArgumentParser:
     )
     cluster.add_argument(
         "--out", default="clusters.npy", help="cluster ids .npy (default: %(default)s)"
+    )
+    cluster.add_argument(
+        "--json",
+        help="also write each item's id (its file, from the ids.npy beside the embeddings, or "
+        "its row number) and cluster to this .json file",
     )
     cluster.add_argument(
         "--save", help="also save the partition, to assign new items later (`clusterable assign`)"

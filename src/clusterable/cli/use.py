@@ -25,6 +25,7 @@ from clusterable.cli._files import (
     NPZ,
     Output,
     check_outputs,
+    items_in_clusters,
     load_run,
     partition_embeddings,
     plain,
@@ -436,10 +437,7 @@ def command_assign(args: argparse.Namespace) -> int:
             "partition": str(args.partition),
             "method": partition.method,
             "max_distance": max_distance,
-            "items": [
-                {"id": plain(item), "cluster": int(cluster)}
-                for item, cluster in zip(ids, clusters, strict=True)
-            ],
+            "items": items_in_clusters(ids, clusters),
         },
         args.json,
     )
