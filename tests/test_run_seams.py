@@ -299,6 +299,21 @@ def test_embed_and_a_query_see_the_same_view(trained, tmp_path):
     np.testing.assert_allclose(as_queries, embedded, rtol=1e-5, atol=1e-6)
     if test.is_query is not None:  # evaluate of the saved arrays reads is_query.npy beside them
         assert (tmp_path / "emb" / "is_query.npy").is_file()
+    ids = np.load(tmp_path / "emb" / "ids.npy")
+    if hasattr(test.x, "paths"):  # the user's own files, named: embed --items, then cluster --json
+        assert ids.tolist() == [str(Path(p).absolute()) for p in test.x.paths]
+        mine = tmp_path / "mine"
+        files = [str(p) for p in test.x.paths]
+        assert cli("embed", out, "--items", *files, "--out", mine, "--device", device.type) == 0
+        np.testing.assert_allclose(np.load(mine / "embeddings.npy"), embedded, rtol=1e-5, atol=1e-6)
+        assert np.load(mine / "ids.npy").tolist() == ids.tolist()
+        table = tmp_path / "clusters.json"
+        argv = [mine / "embeddings.npy", "--n-clusters", "2", "--out", tmp_path / "c.npy"]
+        assert cli("cluster", *argv, "--json", table, "--device", device.type) == 0
+        clustered = json.loads(table.read_text())["items"]
+        assert [item["id"] for item in clustered] == ids.tolist()
+    else:
+        assert ids.tolist() == list(range(len(test)))
 
 
 def test_saved_embeddings_evaluate_with_the_roles_beside_them(trained, tmp_path):
