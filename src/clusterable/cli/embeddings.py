@@ -414,8 +414,9 @@ def add_embed(verbs: Verbs) -> argparse.ArgumentParser:
     """The ``embed`` verb's parser: its flags, defaults and help."""
     embed = verbs(
         "embed",
-        "write the embeddings of a dataset split under a trained model as .npy files",
-        "clusterable embed runs/digits-lifted --split test --out emb/",
+        "write the embeddings of a dataset split, or of your own files (--items), under a trained "
+        "model as .npy files",
+        "clusterable embed runs/photos --items my-photos/ --out emb/",
         command_embed,
         runs=("model",),
     )
