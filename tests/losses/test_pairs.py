@@ -11,6 +11,7 @@ from clusterable.losses import _pairs
 from clusterable.losses._pairs import (
     euclidean_distances,
     masked_logsumexp,
+    masked_softmax,
     partner_distances,
     partner_masks,
     squared_distances,
@@ -74,15 +75,22 @@ def test_masked_logsumexp_matches_a_loop_and_handles_empty_rows():
     assert x.grad[1].abs().sum() == 0 and x.grad[0, 1] == 0
 
 
+def values_and_mask(seed: int) -> tuple[torch.Tensor, torch.Tensor, torch.Generator]:
+    """``(5, 6)`` float64 values needing a gradient, a random mask with an empty row and an
+    empty column, and the generator, to draw more from."""
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(5, 6, generator=generator, dtype=torch.float64, requires_grad=True)
+    mask = torch.rand(5, 6, generator=generator) < 0.5
+    mask[2] = False
+    mask[:, 3] = False
+    return x, mask, generator
+
+
 @pytest.mark.parametrize("dim", [0, 1, -1])
 def test_masked_logsumexp_gradient_is_the_masked_softmax(dim):
     """The closed-form backward (the slice's softmax weights, saved in the forward pass) against
     autograd through torch.logsumexp of the kept entries, empty slices and 0-d grads included."""
-    generator = torch.Generator().manual_seed(0)
-    x = torch.randn(5, 6, generator=generator, dtype=torch.float64, requires_grad=True)
-    mask = torch.rand(5, 6, generator=generator) < 0.5
-    mask[2] = False
-    mask[:, 3] = False  # an empty row and an empty column
+    x, mask, generator = values_and_mask(seed=0)
     out = masked_logsumexp(x, mask, dim=dim)
     weights = torch.rand(out.shape, generator=generator, dtype=torch.float64)
     (grad,) = torch.autograd.grad((out * weights).sum(), x)
@@ -92,6 +100,39 @@ def test_masked_logsumexp_gradient_is_the_masked_softmax(dim):
     (expected,) = torch.autograd.grad((reference * weights).sum(), x)
     torch.testing.assert_close(grad, torch.nan_to_num(expected), rtol=1e-12, atol=1e-14)
     assert torch.autograd.gradcheck(lambda t: masked_logsumexp(t, mask, dim=dim), (x,))
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_masked_softmax_and_its_gradient_match_autograd_through_torch_softmax(dim):
+    x, mask, generator = values_and_mask(seed=2)
+    out = masked_softmax(x, mask, dim=dim)
+    reference = torch.nan_to_num(torch.softmax(x.masked_fill(~mask, float("-inf")), dim=dim))
+    torch.testing.assert_close(out, reference, rtol=1e-12, atol=1e-15)
+    weights = torch.rand(out.shape, generator=generator, dtype=torch.float64)
+    (grad,) = torch.autograd.grad((out * weights).sum(), x)
+    (expected,) = torch.autograd.grad((reference * weights).sum(), x)
+    torch.testing.assert_close(grad, expected, rtol=1e-12, atol=1e-14)
+    assert torch.autograd.gradcheck(lambda t: masked_softmax(t, mask, dim=dim), (x,))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_masked_logsumexp_leaves_no_subnormal_weight(dtype):
+    """A weight below the dtype's smallest normal number is taken as 0 (a CPU computes with
+    subnormals tens of times slower, and the losses multiply these weights into (n, n)
+    products); the value and the other weights are float64's to the last units."""
+    tiny = torch.finfo(dtype).tiny
+    # exp of each gap: 1, 3.7e-44 (subnormal in float32), ~1e-310 (subnormal in float64), 0.
+    gaps = [0.0, -100.0, -713.0, -800.0, -1.0]
+    x = torch.tensor([gaps], dtype=dtype, requires_grad=True)
+    mask = torch.ones(1, 5, dtype=torch.bool)
+    out = masked_logsumexp(x, mask, dim=1)
+    (weights,) = torch.autograd.grad(out.sum(), x)
+    assert not ((weights != 0) & (weights.abs() < tiny)).any(), weights
+    exact = torch.tensor([gaps], dtype=torch.float64)
+    torch.testing.assert_close(out.double(), torch.logsumexp(exact, dim=1), rtol=0, atol=1e-6)
+    kept = exact.softmax(dim=1)
+    kept[kept < tiny * 5] = 0.0
+    torch.testing.assert_close(weights.double(), kept, rtol=2e-7, atol=0)
 
 
 # ---------------------------------------------------------------- float32 accuracy (issue 9)

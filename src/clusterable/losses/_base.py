@@ -25,6 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from clusterable._ranges import Bounds, check_bounds
+from clusterable.losses._pairs import peak_magnitude
 
 #: Dtypes a loss does not compute in (see the module docstring).
 LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -92,9 +93,7 @@ def check_embeddings_and_labels(embeddings: Tensor, labels: Tensor) -> None:
             "layer at least one unit"
         )
     # max |x| is NaN or inf exactly when an entry is: one reduction and one read back.
-    if host_readable(embeddings) and not math.isfinite(
-        float(torch.linalg.vector_norm(embeddings.detach(), float("inf")))
-    ):
+    if host_readable(embeddings) and not math.isfinite(peak_magnitude(embeddings)):
         bad = int((~torch.isfinite(embeddings.detach())).any(dim=1).sum())
         raise ValueError(
             f"embeddings has {bad} rows with NaN or inf; check the model output "

@@ -22,16 +22,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from clusterable._ranges import Bounds
-from clusterable.losses._pairs import masked_logsumexp
+from clusterable.losses._pairs import masked_softmax
 from clusterable.losses._registry import register_loss
 from clusterable.losses.pair_loss import PairLoss, Pairs, partner_pairs
-
-
-def _masked_softmax(logits: Tensor, mask: Tensor) -> Tensor:
-    """Row-wise softmax over the entries in ``mask``; rows with none are all 0, never NaN."""
-    normaliser = masked_logsumexp(logits, mask, dim=1)  # (n,)
-    # -inf outside the mask gives exp(...) = 0 with a zero gradient, even for huge logits.
-    return (logits.masked_fill(~mask, float("-inf")) - normaliser[:, None]).exp()
 
 
 def _expectation(probability: Tensor, embeddings: Tensor, references: Tensor | None) -> Tensor:
@@ -63,8 +56,8 @@ def expected_margin_of_pairs(
     logits = -pairs.distances / sigma  # (n, n + m)
     if detach_weights:
         logits = logits.detach()
-    hit_probability = _masked_softmax(logits, pairs.positive)  # (n, n + m), P_NH
-    miss_probability = _masked_softmax(logits, pairs.negative)  # (n, n + m), P_NM
+    hit_probability = masked_softmax(logits, pairs.positive, dim=1)  # (n, n + m), P_NH
+    miss_probability = masked_softmax(logits, pairs.negative, dim=1)  # (n, n + m), P_NM
     embeddings, references = pairs.embeddings, pairs.references  # (n, d), (m, d)
     expected_hit = _expectation(hit_probability, embeddings, references)  # (n, d)
     expected_miss = _expectation(miss_probability, embeddings, references)  # (n, d)
