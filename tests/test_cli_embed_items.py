@@ -110,3 +110,31 @@ def test_a_mistyped_folder_is_not_called_an_unknown_data_set(work, tmp_path, cap
     assert "no folder or file" in err and "photos2" in err and "unknown dataset" not in err
     err = one_line_error(capsys, ["search", str(folder / "gallery.npz"), "photos2"], "search")
     assert "no folder or file 'photos2' exists" in err
+
+
+def test_a_folder_read_as_a_data_set_is_reported_with_its_images(work, tmp_path, capsys):  # noqa: F811
+    """``embed --items FOLDER --split S`` records ``folder:ABSOLUTE`` (and ``--data folder:REL``
+    its absolute path), so ``report`` reads the split again from any working folder; items that
+    moved leave the page without their images, with a note."""
+    _, run, pngs = work
+    photos = tmp_path / "photos"
+    for c, png in enumerate(pngs):
+        (photos / f"c{c % 2}").mkdir(parents=True, exist_ok=True)
+        shutil.copy(png, photos / f"c{c % 2}" / png.name)
+    out = tmp_path / "emb"
+    argv = ["embed", str(run), "--items", str(photos), "--split", "all", "--out", str(out)]
+    assert main(argv) == 0
+    identity = ModelIdentity.beside(out / "embeddings.npy")
+    assert (identity.data, identity.split) == (f"folder:{photos}", "all")
+    partition = tmp_path / "p.npz"
+    argv = ["cluster", str(out / "embeddings.npy"), "--n-clusters", "2"]
+    assert main([*argv, "--out", str(tmp_path / "c.npy"), "--save", str(partition)]) == 0
+    page = tmp_path / "page.html"
+    report = ["report", str(partition), "--embeddings", str(out / "embeddings.npy")]
+    assert main([*report, "--out", str(page)]) == 0
+    with_images = page.read_text()
+    shutil.move(photos, tmp_path / "moved")
+    capsys.readouterr()
+    assert main([*report, "--out", str(page)]) == 0
+    assert "shows no item images" in capsys.readouterr().out
+    assert len(page.read_text()) < len(with_images)  # the same page, less its thumbnails

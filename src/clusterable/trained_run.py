@@ -247,9 +247,16 @@ class TrainedRun:
     def identity(
         self, data: str | None = None, root: str | None = None, split: str | None = None
     ) -> ModelIdentity:
-        """This model's identity, for embeddings it made of ``data`` (None: the run's own)."""
+        """This model's identity, for embeddings it made of ``data`` (None: the run's own); a
+        ``folder:PATH`` or ``table:PATH`` and ``root`` are recorded as absolute paths, so the
+        split can be read again from any working folder (``report`` reads its images)."""
         if self.model_id is None or self.folder is None:
             raise ValueError("this model was not loaded from a run: it has no identity")
+        if data is not None and names_a_path(data):
+            prefix, _, path = data.partition(":")
+            data = f"{prefix}:{os.path.abspath(os.path.expanduser(path))}"
+        if root is not None:
+            root = os.path.abspath(os.path.expanduser(root))
         return ModelIdentity(self.model_id, str(self.folder), data=data, root=root, split=split)
 
     def check_identity(self, model_id: str | None, what: str, remedy: str) -> None:

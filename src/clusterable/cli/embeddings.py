@@ -351,8 +351,7 @@ def command_embed(args: argparse.Namespace) -> int:
         np.save(out / ROLES_FILE, roles)  # read back by evaluate
         written.add(ROLES_FILE)
     if source.run is not None:
-        data = args.data if args.items is None else " ".join(args.items)
-        source.run.identity(data, args.root, args.split).save(out)
+        source.run.identity(_data_named(args), args.root, args.split).save(out)
         written.add(IDENTITY_FILE)
     why = {
         ROLES_FILE: "these items have no query and gallery roles",
@@ -368,6 +367,18 @@ def command_embed(args: argparse.Namespace) -> int:
     ids_note = "" if source.ids is None else ", their ids (ids.npy)"
     print(f"wrote {rows} x {dim} embeddings{ids_note} and labels to {out}{roles_note}")
     return 0
+
+
+def _data_named(args: argparse.Namespace) -> str | None:
+    """The data set the embeddings' identity names, for reading their split again (None: the
+    run's own): ``--data``, or ``--items`` read as a data set (one folder with ``--split``,
+    recorded as ``folder:PATH``); items without a split are no data set's, and are named as
+    given (a split of None tells the readers so)."""
+    if args.items is None:
+        return args.data
+    if args.split is not None and Path(args.items[0]).is_dir():
+        return f"folder:{args.items[0]}"
+    return " ".join(args.items)
 
 
 def _check_items_flags(args: argparse.Namespace) -> None:

@@ -100,7 +100,11 @@ def _items_of(
     identity = ModelIdentity.beside(embeddings_path)
     if identity is None or identity.split is None or not Path(identity.run).is_dir():
         return None, None
-    data = load_run(identity.run, args).split(identity.split, identity.data, identity.root)
+    try:
+        data = load_run(identity.run, args).split(identity.split, identity.data, identity.root)
+    except (ValueError, FileNotFoundError) as error:  # the items moved, or the run changed
+        print(f"note: the page shows no item images: the items of {embeddings_path} ({error})")
+        return None, None
     if len(data) != count:
         return None, None
     return data.class_names, item_images(data)
