@@ -35,6 +35,15 @@ def test_a_flat_folder_is_embedded_with_its_files_as_ids(work, tmp_path, capsys)
     assert [item["id"] for item in written["items"]] == ids.tolist()
     assert [item["cluster"] for item in written["items"]] == np.load(clusters).tolist()
     assert written["n_clusters"] == 2 and written["method"] == "kmeans"
+    # Its report shows each cluster's photos, read again from the files ids.npy names, and no
+    # scores: a flat folder's labels are all -1.
+    partition = tmp_path / "p.npz"
+    assert main([*argv, "--save", str(partition)]) == 0
+    page = tmp_path / "page.html"
+    report = ["report", str(partition), "--embeddings", str(out / "embeddings.npy")]
+    assert main([*report, "--out", str(page)]) == 0
+    text = page.read_text()
+    assert 'class="thumb ' in text and 'id="metrics"' not in text
     np.save(out / "ids.npy", ids[:3])  # ids of other items than these rows
     err = one_line_error(capsys, [*argv, "--json", str(table)], "cluster")
     assert "ids.npy" in err and "one id per embedding row" in err

@@ -67,6 +67,29 @@ def test_a_saved_partition_of_embedded_images_shows_its_members(digits_run, tmp_
     assert sorted(int(row[1]) for row in cluster_rows(page)) == sorted(counts.tolist())[-40:]
 
 
+def test_unlabelled_items_are_left_out_of_the_scores(tmp_path):
+    """A negative label is no class: the scores are those of the labelled items alone, and
+    labels of fewer than two classes give the page no scores at all."""
+    from clusterable.evaluate import evaluate_embeddings, partition_metric_names
+
+    rng = np.random.default_rng(3)
+    points = rng.normal(size=(60, 4))
+    clusters = np.repeat([0, 1, 2], 20)
+    labels = np.repeat([0, 1, 2], 20)
+    labels[::4] = -1  # a quarter unlabelled
+    page = write_clustering_report(points, clusters, tmp_path / "c.html", labels=labels)
+    text = page.read_text()
+    assert "against the 3 classes (15 unlabelled items left out)" in text
+    keep = labels >= 0
+    expected = evaluate_embeddings(
+        points[keep], labels[keep], metrics=partition_metric_names(), clustering=clusters[keep]
+    )
+    assert f"{100 * expected['nmi']:.2f}" in text
+    unlabelled = np.full(60, -1)
+    text = write_clustering_report(points, clusters, tmp_path / "u.html", labels=unlabelled)
+    assert "metrics" not in section_ids(text.read_text())
+
+
 def test_cluster_ids_without_embeddings_get_a_one_line_error(tmp_path, capsys):
     np.save(tmp_path / "c.npy", np.zeros(5, dtype=np.int64))
     with pytest.raises(SystemExit):

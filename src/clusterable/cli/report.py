@@ -9,11 +9,15 @@ from typing import TYPE_CHECKING
 
 from clusterable.cli._files import (
     HTML,
+    LABELS_FILE,
     Embedded,
     Output,
+    check_classes,
     check_outputs,
+    ids_beside,
     load_array,
     load_embeddings,
+    load_labels,
     load_run,
     seed_of,
 )
@@ -68,9 +72,7 @@ def _clustering_report(source: Path, out: Path | None, args: argparse.Namespace)
         clusters, method = partition.labels_, partition.method
     else:
         clusters, method = load_array(source, "cluster ids"), "given"
-    beside = embeddings_path.with_name("labels.npy")
-    labels_path = Path(args.labels) if args.labels else beside if beside.is_file() else None
-    labels = None if labels_path is None else load_array(labels_path, "labels")
+    labels_path, labels = _labels_of(embeddings_path, len(embeddings), args)
     class_names, items = _items_of(embeddings_path, len(embeddings), args)
     settings = {"method": method, "clusters file": source.resolve(), "embeddings": embeddings_path}
     if labels_path is not None:
@@ -88,20 +90,56 @@ def _clustering_report(source: Path, out: Path | None, args: argparse.Namespace)
     )
 
 
+def _labels_of(
+    embeddings_path: Path, count: int, args: argparse.Namespace
+) -> tuple[Path | None, np.ndarray | None]:
+    """``(file, labels)`` the page scores the clusters by: ``--labels`` (refused with fewer than
+    two classes), else the ``labels.npy`` beside the embeddings where it holds two classes or
+    more (``embed --items`` of a flat folder writes one of -1, none); else ``(None, None)``."""
+    import numpy as np
+
+    from clusterable.data import labelled_mask
+
+    if args.labels:
+        labels = load_labels(args.labels, count, "--labels")
+        check_classes(labels, f"--labels {args.labels}")
+        return Path(args.labels), labels
+    beside = embeddings_path.with_name(LABELS_FILE)
+    if not beside.is_file():
+        return None, None
+    labels = load_labels(beside, count, "labels")
+    if len(np.unique(labels[labelled_mask(labels)])) < 2:
+        return None, None  # the items have no classes to score the clusters against
+    return beside, labels
+
+
 def _items_of(
     embeddings_path: Path, count: int, args: argparse.Namespace
 ) -> tuple[list[str] | None, np.ndarray | None]:
     """Class names and item images of embeddings written by ``clusterable embed``, when the
-    identity beside them names the run and split they came from (read in the run's view);
+    identity beside them names the run they came from and the items can be read again in its
+    view: the split it names, or (``embed --items``) the image files its ``ids.npy`` names;
     ``(None, None)`` otherwise."""
+    import numpy as np
+
+    from clusterable.data import LabelledDataset
     from clusterable.reports.run_report import item_images
     from clusterable.trained_run import ModelIdentity
 
     identity = ModelIdentity.beside(embeddings_path)
-    if identity is None or identity.split is None or not Path(identity.run).is_dir():
+    if identity is None or not Path(identity.run).is_dir():
         return None, None
     try:
-        data = load_run(identity.run, args).split(identity.split, identity.data, identity.root)
+        run = load_run(identity.run, args)
+        if identity.split is None:  # embed --items: the files its ids name, if images
+            ids = ids_beside(embeddings_path, count)
+            if ids.dtype.kind != "U" or not run.is_image_model:
+                return None, None
+            files = run.image_files([Path(path) for path in ids])
+            unlabelled = np.full(count, -1, dtype=np.int64)
+            data = LabelledDataset(str(embeddings_path.parent), files, unlabelled, class_names=[])
+            return None, item_images(data)
+        data = run.split(identity.split, identity.data, identity.root)
     except (ValueError, FileNotFoundError) as error:  # the items moved, or the run changed
         print(f"note: the page shows no item images: the items of {embeddings_path} ({error})")
         return None, None

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from clusterable.data import labelled_mask
 from clusterable.evaluate import evaluate_embeddings, partition_metric_names
 from clusterable.reports.page import render, write_page
 from clusterable.reports.panels import (
@@ -75,13 +76,22 @@ def write_clustering_report(
     sections = [settings_section({"items": len(clusters), "clusters": found, **settings})]
     if labels is not None:
         labels = np.asarray(labels, dtype=np.int64)
-        # The partition's scores, read from the metric registry: a metric registered with
-        # needs={"partition"} shows here too.
-        scores = evaluate_embeddings(
-            embeddings, labels, metrics=partition_metric_names(), clustering=clusters, seed=seed
-        )
-        classes = len(np.unique(labels))
-        sections.append(metrics_section(scores, f"These clusters against the {classes} classes."))
+        # The partition's scores over the labelled items (a negative label is none), read from
+        # the metric registry: a metric registered with needs={"partition"} shows here too.
+        keep = labelled_mask(labels)  # (n,)
+        classes = len(np.unique(labels[keep]))
+        if classes >= 2:
+            scores = evaluate_embeddings(
+                embeddings[keep],
+                labels[keep],
+                metrics=partition_metric_names(),
+                clustering=clusters[keep],
+                seed=seed,
+            )
+            left_out = int((~keep).sum())
+            note = f" ({left_out:,} unlabelled items left out)" if left_out else ""
+            caption = f"These clusters against the {classes} classes{note}."
+            sections.append(metrics_section(scores, caption))
     rng = np.random.default_rng(seed)
     on_map = np.sort(rng.choice(len(clusters), size=min(MAP_ITEMS, len(clusters)), replace=False))
     colourings: list[tuple[np.ndarray, Sequence[str] | None, str]] = [
