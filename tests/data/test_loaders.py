@@ -420,8 +420,13 @@ def test_image_folder_errors(tmp_path, image_writer):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_dataset(f"folder:{tmp_path / 'missing'}")
     (tmp_path / "empty" / "class").mkdir(parents=True)
-    with pytest.raises(FileNotFoundError, match="no images"):
+    with pytest.raises(FileNotFoundError, match="no images") as empty:
         load_dataset(f"folder:{tmp_path / 'empty'}")
+    assert "--items" not in str(empty.value)
+    image_writer(tmp_path / "flat" / "0.png", (0, 0, 0))  # photos without class folders
+    flat = re.escape(f"embed --items {tmp_path / 'flat'}")
+    with pytest.raises(FileNotFoundError, match=f"lie directly in it.*{flat}"):
+        load_dataset(f"folder:{tmp_path / 'flat'}")
     image_writer(tmp_path / "half" / "train" / "a" / "0.png", (0, 0, 0))
     with pytest.raises(FileNotFoundError, match="no test/"):
         load_dataset(f"folder:{tmp_path / 'half'}", split="test")

@@ -17,15 +17,20 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from clusterable.cli._files import (
+    IDENTITY_FILE,
     JSON,
+    LABELS_FILE,
     NPY,
     NPZ,
     Output,
     check_outputs,
+    ids_beside,
     items_in_clusters,
+    load_embeddings,
+    load_labels,
     load_run,
     partition_embeddings,
     plain,
@@ -54,8 +59,14 @@ def command_index(args: argparse.Namespace) -> int:
 
     if args.add or args.remove:
         return _change_index(args)
-    for flag, value in (("--data", args.data), ("--out", args.out)):
-        if value is None:
+    saved = Path(args.source).suffix == ".npy"  # embeddings written by `clusterable embed`
+    if saved and (args.data or args.split or args.root):
+        raise ValueError(
+            f"{args.source} holds embeddings already: drop --data, --split and --root (they pick "
+            "the items a run embeds), or give a run folder"
+        )
+    for flag, value in (("--data", args.data or saved), ("--out", args.out)):
+        if not value:
             raise ValueError(
                 f"building an index needs {flag}; to change a saved index give --add or --remove"
             )
@@ -67,17 +78,15 @@ def command_index(args: argparse.Namespace) -> int:
             f"--add are lost), or choose another --out, or change it in place: clusterable index "
             f"{out} --add ITEMS (or --remove IDS)"
         )
-    run = load_run(args.source, args)
-    items = run.embed(args.data, split=args.split, root=args.root)
-    print(f"embedded {len(items.ids)} items of {items.source} with {args.source}")
+    gallery = _saved_gallery(Path(args.source)) if saved else _embedded_gallery(args)
     index = EmbeddingIndex.build(
-        items.embeddings,
-        ids=items.ids,
-        labels=items.labels,
+        gallery.embeddings,
+        ids=gallery.ids,
+        labels=gallery.labels,
         distance=args.distance,
         kind=args.kind,
-        model=run.model_id,
-        run=str(run.folder),
+        model=gallery.model,
+        run=gallery.run,
         target_recall=args.target_recall,
         seed=args.seed,
     )
@@ -128,6 +137,48 @@ def _change_index(args: argparse.Namespace) -> int:
     index.save(path)
     print(f"{index.kind} {index.distance} index of {len(index)} x {index.dim}; wrote {path}")
     return 0
+
+
+class _Gallery(NamedTuple):
+    """What an index is built of: ``(n, d)`` embeddings, ``(n,)`` ids, ``(n,)`` labels (None:
+    unlabelled), and the model that embedded them with its run folder (None: unknown)."""
+
+    embeddings: np.ndarray
+    ids: np.ndarray
+    labels: np.ndarray | None
+    model: str | None
+    run: str | None
+
+
+def _embedded_gallery(args: argparse.Namespace) -> _Gallery:
+    """``--data`` embedded by the run ``args.source``: its ids and class names."""
+    run = load_run(args.source, args)
+    items = run.embed(args.data, split=args.split, root=args.root)
+    print(f"embedded {len(items.ids)} items of {items.source} with {args.source}")
+    return _Gallery(items.embeddings, items.ids, items.labels, run.model_id, str(run.folder))
+
+
+def _saved_gallery(source: Path) -> _Gallery:
+    """Embeddings saved by ``clusterable embed``, with what it wrote beside them: the ids
+    (``ids.npy``, else row numbers), the labels (``labels.npy`` where any item has one; -1: none)
+    and the model (``model.json``), so a gallery embedded once is indexed without embedding it
+    again."""
+    from clusterable.data import labelled_mask
+    from clusterable.trained_run import ModelIdentity
+
+    embeddings = load_embeddings(source)
+    labels_file = source.with_name(LABELS_FILE)
+    labels = load_labels(labels_file, len(embeddings)) if labels_file.is_file() else None
+    if labels is not None and not labelled_mask(labels).any():
+        labels = None
+    identity = ModelIdentity.beside(source)
+    if identity is None:
+        print(
+            f"note: {source} does not say which model embedded it ({IDENTITY_FILE}), so the "
+            "index cannot refuse queries of another model"
+        )
+    model, run = (None, None) if identity is None else (identity.model, identity.run)
+    return _Gallery(embeddings, ids_beside(source, len(embeddings)), labels, model, run)
 
 
 def _ids_to_remove(index: EmbeddingIndex, given: list[str]) -> np.ndarray:
@@ -195,9 +246,10 @@ def add_index(verbs: Verbs) -> argparse.ArgumentParser:
     )
     index.add_argument(
         "source",
-        metavar="RUN|INDEX",
-        help="run folder (or checkpoint) whose model embeds the gallery; with --add or --remove, "
-        "the saved index to change",
+        metavar="RUN|EMB|INDEX",
+        help="run folder (or checkpoint) whose model embeds the gallery, or the embeddings.npy "
+        "`clusterable embed` wrote (its ids, labels and model read beside it); with --add or "
+        "--remove, the saved index to change",
     )
     index.add_argument(
         "--data",

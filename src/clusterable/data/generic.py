@@ -140,10 +140,18 @@ def load_image_folder(
         labels += [names.index(folder.name)] * len(images)
         is_query += [part == "query"] * len(images)
     if not files:
+        flat = (
+            ""
+            if not images_in(root)
+            else (
+                "; its images lie directly in it: a trained run embeds such a folder of unlabelled "
+                f"images named as it is (embed --items {root}, index --data {root})"
+            )
+        )
         raise FileNotFoundError(
             f"image folder {root} holds no images in class sub-folders (looked for "
             f"{', '.join(sorted(IMAGE_EXTENSIONS))}); give a directory with one sub-folder of "
-            "images per class"
+            f"images per class{flat}"
         )
     sizes, gray = _check_images(files)
     if image_size is None:
