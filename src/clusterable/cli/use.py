@@ -239,7 +239,8 @@ def add_index(verbs: Verbs) -> argparse.ArgumentParser:
     """The ``index`` verb's parser: its flags, defaults and help."""
     index = verbs(
         "index",
-        "embed a gallery with a trained run and save a search index (ids, labels, model checksum)",
+        "embed a gallery with a trained run, or take embed's saved embeddings, and save a search "
+        "index (ids, labels, model checksum)",
         "clusterable index runs/fm --data fashion-mnist --split train --out fm-index.npz",
         command_index,
         runs=("model", "search"),
