@@ -138,9 +138,22 @@ IDENTITY_FILE = "model.json"
 IDS_FILE = "ids.npy"
 
 
+#: The name of each class code in ``labels.npy`` (``class_names[c]`` names label ``c``), which
+#: ``clusterable embed`` writes beside a data set's embeddings.
+CLASS_NAMES_FILE = "class_names.npy"
+
+
 def embed_files() -> tuple[str, ...]:
     """Every file ``clusterable embed`` may write into its ``--out`` folder."""
-    return (EMBEDDINGS_FILE, LABELS_FILE, FINE_LABELS_FILE, ROLES_FILE, IDENTITY_FILE, IDS_FILE)
+    return (
+        EMBEDDINGS_FILE,
+        LABELS_FILE,
+        FINE_LABELS_FILE,
+        ROLES_FILE,
+        IDENTITY_FILE,
+        IDS_FILE,
+        CLASS_NAMES_FILE,
+    )
 
 
 @dataclass(frozen=True)
@@ -439,6 +452,24 @@ def ids_beside(embeddings: Path, rows: int) -> np.ndarray:
             f"({rows}); delete it, or write the embeddings again with `clusterable embed`"
         )
     return ids
+
+
+def named_labels_beside(embeddings: Path, labels: np.ndarray) -> np.ndarray:
+    """``labels`` (class codes, -1: none) as the class names saved beside ``embeddings``
+    (`CLASS_NAMES_FILE`; ``"-1"`` for an item without a class), as a run names them in its
+    index; the codes themselves where no names are saved."""
+    import numpy as np
+
+    path = embeddings.with_name(CLASS_NAMES_FILE)
+    if not path.is_file():
+        return labels
+    names = load_array(path, "class names")
+    if names.ndim != 1 or names.dtype.kind != "U" or labels.max(initial=-1) >= len(names):
+        raise ValueError(
+            f"{path} does not name every class of the labels beside it ({len(names)} names); "
+            "delete it, or write the embeddings again with `clusterable embed`"
+        )
+    return np.append(names, "-1")[labels]
 
 
 def roles_beside(embeddings: Path, rows: int) -> np.ndarray | None:

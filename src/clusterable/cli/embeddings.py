@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from clusterable.cli._clusters import clusters_to_ask, n_clusters_flag
 from clusterable.cli._files import (
+    CLASS_NAMES_FILE,
     EMBEDDINGS_FILE,
     FINE_LABELS_FILE,
     HTML,
@@ -346,6 +347,9 @@ def command_embed(args: argparse.Namespace) -> int:
     if source.ids is not None:
         np.save(out / IDS_FILE, source.ids)
         written.add(IDS_FILE)
+    if source.dataset is not None and source.dataset.class_names:  # read back by index
+        np.save(out / CLASS_NAMES_FILE, np.array(source.dataset.class_names, dtype=str))
+        written.add(CLASS_NAMES_FILE)
     roles = source.is_query
     if roles is not None:
         np.save(out / ROLES_FILE, roles)  # read back by evaluate
@@ -357,6 +361,7 @@ def command_embed(args: argparse.Namespace) -> int:
         ROLES_FILE: "these items have no query and gallery roles",
         IDENTITY_FILE: "no run made these",
         IDS_FILE: "saved arrays have no ids",
+        CLASS_NAMES_FILE: "saved arrays' classes have no names",
     }
     for name in embed_files():
         if name not in written and (out / name).is_file():
@@ -443,8 +448,8 @@ def add_embed(verbs: Verbs) -> argparse.ArgumentParser:
     embed.add_argument(
         "--out",
         required=True,
-        help="folder for embeddings.npy, labels.npy (-1: no label) and ids.npy (each row's file "
-        "path, or row number)",
+        help="folder for embeddings.npy, labels.npy (-1: no label), class_names.npy and ids.npy "
+        "(each row's file path, or row number)",
     )
     return embed
 

@@ -32,6 +32,7 @@ from clusterable.cli._files import (
     load_embeddings,
     load_labels,
     load_run,
+    named_labels_beside,
     partition_embeddings,
     plain,
     saved_embeddings,
@@ -169,8 +170,8 @@ def _saved_gallery(source: Path) -> _Gallery:
     embeddings = load_embeddings(source)
     labels_file = source.with_name(LABELS_FILE)
     labels = load_labels(labels_file, len(embeddings)) if labels_file.is_file() else None
-    if labels is not None and not labelled_mask(labels).any():
-        labels = None
+    if labels is not None:
+        labels = named_labels_beside(source, labels) if labelled_mask(labels).any() else None
     identity = ModelIdentity.beside(source)
     if identity is None:
         print(
