@@ -46,13 +46,12 @@ def clusters_to_ask(
         For ``n_clusters`` given to a method that finds its own, or missing where nothing can
         stand for it.
     """
-    import numpy as np
 
     from clusterable.cluster import available_clusterings, clusterer_info, resolve_n_clusters
-    from clusterable.data import labelled_mask
+    from clusterable.data import labelled_classes
 
     info = clusterer_info(clustering)
-    n_classes = None if labels is None else len(np.unique(labels[labelled_mask(labels)]))
+    n_classes = None if labels is None else len(labelled_classes(labels))
     try:
         k = resolve_n_clusters(clustering, n_clusters, n_classes=n_classes)
     except ValueError as error:  # the library's reason, in the command line's words

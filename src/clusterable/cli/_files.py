@@ -51,11 +51,9 @@ def check_classes(labels: np.ndarray, what: str) -> None:
     """Scores compare classes: refuse ``labels`` (``(n,)`` class codes, unlabelled items
     negative) of fewer than two classes, before any work; ``what`` names where they came from
     (``"labels file L.npy"``, ``"--labels L.npy"``)."""
-    import numpy as np
+    from clusterable.data import labelled_classes
 
-    from clusterable.data import labelled_mask
-
-    found = len(np.unique(labels[labelled_mask(labels)]))
+    found = len(labelled_classes(labels))
     if found < 2:
         raise ValueError(
             f"{what} holds {found} class{'' if found == 1 else 'es'} among its labelled items; "

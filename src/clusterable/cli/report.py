@@ -96,9 +96,7 @@ def _labels_of(
     """``(file, labels)`` the page scores the clusters by: ``--labels`` (refused with fewer than
     two classes), else the ``labels.npy`` beside the embeddings where it holds two classes or
     more (``embed --items`` of a flat folder writes one of -1, none); else ``(None, None)``."""
-    import numpy as np
-
-    from clusterable.data import labelled_mask
+    from clusterable.data import labelled_classes
 
     if args.labels:
         labels = load_labels(args.labels, count, "--labels")
@@ -108,7 +106,7 @@ def _labels_of(
     if not beside.is_file():
         return None, None
     labels = load_labels(beside, count, "labels")
-    if len(np.unique(labels[labelled_mask(labels)])) < 2:
+    if len(labelled_classes(labels)) < 2:
         return None, None  # the items have no classes to score the clusters against
     return beside, labels
 

@@ -10,6 +10,7 @@ from clusterable.data.dataset import (
     ImageFiles,
     LabelledDataset,
     concatenate,
+    labelled_classes,
     labelled_mask,
 )
 from clusterable.data.distractors import noisy_digit_distractors, with_distractors
@@ -36,6 +37,7 @@ __all__ = [
     "concatenate",
     "crescents_and_gaussians",
     "first_per_class",
+    "labelled_classes",
     "labelled_mask",
     "load_dataset",
     "noisy_digit_distractors",

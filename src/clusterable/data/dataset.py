@@ -52,6 +52,12 @@ def labelled_mask(labels: LabelArray) -> LabelArray:
     return labels > UNLABELLED
 
 
+def labelled_classes(labels: np.ndarray) -> np.ndarray:
+    """The distinct classes of the labelled items of ``labels`` (``(n,)`` codes), in increasing
+    order; unlabelled items (:func:`labelled_mask`) are none."""
+    return np.unique(labels[labelled_mask(labels)])
+
+
 #: Side of the square that image files are resized to unless a loader is told otherwise. The papers
 #: crop 224-227 pixels for ImageNet backbones; 64 keeps CPU training of the small models practical.
 DEFAULT_IMAGE_SIZE = 64
@@ -335,7 +341,7 @@ class LabelledDataset(Dataset):
     @property
     def num_classes(self) -> int:
         """Number of distinct labels, distractors (-1) not counted."""
-        return len(np.unique(self.labels[labelled_mask(self.labels)]))
+        return len(labelled_classes(self.labels))
 
     def features(self, *, flat: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Every item as one float32 array, and the ``(n,)`` labels.

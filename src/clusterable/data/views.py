@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from clusterable.data.dataset import UNLABELLED, LabelledDataset, labelled_mask
+from clusterable.data.dataset import UNLABELLED, LabelledDataset, labelled_classes
 
 #: MsDNN's coarse labels for 10-class sets (MNIST, USPS, Fashion-MNIST): 0-4 -> 0, 5-9 -> 1.
 MSDNN_COARSE: dict[int, int] = {c: c // 5 for c in range(10)}
@@ -39,7 +39,7 @@ def coarse_labels(
     >>> coarse_labels(ds, MSDNN_COARSE).labels.tolist()
     [0, 0, 1, 1]
     """
-    present = [int(c) for c in np.unique(ds.labels[labelled_mask(ds.labels)])]
+    present = [int(c) for c in labelled_classes(ds.labels)]
     if isinstance(mapping, dict):
         missing = [c for c in present if c not in mapping]
         if missing:

@@ -32,7 +32,7 @@ from torch import Tensor
 from torch.utils.data import Sampler
 
 from clusterable._register import Registry, check_keywords
-from clusterable.data import labelled_mask
+from clusterable.data import labelled_classes, labelled_mask
 
 ArrayLike = np.ndarray | Tensor | Sequence[int]
 SamplerClass = TypeVar("SamplerClass", bound=type["DistributedBatchSampler"])
@@ -160,7 +160,7 @@ def _as_indices(indices: ArrayLike) -> np.ndarray:
 
 def class_members(labels: np.ndarray) -> dict[int, np.ndarray]:
     """Indices of each class (unlabelled items left out), classes in increasing order."""
-    return {int(c): np.flatnonzero(labels == c) for c in np.unique(labels[labelled_mask(labels)])}
+    return {int(c): np.flatnonzero(labels == c) for c in labelled_classes(labels)}
 
 
 def batches_per_epoch_of(requested: int | None, n_labelled: int, batch_size: int) -> int:

@@ -12,6 +12,8 @@ from clusterable.evaluate.registry import metric_of_key, table_keys
 from clusterable.mining.samplers import (
     SAMPLERS,
     DistributedBatchSampler,
+    SamplerSettings,
+    build_sampler,
     check_sampler_args,
     pairs_shortfall_of_labels,
 )
@@ -197,6 +199,21 @@ class TrainConfig:
     def to_dict(self) -> dict[str, Any]:
         """The settings as a dict of name -> value."""
         return asdict(self)
+
+    def batch_sampler(
+        self, labels: Any, num_replicas: int = 1, rank: int = 0
+    ) -> DistributedBatchSampler:
+        """The batches of the items of ``labels`` (``(n,)`` class codes) these settings draw:
+        the sampler, its batch size, items per class, seed and arguments; one process's share
+        of them (``rank`` of ``num_replicas``)."""
+        settings = SamplerSettings(
+            batch_size=self.batch_size,
+            items_per_class=self.items_per_class,
+            seed=self.seed,
+            num_replicas=num_replicas,
+            rank=rank,
+        )
+        return build_sampler(self.sampler, labels, settings, **self.sampler_args)
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> TrainConfig:

@@ -46,7 +46,7 @@ from clusterable._atomic import atomic_write_text
 from clusterable.data import LabelledDataset
 from clusterable.data.device_augment import CropBatch, crops_on_device, resized_crops
 from clusterable.losses import DistributedLoss, EmbeddingLoss
-from clusterable.mining import DistributedBatchSampler, SamplerSettings, build_sampler
+from clusterable.mining import DistributedBatchSampler
 from clusterable.models import EmbeddingNet
 from clusterable.seeding import seed_everything
 from clusterable.train.backward import Backward, ChunkedBackward, StepParts, whole_batch_backward
@@ -226,16 +226,7 @@ class Trainer:
         return DistributedDataParallel(module, device_ids=device_ids)
 
     def _build_sampler(self) -> DistributedBatchSampler:
-        settings = SamplerSettings(
-            batch_size=self.config.batch_size,
-            items_per_class=self.config.items_per_class,
-            seed=self.config.seed,
-            num_replicas=self.env.world_size,
-            rank=self.env.rank,
-        )
-        return build_sampler(
-            self.config.sampler, self.train_set.labels, settings, **self.config.sampler_args
-        )
+        return self.config.batch_sampler(self.train_set.labels, self.env.world_size, self.env.rank)
 
     def replace_train_set(self, train_set: LabelledDataset) -> None:
         """Train on ``train_set`` from the next epoch on (new pseudo-labels), with a new sampler."""

@@ -33,7 +33,6 @@ from clusterable._optional import require
 from clusterable.data import LabelledDataset, load_dataset
 from clusterable.evaluate import evaluate_embeddings, knn_accuracy, metric_of_key, table_keys
 from clusterable.evaluate.registry import lower_is_better
-from clusterable.mining import SamplerSettings, build_sampler
 from clusterable.plots._figure import new_figure, save_figure
 from clusterable.recipe import RunSpec, build, build_trainer
 from clusterable.train.config import (
@@ -472,16 +471,8 @@ def _check_trains(
     run, settings = _settings_of(spec, config, values)
     loss = build(run, train.input_shape, train.num_classes).loss  # raises on a value it refuses
     check_batches_exceed_dimensions(settings, run.embedding_dim, loss)
-    sampled = SamplerSettings(
-        batch_size=settings.batch_size,
-        items_per_class=settings.items_per_class,
-        seed=settings.seed,
-        num_replicas=1,
-        rank=0,
-    )
     for labels in fold_labels:
-        sampler = build_sampler(settings.sampler, labels, sampled, **settings.sampler_args)
-        check_batches_hold_pairs(settings, sampler, labels, loss)
+        check_batches_hold_pairs(settings, settings.batch_sampler(labels), labels, loss)
 
 
 def _extremes(parameter: Parameter) -> list[Any]:
