@@ -26,3 +26,12 @@ def test_too_many_classes_go_unnamed():
     assert len(figure.axes[0].get_xticks()) < 50
     assert figure.axes[0].get_images()[0].get_array().shape == (1, 50)
     plt.close(figure)
+
+
+def test_a_shown_cluster_without_items_is_a_row_of_zeros():
+    """A cluster of unlabelled items alone, which the report leaves out of the heat map."""
+    clusters, labels = np.array([0, 0, 1]), np.array([0, 1, 1])
+    figure = draw_confusion(clusters, labels, None, np.array([0, 2, 1]))
+    shares = figure.axes[0].get_images()[0].get_array()
+    assert np.array_equal(shares, [[0.5, 0.5], [0, 0], [0, 1]])
+    plt.close(figure)

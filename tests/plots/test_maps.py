@@ -1,4 +1,5 @@
-"""The one scatter of maps: a colour and a legend name per group, noise grey, no legend when the
+"""The one scatter of maps: a colour and a legend name per group, negative groups grey and named
+as what they are (an unlabelled item among classes, noise among clusters), no legend when the
 groups are too many to name."""
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from matplotlib.colors import to_rgba
 
 from clusterable.plots.maps import (
     MAX_LEGEND_GROUPS,
+    NOISE,
     NOISE_GREY,
+    Colouring,
     draw_maps,
     group_colours,
     group_name,
@@ -25,18 +28,19 @@ def ax():
     plt.close(figure)
 
 
-def test_a_group_is_named_by_its_name_its_number_or_as_noise():
+def test_a_group_is_named_by_its_name_its_number_or_as_what_a_negative_group_is():
     assert group_name(1, ["cat", "dog"]) == "dog"
     assert group_name(2, ["cat", "dog"]) == "2"  # fewer names than groups
     assert group_name(0, None) == "0"
-    assert group_name(-1, ["cat"]) == "noise"
-    assert group_name(-1, None, noise="distractor") == "distractor"
+    assert group_name(-1, ["cat"]) == "unlabelled"  # a class's: an item without one
+    assert group_name(-1, None, NOISE) == "noise"
+    assert group_name(-1, None, negative="distractor") == "distractor"
 
 
 def test_each_group_is_one_colour_and_noise_is_grey(ax):
     points = np.arange(20, dtype=float).reshape(10, 2)
     groups = np.array([-1, 0, 0, 1, 1, 1, 2, 2, 2, 2])
-    scatter_groups(ax, points, groups, ["a", "b", "c"], "title", noise="distractor")
+    scatter_groups(ax, points, groups, ["a", "b", "c"], "title", negative="distractor")
     counts = [len(c.get_offsets()) for c in ax.collections]
     assert counts == [1, 2, 3, 4]
     assert tuple(ax.collections[0].get_facecolor()[0]) == NOISE_GREY
@@ -60,10 +64,15 @@ def test_the_colours_are_distinct(count):
     assert len(colours) == count and len({to_rgba(c) for c in colours}) == count
 
 
-def test_one_panel_per_colouring():
+def test_one_panel_per_colouring_each_naming_its_negative_group():
     points = np.random.default_rng(0).normal(size=(12, 2))
-    labels, clusters = np.arange(12) % 3, np.arange(12) % 2
-    figure = draw_maps(points, [(labels, None, "by class"), (clusters, ["x", "y"], "by cluster")])
+    labels, clusters = np.arange(12) % 3 - 1, np.arange(12) % 3 - 1  # -1, 0, 1, -1, ...
+    colourings = [
+        Colouring(labels, None, "by class"),
+        Colouring(clusters, ["x", "y"], "by cluster", NOISE),
+    ]
+    figure = draw_maps(points, colourings)
     assert [ax.get_title() for ax in figure.axes] == ["by class", "by cluster"]
-    assert [t.get_text() for t in figure.axes[1].get_legend().get_texts()] == ["x", "y"]
+    legends = [[t.get_text() for t in ax.get_legend().get_texts()] for ax in figure.axes]
+    assert legends == [["unlabelled", "0", "1"], ["noise", "x", "y"]]
     plt.close(figure)

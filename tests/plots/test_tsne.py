@@ -43,7 +43,7 @@ def test_distractors_are_named_as_such(drawn, flat_map, tmp_path):
     embeddings, labels = items()
     tsne.plot_tsne(embeddings, np.where(labels == 3, -1, labels), tmp_path / "t.png")
     legend = [t.get_text() for t in figures[0].axes[0].get_legend().get_texts()]
-    assert legend == ["noise / distractor", "0", "1", "2"]
+    assert legend == ["unlabelled / distractor", "0", "1", "2"]
 
 
 def test_one_file_per_embedding_of_the_same_items(drawn, flat_map, tmp_path):

@@ -110,3 +110,32 @@ def test_the_partition_an_evaluation_scored_is_reported_with_its_rule(tmp_path):
     assert "k-means++ seeding, 10 restarts of at most 20 iterations, best inertia" in page
     assert [row[:2] for row in cluster_rows(page)] == [["0", "20"], ["1", "20"], ["2", "20"]]
     assert "NMI (clusters)" in page and "silhouette (clusters)" in page
+
+
+def test_unlabelled_members_count_in_the_size_never_as_a_class(tmp_path, monkeypatch):
+    """A cluster's majority and purity are those of its labelled members; a cluster of
+    unlabelled items alone has none; the heat map has no column for them."""
+    from clusterable.reports import panels
+
+    drawn, draw = [], panels.draw_confusion
+
+    def draw_confusion(clusters, labels, class_names, shown):
+        drawn.append(labels)
+        return draw(clusters, labels, class_names, shown)
+
+    monkeypatch.setattr(panels, "draw_confusion", draw_confusion)
+    points = np.random.default_rng(4).normal(size=(45, 3))
+    clusters = np.repeat([0, 1, 2], [20, 15, 10])
+    # cluster 0: 12 unlabelled, 6 of a, 2 of b; cluster 1: 15 of b; cluster 2: unlabelled only
+    labels = np.concatenate([np.full(12, -1), np.zeros(6), np.ones(17), np.full(10, -1)])
+    page = write_clustering_report(
+        points, clusters, tmp_path / "c.html", labels=labels.astype(int), class_names=["a", "b"]
+    ).read_text()
+    assert cluster_rows(page) == [
+        ["0", "20", "a", "75%"],
+        ["1", "15", "b", "100%"],
+        ["2", "10", "–", "–"],
+    ]
+    assert "22 unlabelled items count in the sizes, not in majority or purity" in page
+    assert "noise" not in page.split('<section id="clusters">')[1]
+    assert [np.unique(labels).tolist() for labels in drawn] == [[0, 1]]

@@ -11,6 +11,9 @@ from clusterable.plots._figure import save_figure
 from clusterable.plots.maps import Colouring, draw_maps
 from clusterable.tsne import tsne_map
 
+#: What the class maps call an item without a class: in the papers' runs, an OPML distractor.
+DISTRACTOR = "unlabelled / distractor"
+
 
 def plot_tsne(
     embeddings: np.ndarray,
@@ -26,11 +29,11 @@ def plot_tsne(
     legend naming each class (``class_names[c]`` for label ``c``; the numbers without names)."""
     points = tsne_map(embeddings, seed=seed)
     labels = np.asarray(labels)
-    colourings: list[Colouring] = [(labels, class_names, f"{title} — classes".strip(" —"))]
+    colourings = [Colouring(labels, class_names, f"{title} — classes".strip(" —"), DISTRACTOR)]
     if subclasses is not None and not np.array_equal(subclasses, labels):
         sub_title = f"{title} — sub-classes".strip(" —")
-        colourings.append((np.asarray(subclasses), subclass_names, sub_title))
-    return save_figure(draw_maps(points, colourings, noise="noise / distractor"), path)
+        colourings.append(Colouring(np.asarray(subclasses), subclass_names, sub_title, DISTRACTOR))
+    return save_figure(draw_maps(points, colourings), path)
 
 
 def plot_tsne_maps(

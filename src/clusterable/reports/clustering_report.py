@@ -13,6 +13,7 @@ import numpy as np
 
 from clusterable.data import labelled_mask
 from clusterable.evaluate import evaluate_embeddings, partition_metric_names
+from clusterable.plots.maps import NOISE, Colouring
 from clusterable.reports.page import render, write_page
 from clusterable.reports.panels import (
     cluster_section,
@@ -94,11 +95,9 @@ def write_clustering_report(
             sections.append(metrics_section(scores, caption))
     rng = np.random.default_rng(seed)
     on_map = np.sort(rng.choice(len(clusters), size=min(MAP_ITEMS, len(clusters)), replace=False))
-    colourings: list[tuple[np.ndarray, Sequence[str] | None, str]] = [
-        (clusters[on_map], None, "by cluster")
-    ]
+    colourings = [Colouring(clusters[on_map], None, "by cluster", NOISE)]
     if labels is not None:
-        colourings.append((labels[on_map], class_names, "by class"))
+        colourings.append(Colouring(labels[on_map], class_names, "by class"))
     sections.append(map_section(embeddings[on_map], colourings, seed=seed))
     sections.append(cluster_section(clusters, labels, class_names, items, seed=seed))
     page = render(title, f"{found} clusters of {len(clusters):,} items", sections, title)

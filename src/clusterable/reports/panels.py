@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from clusterable.data import labelled_mask
 from clusterable.evaluate import knn_search
 from clusterable.metric_table import metric_label
 from clusterable.plots import draw_confusion, draw_maps, draw_training_curves, draw_verification
-from clusterable.plots.maps import Colouring, group_name
+from clusterable.plots.maps import NOISE, Colouring, group_name
 from clusterable.reports.page import Html, Section, escape, figure_image, note, table, thumbnail
 from clusterable.tsne import tsne_map
 
@@ -212,22 +213,24 @@ def cluster_section(
     seed: int = 0,
 ) -> Section:
     """Each cluster's size, majority class and purity, a strip of its members, and the confusion
-    between clusters and classes as a heat map. AAS noise (-1) is its own group."""
+    between clusters and classes as a heat map. AAS noise (-1) is its own group. Unlabelled items
+    (label -1) count in a cluster's size, never as a class: majority, purity and the heat map
+    are those of its labelled items, and a cluster of unlabelled items alone has none."""
     images = _as_items(items)
     rng = np.random.default_rng(seed)
     ids, sizes = np.unique(clusters, return_counts=True)
     order = np.argsort(-sizes, kind="stable")
     listed = order[:CLUSTERS_SHOWN]
+    labelled = np.ones(len(clusters), bool) if labels is None else labelled_mask(labels)  # (n,)
     rows, kinds = [], []
     for position in listed:
         cluster, size = int(ids[position]), int(sizes[position])
         members = np.flatnonzero(clusters == cluster)
-        row: list[object] = ["noise" if cluster < 0 else cluster, size]
+        row: list[object] = [group_name(cluster, None, NOISE), size]
         if labels is not None:
-            classes, counts = np.unique(labels[members], return_counts=True)
-            purity = counts.max() / size
-            row += [group_name(int(classes[counts.argmax()]), class_names), f"{purity:.0%}"]
-            kinds.append("bad" if purity < 0.5 else "good" if purity >= 0.9 else "")
+            cells, kind = _majority_and_purity(labels[members[labelled[members]]], class_names)
+            row += cells
+            kinds.append(kind)
         if images is not None:
             sample = rng.choice(members, size=min(MEMBERS_SHOWN, size), replace=False)
             strip = "".join(
@@ -241,18 +244,38 @@ def cluster_section(
     header = ["cluster", "items"]
     header += ["majority class", "purity"] if labels is not None else []
     header += ["members (a sample)"] if images is not None else []
+    unlabelled = int((~labelled).sum())
     text = (
         f"{len(ids) - int((ids < 0).any())} clusters of {len(clusters):,} items"
         + (f", {int((clusters < 0).sum())} items called noise" if (ids < 0).any() else "")
         + "; largest first"
         + (f", the {CLUSTERS_SHOWN} largest listed" if len(ids) > CLUSTERS_SHOWN else "")
+        + (
+            f". {unlabelled:,} unlabelled items count in the sizes, not in majority or purity"
+            if unlabelled
+            else ""
+        )
         + f". {description}"
     )
     body = note(text) + table(header, rows, kinds)
-    if labels is not None:
-        confusion = draw_confusion(clusters, labels, class_names, ids[listed])
+    if labels is not None and labelled.any():
+        confusion = draw_confusion(clusters[labelled], labels[labelled], class_names, ids[listed])
         body += figure_image(confusion, "confusion between clusters and classes")
     return Section("clusters", "Clusters", body)
+
+
+def _majority_and_purity(
+    member_labels: np.ndarray, class_names: Sequence[str] | None
+) -> tuple[list[object], str]:
+    """A cluster's majority class and purity from its labelled members' ``(m,)`` labels (the
+    smallest class on equal counts), and its row's kind: bad below half, good from 90 %;
+    dashes and no kind when it has no labelled member."""
+    if not len(member_labels):
+        return ["–", "–"], ""
+    classes, counts = np.unique(member_labels, return_counts=True)
+    purity = counts.max() / len(member_labels)
+    kind = "bad" if purity < 0.5 else "good" if purity >= 0.9 else ""
+    return [group_name(int(classes[counts.argmax()]), class_names), f"{purity:.0%}"], kind
 
 
 def verification_section(view: VerificationView, name: str, description: str = "") -> Section:

@@ -23,6 +23,7 @@ from clusterable.evaluate import evaluate_embeddings
 from clusterable.evaluate.clustering import describe_kmeans, kmeans_rule
 from clusterable.evaluate.pair_sample import pair_distances
 from clusterable.plots.curves import read_epoch_records
+from clusterable.plots.maps import Colouring
 from clusterable.reports.page import Section, render, write_page
 from clusterable.reports.panels import (
     cluster_section,
@@ -228,11 +229,11 @@ def _colourings(
     subclasses: np.ndarray | None,
     subclass_names: list[str] | None,
     rows: np.ndarray,
-) -> list[tuple[np.ndarray, list[str] | None, str]]:
+) -> list[Colouring]:
     """Colour by class, and by sub-class where the run trained on coarse labels."""
-    colourings = [(labels, class_names, "by class")]
+    colourings = [Colouring(labels, class_names, "by class")]
     if subclasses is not None and not np.array_equal(subclasses[rows], labels):
-        colourings.append((subclasses[rows], subclass_names, "by sub-class"))
+        colourings.append(Colouring(subclasses[rows], subclass_names, "by sub-class"))
     return colourings
 
 
