@@ -35,6 +35,46 @@ def test_distance_gradient_is_finite_for_identical_points():
     assert torch.isfinite(x.grad).all()
 
 
+def loop_distance_gradient(x, y, weights):
+    """``d/dx_i sum_ij w_ij ||x_i - y_j||`` (and for y), by a loop: 0 where two points coincide."""
+    grad_x, grad_y = torch.zeros_like(x), torch.zeros_like(y)
+    for i in range(len(x)):
+        for j in range(len(y)):
+            difference = x[i] - y[j]
+            norm = difference.norm()
+            if norm > 0:
+                grad_x[i] += weights[i, j] * difference / norm
+                grad_y[j] -= weights[i, j] * difference / norm
+    return grad_x, grad_y
+
+
+@pytest.mark.parametrize("with_references", [False, True])
+def test_every_zero_distance_has_gradient_zero_and_no_nan(with_references):
+    """Duplicates at the batch's centre (whose Gram-form norms are 0), duplicates away from it,
+    and a reference equal to a batch item: each zero distance contributes 0, the rest their
+    ``(x_i - y_j) / D_ij``."""
+    x = torch.tensor(
+        [[1.0, 1.0], [1.0, 1.0], [3.0, -1.0], [3.0, -1.0], [-1.0, 3.0], [-1.0, 3.0]],
+        dtype=torch.float64,
+    )  # the mean is (1, 1): rows 0 and 1 are at the centre
+    y = torch.tensor([[3.0, -1.0], [0.0, 2.0]], dtype=torch.float64) if with_references else None
+    leaves = [x.clone().requires_grad_(True)] + (
+        [y.clone().requires_grad_(True)] if y is not None else []
+    )
+    distances = euclidean_distances(*leaves)
+    weights = torch.rand(
+        distances.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64
+    )
+    gradients = torch.autograd.grad((weights * distances).sum(), leaves)
+    expected_x, expected_y = loop_distance_gradient(x, x if y is None else y, weights)
+    if y is None:
+        expected_x = expected_x + expected_y  # x is both ends of every pair
+    assert all(torch.isfinite(g).all() for g in gradients)
+    torch.testing.assert_close(gradients[0], expected_x)
+    if y is not None:
+        torch.testing.assert_close(gradients[1], expected_y)
+
+
 def test_partner_masks():
     positive, negative = partner_masks(torch.tensor([0, 0, 1]))
     assert positive.tolist() == [[False, True, False], [True, False, False], [False, False, False]]

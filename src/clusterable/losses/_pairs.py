@@ -129,7 +129,9 @@ class _PairDistances(torch.autograd.Function):
         norm_sums = norms_x[:, None] + norms_y  # (n, m)
         # |c_i|^2 + |c_j|^2 - 2 c_i.c_j in one GEMM (the factor 2 is exact).
         squares = torch.addmm(norm_sums, centred_x, centred_y.T, alpha=-2).clamp_min_(0)  # (n, m)
-        near = squares < NEAR_PAIR_RTOL * norm_sums  # (n, m)
+        # At most the bound: two points at the centre itself (norm sum 0) count as near too,
+        # so every zero distance off the diagonal is a near pair's (the backward relies on it).
+        near = squares <= NEAR_PAIR_RTOL * norm_sums  # (n, m)
         if same:
             near = near.triu(1)  # (n, n), each unordered pair once
             squares.fill_diagonal_(0.0)
@@ -152,7 +154,7 @@ class _PairDistances(torch.autograd.Function):
             roots = None
         else:
             _raise_if_unrepresentable(math.sqrt(peak), exponent, x.dtype, "distances")
-            roots = squares.sqrt()  # (n, m), in units of 2^exponent
+            roots = squares.sqrt_()  # (n, m), in units of 2^exponent (squares are not kept)
             distances = _times_power_of_two(roots, exponent)  # (n, m)
         ctx.same, ctx.squared, ctx.exponent, ctx.inner = same, squared, exponent, inner
         ctx.save_for_backward(centred_x, centred_y, points_x, points_y, rows, cols, roots)
@@ -162,13 +164,19 @@ class _PairDistances(torch.autograd.Function):
     @once_differentiable
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, Tensor | None, None]:
         centred_x, centred_y, points_x, points_y, rows, cols, roots = ctx.saved_tensors
+        near_grad = grad[rows, cols] + grad[cols, rows] if ctx.same else grad[rows, cols]  # (p,)
         if ctx.squared:
             # d D_ij^2 / d x_i = 2 (x_i - x_j) = 2^(exponent + 1) (c_i - c_j)
-            weights = grad  # (n, m)
+            weights, near_weights = grad, near_grad  # (n, m), (p,)
             out_exponent = ctx.exponent + 1
         else:
-            # d D_ij / d x_i = (x_i - x_j) / D_ij = (c_i - c_j) / roots_ij, scale-free; 0 at D = 0
-            weights = torch.where(roots > 0, grad / roots, 0.0)  # (n, m)
+            # d D_ij / d x_i = (x_i - x_j) / D_ij = (c_i - c_j) / roots_ij, scale-free; 0 at D = 0.
+            # A zero root is on the diagonal or a near pair's (forward), and both are set below:
+            # the quotient's inf and nan there never reach the result, and no (n, m) mask is
+            # built.
+            weights = grad / roots  # (n, m)
+            near_roots = roots[rows, cols]  # (p,)
+            near_weights = torch.where(near_roots > 0, near_grad / near_roots, 0.0)  # (p,)
             out_exponent = 0
         if ctx.same:
             # (n, n): x_i is both ends of a pair. The transpose copied first (always a new
@@ -176,12 +184,13 @@ class _PairDistances(torch.autograd.Function):
             # n = 1,024 on a CPU, whose strided reads miss the cache.
             weights = weights.T.clone(memory_format=torch.contiguous_format).add_(weights)
             weights.fill_diagonal_(0.0)
-        resolved = weights  # (n, m)
-        if rows.numel():  # near pairs are rare: no (n, m) copies without them
-            near_weights = weights[rows, cols]  # (p,)
-            resolved = weights.index_put((rows, cols), weights.new_zeros(()))
+        if rows.numel():  # near pairs are rare: the others' weights, in place where it is new
+            resolved = grad.clone() if weights is grad else weights  # (n, m)
+            resolved.index_put_((rows, cols), resolved.new_zeros(()))
             if ctx.same:
-                resolved = resolved.index_put((cols, rows), weights.new_zeros(()))
+                resolved.index_put_((cols, rows), resolved.new_zeros(()))
+        else:
+            resolved = weights  # (n, m)
         # sum_j w_ij (c_i - c_j) for the pairs the Gram form resolves.
         grad_x = torch.addmm(
             resolved.sum(1, keepdim=True) * centred_x, resolved, centred_y, alpha=-1
