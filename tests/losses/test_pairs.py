@@ -175,6 +175,29 @@ def test_masked_logsumexp_leaves_no_subnormal_weight(dtype):
     torch.testing.assert_close(weights.double(), kept, rtol=2e-7, atol=0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_entry_weights_are_the_masked_weights_of_a_sparse_mask(dtype):
+    """The gathered form of a mask of a few entries a row gives the dense masked softmax's
+    weights and log-sums: an empty row (log-sum 0), a row with one entry, subnormal weights
+    taken as 0, and logits far from 0."""
+    generator = torch.Generator().manual_seed(3)
+    x = (torch.randn(6, 9, generator=generator, dtype=torch.float64) * 40 - 300).to(dtype)
+    x[2, 4] = x[2, 1] - 200.0  # exp(-200): subnormal in float32 beside x[2, 1]
+    mask = torch.rand(6, 9, generator=generator) < 0.3
+    mask[0] = False  # no entry
+    mask[1] = False
+    mask[1, 5] = True  # one entry
+    mask[2, [1, 4]] = True
+    rows, cols = mask.nonzero(as_tuple=True)
+    weights, log_sums = _pairs.entry_weights(x[rows, cols], rows, 6, 9)
+    dense_weights, dense_log_sums = _pairs._masked_weights(x, mask, dim=1)
+    torch.testing.assert_close(weights, dense_weights[rows, cols], rtol=4e-7, atol=0)
+    torch.testing.assert_close(log_sums, dense_log_sums.squeeze(1))
+    assert log_sums[0] == 0 and weights[(rows == 1).nonzero()] == 1
+    if dtype == torch.float32:
+        assert weights[(rows == 2) & (cols == 4)] == 0
+
+
 # ---------------------------------------------------------------- float32 accuracy (issue 9)
 
 

@@ -344,18 +344,42 @@ def _masked_weights(x: Tensor, mask: Tensor, dim: int) -> tuple[Tensor, Tensor]:
     soft nearest neighbour loss's time. The log-sum and the other weights move by less than
     ``size * tiny`` (``1e-34`` in float32 at 4,096 a slice).
     """
-    masked = x.masked_fill(~mask, float("-inf"))
+    return filled_weights(x.masked_fill(~mask, float("-inf")), dim)
+
+
+def filled_weights(masked: Tensor, dim: int) -> tuple[Tensor, Tensor]:
+    """:func:`_masked_weights` of a tensor whose entries outside the mask are already ``-inf``;
+    ``masked`` is overwritten (the weights are computed in its memory)."""
     # An empty slice's peak is -inf: taken as 0 there, its exponentials are all 0.
     peak = masked.amax(dim=dim, keepdim=True).nan_to_num_(neginf=0.0)
     shifted = masked.sub_(peak)  # <= 0, the peak 0
     # exp(s) / total < tiny for every s below log(tiny * size) (total <= size): none of the
     # weights kept below is subnormal, before or after the division by the total.
-    floor = math.log(torch.finfo(x.dtype).tiny * max(x.shape[dim], 1))
+    floor = _subnormal_floor(masked.dtype, masked.shape[dim])
     weights = shifted.masked_fill_(shifted < floor, float("-inf")).exp_()  # 0 outside mask
     # A non-empty slice sums to >= 1 (its peak gives exp(0)): the floor of 1 only turns an
     # empty slice's 0 into log 1 = 0 (and its weights stay 0).
     total = weights.sum(dim=dim, keepdim=True).clamp_min_(1.0)
     return weights.div_(total), total.log_().add_(peak)
+
+
+def _subnormal_floor(dtype: torch.dtype, size: int) -> float:
+    """The shifted logit below which a slice of ``size`` entries' softmax weight is subnormal."""
+    return math.log(torch.finfo(dtype).tiny * max(size, 1))
+
+
+def entry_weights(values: Tensor, rows: Tensor, num_rows: int, size: int) -> tuple[Tensor, Tensor]:
+    """:func:`_masked_weights` of a sparse mask: ``values`` ``(p,)`` are the entries of row
+    ``rows`` ``(p,)`` of a ``(num_rows, size)`` matrix that are in the mask. The ``(p,)``
+    weights, and each row's ``(num_rows,)`` log of their sum (0 for a row with no entry), with
+    the same subnormal floor; O(p), for masks of a few entries a row (a batch's positives)."""
+    peak = values.new_full((num_rows,), float("-inf"))
+    peak = peak.scatter_reduce_(0, rows, values, "amax").nan_to_num_(neginf=0.0)  # (num_rows,)
+    shifted = values - peak[rows]  # (p,), <= 0
+    floor = _subnormal_floor(values.dtype, size)
+    weights = shifted.masked_fill_(shifted < floor, float("-inf")).exp_()  # (p,)
+    total = values.new_zeros(num_rows).index_add_(0, rows, weights).clamp_min_(1.0)  # (num_rows,)
+    return weights.div_(total[rows]), total.log_().add_(peak)
 
 
 class _MaskedLogSumExp(torch.autograd.Function):
