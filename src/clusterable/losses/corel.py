@@ -56,8 +56,8 @@ class AttractiveRepulsiveLoss(EmbeddingLoss):
     )
 
     argument_bounds: ClassVar[Mapping[str, Bounds]] = {
-        "num_classes": Bounds(2),
-        "embedding_dim": Bounds(1),
+        "num_classes": Bounds(2, integer=True),
+        "embedding_dim": Bounds(1, integer=True),
         "lam": Bounds(0, 1),
     }
 
