@@ -186,3 +186,21 @@ def check_bounds(
         if reason is not None:
             setting, key = (name, None) if field is None else (field, name)
             raise SettingError(what, setting, value, reason, key)
+
+
+#: A seed of a random step where the public functions take one (clustering, evaluation, a search
+#: index): an int NumPy's generators and scikit-learn's ``random_state`` both take.
+SEED = Bounds(0, 2**32 - 1, integer=True)
+
+
+def check_seed(seed: Any, what: str) -> None:
+    """Refuse a ``seed`` outside `SEED` (a float, a string, a negative number) where it enters,
+    before NumPy or scikit-learn meet it deep inside: a :class:`SettingError` naming ``what``.
+
+    >>> try:
+    ...     check_seed(1.5, "clustering")
+    ... except ValueError as error:
+    ...     print(error)
+    clustering seed=1.5 is not an integer: it must be an integer in [0, 4294967295]
+    """
+    check_bounds({"seed": seed}, {"seed": SEED}, what)
