@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from clusterable._arrays import as_embeddings, label_values
+from clusterable._arrays import as_embeddings, label_kind, label_values
 from clusterable._ranges import Bounds, check_bounds, check_seed
 from clusterable.archive import load_archive, save_archive
 from clusterable.classify import Classification, nearest_class_mean, neighbour_vote, rejected
@@ -596,13 +596,11 @@ def _as_ids(values: Any, n: int, default: np.ndarray) -> np.ndarray:
 
 
 def _check_same_kind(new: np.ndarray, held: np.ndarray, name: str) -> None:
-    """Refuse new ids or labels of another kind than the index's: numbers and strings would
-    become all strings together (label 1 and label "1" one class)."""
-    if (new.dtype.kind == "U") != (held.dtype.kind == "U"):
-        kinds = ("strings", "numbers") if held.dtype.kind == "U" else ("numbers", "strings")
+    """Refuse new ids or labels of another kind than the index's (`label_kind`)."""
+    if label_kind(new) != label_kind(held):
         raise ValueError(
-            f"this index's {name} are {kinds[0]}; the new {name} are {kinds[1]}: give {name}= "
-            "of the index's kind"
+            f"this index's {name} are {label_kind(held)}; the new {name} are {label_kind(new)}: "
+            f"give {name}= of the index's kind"
         )
 
 
