@@ -337,3 +337,51 @@ def test_an_approximate_search_that_comes_up_short_marks_missing_neighbours():
         assert len(set(row[~gone].tolist())) == (~gone).sum()  # no row repeated
     int_ids = EmbeddingIndex.build(gallery, kind="ivf", target_recall=0.1, seed=0)
     assert (int_ids.search(gallery[:5], k=600)[2][missing] == -1).all()
+
+
+def test_added_labels_of_another_kind_are_refused_not_turned_into_strings():
+    """Labels [0, 1] plus "a" became the strings "0", "1", "a": label 1 and "1" one class."""
+    index = EmbeddingIndex.build(np.eye(2), labels=[0, 1])
+    with pytest.raises(ValueError, match="this index's labels are numbers; the new labels are str"):
+        index.add(np.ones((1, 2)), labels=["a"])
+    assert len(index) == 2 and index.labels.dtype == np.int64
+    named = EmbeddingIndex.build(np.eye(2), labels=["cat", "dog"])
+    with pytest.raises(ValueError, match="this index's labels are strings; the new labels are num"):
+        named.add(np.ones((1, 2)), labels=[3])
+
+
+@pytest.mark.parametrize("kind", ["exact", "ivf", "hnsw"])
+def test_a_cosine_index_refuses_an_all_zero_row_where_it_enters(kind):
+    """A zero gallery row passed build and failed the first search as "reference row 0"; an
+    approximate index answered a zero query with no neighbours at all, and took a zero row
+    into its faiss structure as NaN."""
+    if kind != "exact":
+        pytest.importorskip("faiss")
+    gallery = np.random.default_rng(0).normal(size=(300, 8)).astype(np.float32)
+    with_zero = np.concatenate([gallery, np.zeros((1, 8), np.float32)])
+    zero_row = r"^embeddings row 300 is all zeros and has no direction for cosine distance"
+    with pytest.raises(ValueError, match=zero_row):
+        EmbeddingIndex.build(with_zero, distance="cosine", kind=kind)
+    index = EmbeddingIndex.build(gallery, distance="cosine", kind=kind)
+    with pytest.raises(ValueError, match=r"^queries row 0 is all zeros"):
+        index.search(np.zeros((1, 8)), k=3)
+    with pytest.raises(ValueError, match=r"^embeddings row 0 is all zeros"):
+        index.add(np.zeros((1, 8)))
+    assert len(index) == 300
+    EmbeddingIndex.build(with_zero, distance="euclidean", kind=kind)  # a zero row is a point
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"target_recall": "0.9"}, r"target_recall='0.9' is not a number: it must be in \(0, 1\]"),
+        ({"target_recall": 0.0}, r"target_recall=0.0 must be in \(0, 1\]"),
+        ({"seed": "x"}, r"seed='x' is not a number: it must be an integer in \[0, "),
+        ({"seed": -1}, r"seed=-1 must be an integer in \[0, "),
+    ],
+)
+def test_build_settings_out_of_range_are_refused_in_one_line(arguments, message):
+    """A string target_recall was Python's "'<' not supported", a string seed NumPy's own
+    TypeError."""
+    with pytest.raises(ValueError, match=rf"^EmbeddingIndex.build {message}"):
+        EmbeddingIndex.build(np.eye(4), kind="ivf", **arguments)

@@ -214,3 +214,32 @@ def test_training_items_are_the_items_the_run_trained_on(run):
     assert lone.training_items() is None
     reference, notes = lone.knn_reference(lone.split("test"))
     assert reference is None and "no run.json" in notes[0]
+
+
+def test_a_tensor_fresh_from_a_model_is_embedded_as_its_values(run, test_split):
+    """A tensor that requires grad was torch's "Can't call numpy() on Tensor that requires
+    grad", a bfloat16 one "Got unsupported ScalarType BFloat16" (and a CUDA one failed too)."""
+    embedder = TrainedRun.load(run, device="cpu")
+    x = torch.from_numpy(test_split.x[:4])
+    want = embedder.embed(x).embeddings
+    np.testing.assert_array_equal(embedder.embed(x.clone().requires_grad_()).embeddings, want)
+    halves = x.bfloat16()
+    np.testing.assert_array_equal(
+        embedder.embed(halves).embeddings, embedder.embed(halves.float()).embeddings
+    )
+
+
+@pytest.mark.parametrize(
+    ("items", "error", "message"),
+    [
+        (np.full((2, 1, 8, 8), "a"), ValueError, r"^the array must hold numbers, got dtype <U1$"),
+        ([[0.0] * 64], TypeError, r"^a list given to embed holds image paths, got a list; pass"),
+        (None, TypeError, r"^cannot embed None \(NoneType\): give a dataset"),
+        (5, TypeError, r"^cannot embed 5 \(int\): give a dataset"),
+    ],
+)
+def test_items_of_no_kind_embed_takes_say_what_it_takes(run, items, error, message):
+    """These were numpy's "could not convert string to float" and pathlib's "expected str,
+    bytes or os.PathLike object"."""
+    with pytest.raises(error, match=message):
+        TrainedRun.load(run, device="cpu").embed(items)

@@ -139,6 +139,15 @@ def label_values(y: Any, n: int, name: str = "labels", what: str = "label") -> n
     raise ValueError(f"{name} must hold integers or strings, got dtype {arr.dtype}.")
 
 
+def label_kind(values: np.ndarray) -> str:
+    """``"strings"`` or ``"numbers"``: the kind of labels (or ids) from :func:`label_values`.
+
+    Two sets of labels compared or joined must be of one kind: numpy would turn numbers joined
+    with strings into strings (label 1 and label ``"1"`` then one class, 1 and ``"a"`` never).
+    """
+    return "strings" if values.dtype.kind == "U" else "numbers"
+
+
 def as_labels(y: Any, n: int, name: str = "labels") -> tuple[np.ndarray, np.ndarray]:
     """Labels as compact codes ``0 .. C-1``, after :func:`label_values`.
 

@@ -74,8 +74,9 @@ class Bounds:
     (a model's layer widths).
 
     ``low`` / ``high``: its ends (None: unbounded); ``low_open`` / ``high_open``: the end itself
-    is excluded; ``none``: what None means where the setting may be None (shown in the message).
-    NaN and infinity are outside every range.
+    is excluded; ``none``: what None means where the setting may be None (shown in the message);
+    ``integer``: only an int is in range (a count, a seed), never a float, which a count would
+    silently truncate and a seed cannot take. NaN and infinity are outside every range.
 
     Examples
     --------
@@ -85,6 +86,8 @@ class Bounds:
     'must be in [0, 1)'
     >>> Bounds(1).refusal((64, 0))
     'holds 0: each item must be at least 1'
+    >>> Bounds(2, integer=True).refusal(2.5)
+    'is not an integer: it must be an integer of at least 2'
     """
 
     low: float | None = None
@@ -92,6 +95,7 @@ class Bounds:
     low_open: bool = False
     high_open: bool = False
     none: str | None = None
+    integer: bool = False
 
     def holds(self, value: Any) -> bool:
         """Whether ``value`` is in range (None always is: the type allowed it)."""
@@ -113,6 +117,8 @@ class Bounds:
             return f"is not a number: it {self.describe()}"
         if not math.isfinite(value):
             return f"is not a finite number: it {self.describe()}"
+        if self.integer and not isinstance(value, numbers.Integral):
+            return f"is not an integer: it {self.describe()}"
         number = float(value)  # finite, so exact enough to compare with the float bounds
         if self.low is not None and (number <= self.low if self.low_open else number < self.low):
             return self.describe()
@@ -125,15 +131,17 @@ class Bounds:
     def describe(self) -> str:
         """The bounds in words, as error messages say them: "must be in [0, 1)"."""
         low, high = _number(self.low), _number(self.high)
+        an_integer = "an integer " if self.integer else ""
+        of = "of " if self.integer else ""
         if self.low is not None and self.high is not None:
             ends = f"{'(' if self.low_open else '['}{low}, {high}"
-            text = f"must be in {ends}{')' if self.high_open else ']'}"
+            text = f"must be {an_integer}in {ends}{')' if self.high_open else ']'}"
         elif self.low is not None:
-            text = f"must be {'above' if self.low_open else 'at least'} {low}"
+            text = f"must be {an_integer}{'above' if self.low_open else of + 'at least'} {low}"
         elif self.high is not None:
-            text = f"must be {'below' if self.high_open else 'at most'} {high}"
+            text = f"must be {an_integer}{'below' if self.high_open else of + 'at most'} {high}"
         else:
-            text = "may be any number"
+            text = f"may be any {'integer' if self.integer else 'number'}"
         return text if self.none is None else f"{text}, or none ({self.none})"
 
 
@@ -178,3 +186,21 @@ def check_bounds(
         if reason is not None:
             setting, key = (name, None) if field is None else (field, name)
             raise SettingError(what, setting, value, reason, key)
+
+
+#: A seed of a random step where the public functions take one (clustering, evaluation, a search
+#: index): an int NumPy's generators and scikit-learn's ``random_state`` both take.
+SEED = Bounds(0, 2**32 - 1, integer=True)
+
+
+def check_seed(seed: Any, what: str) -> None:
+    """Refuse a ``seed`` outside `SEED` (a float, a string, a negative number) where it enters,
+    before NumPy or scikit-learn meet it deep inside: a :class:`SettingError` naming ``what``.
+
+    >>> try:
+    ...     check_seed(1.5, "clustering")
+    ... except ValueError as error:
+    ...     print(error)
+    clustering seed=1.5 is not an integer: it must be an integer in [0, 4294967295]
+    """
+    check_bounds({"seed": seed}, {"seed": SEED}, what)

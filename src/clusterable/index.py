@@ -23,9 +23,11 @@ from typing import Any, Literal
 
 import numpy as np
 
-from clusterable._arrays import as_embeddings, label_values
+from clusterable._arrays import as_embeddings, label_kind, label_values
+from clusterable._ranges import Bounds, check_bounds, check_seed
 from clusterable.archive import load_archive, save_archive
 from clusterable.classify import Classification, nearest_class_mean, neighbour_vote, rejected
+from clusterable.evaluate._inputs import as_points
 from clusterable.evaluate._keywords import refuse_renamed
 from clusterable.evaluate.neighbors import faiss_available, knn_search
 
@@ -41,6 +43,9 @@ FORMAT_VERSION = 1
 #: Gallery items used as queries to tune an approximate index, and as many others to report its
 #: recall@10 (the reported figure is never measured on the queries it was tuned on).
 RECALL_SAMPLE = 1000
+
+#: The recall@10 an approximate index may be asked to reach.
+TARGET_RECALL = Bounds(0, 1, low_open=True)
 
 #: HNSW graph degree (faiss's ``M``).
 HNSW_M = 32
@@ -125,7 +130,8 @@ class EmbeddingIndex:
         labels : sequence, optional
             ``(n,)`` item labels (ints or strings).
         distance : {"euclidean", "cosine"}
-            Distance to search by. (Its former name ``metric=`` is refused, naming this one.)
+            Distance to search by (for cosine, no embedding may be all zeros). (Its former name
+            ``metric=`` is refused, naming this one.)
         kind : {"exact", "ivf", "hnsw"}
             ``"exact"`` (default) searches every item. ``"ivf"`` (faiss ``IndexIVFFlat``, about
             ``4 sqrt(n)`` lists) and ``"hnsw"`` (faiss ``IndexHNSWFlat``) trade recall for speed on
@@ -136,9 +142,16 @@ class EmbeddingIndex:
             The run folder of that model.
         target_recall : float
             Recall@10 against exact search that an approximate index's search breadth is widened
-            to reach (on gallery items as queries), as far as the kind allows.
+            to reach (on gallery items as queries), as far as the kind allows; in ``(0, 1]``.
         seed : int
-            Seed of the IVF training sample and of the tuning and recall samples.
+            Seed of the IVF training sample and of the tuning and recall samples, in
+            ``[0, 2**32 - 1]``.
+
+        Raises
+        ------
+        ValueError
+            If an argument is out of its range, or (cosine) an embedding is all zeros; before
+            any work.
 
         Examples
         --------
@@ -149,12 +162,20 @@ class EmbeddingIndex:
         >>> ids.tolist()
         [['c', 'b']]
         """
+        distance = _check_choice(distance, ("euclidean", "cosine"), "distance")
+        check_bounds(
+            {"target_recall": target_recall},
+            {"target_recall": TARGET_RECALL},
+            "EmbeddingIndex.build",
+        )
+        check_seed(seed, "EmbeddingIndex.build")
         vectors = as_embeddings(embeddings, "embeddings")
+        as_points(vectors, distance, "embeddings")  # cosine: no all-zero row
         index = cls(
             vectors=vectors,
             ids=_as_ids(ids, vectors.shape[0], default=np.arange(vectors.shape[0])),
             labels=None if labels is None else label_values(labels, vectors.shape[0]),
-            distance=_check_choice(distance, ("euclidean", "cosine"), "distance"),
+            distance=distance,
             kind=_check_choice(kind, ("exact", "ivf", "hnsw"), "kind"),
             model=model,
             run=run,
@@ -183,21 +204,17 @@ class EmbeddingIndex:
         Raises
         ------
         ValueError
-            If the dimension differs from the index's, labels are given to an index built
-            without them (or left out of one built with them), or an id is already in the index,
-            given twice, or of another kind (numbers for string ids, or strings for numbers).
-            Nothing changes if a check fails.
+            If the dimension differs from the index's, (cosine) an embedding is all zeros,
+            labels are given to an index built without them (or left out of one built with
+            them), labels or ids are of another kind than the index's (numbers for strings, or
+            strings for numbers), or an id is already in the index or given twice. Nothing
+            changes if a check fails.
         """
         vectors = self._check_queries(embeddings, "embeddings")
         n_old, n_new = len(self), vectors.shape[0]
         first = int(self.ids.max()) + 1 if self.ids.dtype.kind == "i" else n_old
         new_ids = _as_ids(ids, n_new, default=np.arange(first, first + n_new))
-        if (new_ids.dtype.kind == "U") != (self.ids.dtype.kind == "U"):
-            kinds = ("strings", "numbers") if self.ids.dtype.kind == "U" else ("numbers", "strings")
-            raise ValueError(
-                f"this index's ids are {kinds[0]}; the new ids are {kinds[1]}: give ids= of the "
-                "index's kind"
-            )
+        _check_same_kind(new_ids, self.ids, "ids")
         values, counts = np.unique(new_ids, return_counts=True)
         taken = np.concatenate([values[counts > 1], new_ids[np.isin(new_ids, self.ids)]])
         if taken.size:
@@ -212,7 +229,9 @@ class EmbeddingIndex:
                 "this index was built without labels; build a new one with labels= to store them"
             )
         if self.labels is not None:
-            self.labels = np.concatenate([self.labels, label_values(labels, n_new)])
+            new_labels = label_values(labels, n_new)
+            _check_same_kind(new_labels, self.labels, "labels")
+            self.labels = np.concatenate([self.labels, new_labels])
         self.ids = np.concatenate([self.ids, new_ids])
         self.vectors = np.concatenate([self.vectors, vectors.astype(self.vectors.dtype)])
         if self._faiss is not None:
@@ -232,12 +251,13 @@ class EmbeddingIndex:
             Neighbours per query, ``1 <= k <= len(index)``.
         max_distance : float, optional
             Keep only neighbours at distance ``<= max_distance`` (compared with the returned
-            float32 distance); the others are reported as missing, as below. None keeps all k.
+            distance); the others are reported as missing, as below. None keeps all k.
 
         Returns
         -------
         distances : np.ndarray
-            ``(m, k)`` float32, ascending (Euclidean distance, or ``1 - cos``).
+            ``(m, k)`` ascending (Euclidean distance, or ``1 - cos``): float32, or float64 from
+            an exact index where the gallery or the queries are float64 (their precision kept).
         indices : np.ndarray
             ``(m, k)`` int64 gallery rows.
         ids : np.ndarray
@@ -457,12 +477,15 @@ class EmbeddingIndex:
         return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
     def _check_queries(self, queries: Any, name: str) -> np.ndarray:
+        """Embeddings to search for or add: the package's embedding rule, the index's
+        dimension and, for cosine, no all-zero row (which has no direction to search by)."""
         q = as_embeddings(queries, name)
         if q.shape[1] != self.dim:
             raise ValueError(
                 f"{name} have dimension {q.shape[1]} but the index holds {self.dim}-dimensional "
                 "embeddings; embed them with the model that built the index"
             )
+        as_points(q, self.distance, name)
         return q
 
     def _search_approximate(self, q: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -484,8 +507,6 @@ class EmbeddingIndex:
         Held-out items stand for new queries: a gallery item searched for itself would sit in the
         graph or list it is looked up in, and flatter the figure.
         """
-        if not 0.0 < target_recall <= 1.0:
-            raise ValueError(f"target_recall must be in (0, 1], got {target_recall!r}")
         n = len(self)
         order = np.random.default_rng(seed).permutation(n)
         held_out = np.sort(order[: min(2 * RECALL_SAMPLE, n // 10)])
@@ -572,6 +593,15 @@ def _set_breadth(index: Any, kind: str, breadth: int | None) -> None:
 def _as_ids(values: Any, n: int, default: np.ndarray) -> np.ndarray:
     """``(n,)`` ids as int64 or strings (never an object array), ``default`` when not given."""
     return default if values is None else label_values(values, n, "ids", what="id")
+
+
+def _check_same_kind(new: np.ndarray, held: np.ndarray, name: str) -> None:
+    """Refuse new ids or labels of another kind than the index's (`label_kind`)."""
+    if label_kind(new) != label_kind(held):
+        raise ValueError(
+            f"this index's {name} are {label_kind(held)}; the new {name} are {label_kind(new)}: "
+            f"give {name}= of the index's kind"
+        )
 
 
 def _check_max_distance(max_distance: Any) -> None:

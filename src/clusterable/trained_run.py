@@ -44,6 +44,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from clusterable._arrays import to_numpy
 from clusterable._atomic import atomic_write_text
 from clusterable.data import ImageFiles, LabelledDataset
 from clusterable.data.generic import IMAGE_EXTENSIONS, images_in, load_table
@@ -493,7 +494,9 @@ class TrainedRun:
         ------
         ValueError
             If the items do not have the run's item shape (the message says what it expects),
-            a split is asked of items that have none, or a file cannot be read.
+            are not numbers, a split is asked of items that have none, or a file cannot be read.
+        TypeError
+            If ``items`` is none of the kinds above.
         FileNotFoundError
             If a path does not exist.
         """
@@ -521,12 +524,26 @@ class TrainedRun:
         if isinstance(items, LabelledDataset):
             return self._checked_dataset(items), _ids(items), items.name
         if isinstance(items, (np.ndarray, torch.Tensor)):
-            array = self._checked_array(np.asarray(items, dtype=np.float32), "the array")
+            array = to_numpy(items, "items")  # a tensor on any device, with grad, in bfloat16
+            if array.dtype.kind not in "biuf":
+                raise ValueError(f"the array must hold numbers, got dtype {array.dtype}")
+            array = self._checked_array(array.astype(np.float32, copy=False), "the array")
             return _unlabelled(array, "array"), np.arange(len(array)), f"{len(array)} items"
         if isinstance(items, (list, tuple)):
+            not_paths = [p for p in items if not isinstance(p, (str, os.PathLike))]
+            if not_paths:
+                raise TypeError(
+                    f"a list given to embed holds image paths, got a {type(not_paths[0]).__name__}"
+                    "; pass items themselves as an array or tensor (np.asarray(items))"
+                )
             paths = [Path(p) for p in items]
             files = _unlabelled(self.image_files(paths), "files")
             return files, _ids(files), f"{len(paths)} image files"
+        if not isinstance(items, (str, os.PathLike)):
+            raise TypeError(
+                f"cannot embed {items!r} ({type(items).__name__}): give a dataset, a data-set "
+                "name, a folder or file path, a list of image paths, or an array or tensor of items"
+            )
         text = os.fspath(items)
         if names_a_path(text):  # folder:PATH, table:PATH: the data set, in the run's view
             dataset = self.split(split or "all", data=text, root=root)

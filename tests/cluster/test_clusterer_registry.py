@@ -18,9 +18,11 @@ from clusterable.cluster import (
     register_clusterer,
     resolve_n_clusters,
     run_clustering,
+    takes_n_clusters,
 )
 from clusterable.cluster.registry import CLUSTERERS
 from clusterable.evaluate import EvaluationOptions, evaluate_embeddings, nmi
+from clusterable.evaluate.clustering import partition_request
 from clusterable.evaluate.table import partition as evaluation_partition
 
 POINTS = np.concatenate(
@@ -167,7 +169,8 @@ def test_a_clusterer_registered_by_a_user_runs_everywhere_without_a_kmeans_fallb
     np.testing.assert_array_equal(loaded.predict(POINTS + 0.01), partition.predict(POINTS + 0.01))
     # The evaluation runs it too, with the class count where it takes one.
     np.testing.assert_array_equal(
-        evaluation_partition(POINTS, "toy", 3, seed=1, cluster_kwargs=options).labels_, want
+        evaluation_partition(POINTS, partition_request(POINTS, "toy", 3, 1, options), 1).labels_,
+        want,
     )
     table = evaluate_embeddings(
         POINTS,
@@ -181,3 +184,15 @@ def test_a_clusterer_registered_by_a_user_runs_everywhere_without_a_kmeans_fallb
     assert table["nmi"] < 0.99  # k-means would have found the three groups
     with pytest.raises(ValueError, match="takes no argument"):
         fit(POINTS, "toy", count, wrong=1)
+
+
+@pytest.mark.parametrize("name", available_clusterings())
+@pytest.mark.parametrize(
+    ("seed", "problem"), [("1", "is not a number"), (1.5, "is not an integer"), (-1, "")]
+)
+def test_a_seed_numpy_cannot_take_is_refused_where_it_enters(name, seed, problem):
+    """A string seed reached NumPy's SeedSequence (k-means, spectral) or scikit-learn's
+    random_state check (GMM) as their own TypeError, and was ignored by the others."""
+    message = rf"^clustering {name!r} seed={seed!r} {problem}.*must be an integer in \[0, "
+    with pytest.raises(ValueError, match=message):
+        fit(POINTS, name, 3 if takes_n_clusters(name) else None, seed=seed)

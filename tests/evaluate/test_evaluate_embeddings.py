@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from clusterable.evaluate import (
+    EvaluationOptions,
     ari,
     cluster_accuracy,
     evaluate_embeddings,
@@ -22,7 +23,7 @@ from clusterable.evaluate import (
 from clusterable.evaluate import (
     table as evaluation_table,
 )
-from clusterable.evaluate.clustering import ScoredPartition
+from clusterable.evaluate.clustering import ScoredPartition, kmeans_rule
 
 KEYS = [
     "recall@1",
@@ -73,15 +74,16 @@ def test_named_clustering_called_once_with_class_count(monkeypatch):
     x, y = blobs()
     calls = []
 
-    def fake_partition(points, name, k, seed, kwargs, neighbours, n_classes, device):
-        calls.append((name, k, n_classes, seed, kwargs))
+    def fake_partition(points, request, seed, neighbours, device):
+        calls.append((request.method, request.asked, seed, request.options))
         lists.append(neighbours)
-        return ScoredPartition(name, y.copy())
+        return ScoredPartition(request.method, y.copy())
 
     lists = []
     monkeypatch.setattr(evaluation_table, "partition", fake_partition)
     table = evaluate_embeddings(torch.from_numpy(x), torch.from_numpy(y), seed=5, ks=(1,))
-    assert calls == [("kmeans", None, 8, 5, None)]  # no n_clusters: the 8 classes decide
+    # No n_clusters: the 8 classes decide, and k-means runs by the table's rule.
+    assert calls == [("kmeans", 8, 5, kmeans_rule(8))]
     # The kNN search's first neighbours go to the clustering, for k-means to start from.
     kept = min(evaluation_table.NEIGHBOURS_KEPT, x.shape[0] - 1)
     np.testing.assert_array_equal(lists[0], knn_search(x, kept)[1])
@@ -196,3 +198,34 @@ def test_a_count_for_a_method_that_finds_its_own_is_refused_not_ignored():
     x, y = blobs()
     with pytest.raises(ValueError, match="aas finds its own number of clusters"):
         evaluate_embeddings(x, y, clustering="aas", n_clusters=5, metrics=["nmi"])
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"clustering": "kmeanz"}, "unknown clustering 'kmeanz'"),
+        ({"n_clusters": 0}, "cannot make 0 clusters"),
+        ({"n_clusters": 2.5}, "must be an integer or 'auto'"),
+        ({"n_clusters": 500}, "cannot make 500 clusters from 240 points"),
+        ({"clustering": "aas", "n_clusters": 3}, "aas finds its own number of clusters"),
+        ({"seed": "a"}, r"evaluate_embeddings seed='a' is not a number"),
+        ({"seed": -1}, r"evaluate_embeddings seed=-1 must be an integer in \[0, "),
+        (
+            {"options": EvaluationOptions(cluster_kwargs={"k_graph": 5})},
+            "'kmeans' takes no argument k_graph",
+        ),
+    ],
+)
+def test_a_clustering_request_it_would_refuse_is_refused_before_the_search(
+    monkeypatch, arguments, message
+):
+    """These were found only after the whole kNN search (10 s for 20,000 items), and a string
+    seed surfaced as NumPy's own TypeError."""
+    x, y = blobs()
+
+    def no_search(*args, **kwargs):
+        raise AssertionError("searched before checking the clustering request")
+
+    monkeypatch.setattr(evaluation_table, "_search", no_search)
+    with pytest.raises(ValueError, match=message):
+        evaluate_embeddings(x, y, **arguments)

@@ -71,3 +71,30 @@ def test_object_labels_of_one_type_score_as_typed_labels(metric):
 def test_silhouette_sample_size_must_be_a_positive_count(sample_size):
     with pytest.raises(ValueError, match="sample_size must be a positive number of items"):
         silhouette(EMB, CLUSTERS, sample_size=sample_size)
+
+
+def test_knn_labels_of_two_kinds_are_refused_not_compared_as_text():
+    """Class ids 0/1 for training and their names for testing scored 0; ids against their
+    spelling as text ("0", "1") scored 1 by string equality."""
+    train, test = [[0.0], [1.0], [10.0], [11.0]], [[0.5], [10.5]]
+    with pytest.raises(ValueError, match=r"^train_y holds numbers but test_y holds strings; give"):
+        knn_accuracy(train, [0, 0, 1, 1], test, ["0", "1"], k=1)
+    with pytest.raises(ValueError, match=r"^train_y holds strings but test_y holds numbers"):
+        knn_accuracy(train, ["a", "a", "b", "b"], test, [0, 1], k=1)
+    assert knn_accuracy(train, [0.0, 0.0, 1.0, 1.0], test, [0, 1], k=1) == 1.0  # 1.0 is 1
+
+
+@pytest.mark.parametrize(
+    ("k", "message"),
+    [
+        (1.0, r"^k must be a positive integer or a sequence of them, e\.g\. k=\(1, 2, 4, 8\); got"),
+        ("1", r"^k must be a positive integer or a sequence of them"),
+        ([1.5], r"^k must be a positive integer, got 1\.5"),
+        ([], r"^k is empty; pass at least one k"),
+    ],
+)
+def test_knn_a_k_that_is_no_count_is_refused_not_truncated(k, message):
+    """k=1.0 was Python's "'float' object is not iterable"; k=[1.5] ran as k=1."""
+    x, y = [[0.0], [1.0], [10.0], [11.0]], [0, 0, 1, 1]
+    with pytest.raises(ValueError, match=message):
+        knn_accuracy(x, y, k=k)

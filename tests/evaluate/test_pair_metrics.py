@@ -11,7 +11,7 @@ import pytest
 import torch
 from sklearn.metrics import roc_auc_score
 
-from clusterable.evaluate import evaluate_embeddings, fnmr_at_fmr
+from clusterable.evaluate import evaluate_embeddings, fnmr_at_fmr, pair_scores
 from clusterable.evaluate import pair_metrics as pm
 from clusterable.evaluate._inputs import as_points
 from clusterable.evaluate.registry import metric_of_key, parse_metric, table_keys
@@ -248,3 +248,19 @@ def test_the_command_line_evaluates_them_on_saved_embeddings(tmp_path):
         text=True,
     )
     assert typo.returncode == 2 and "did you mean fnmr@fmr" in typo.stderr
+
+
+@pytest.mark.parametrize(
+    ("fmr", "message"),
+    [
+        ("0.1", r"^fmr must be a false match rate in \[0, 1\] or a sequence of them"),
+        ([True], r"^each fmr must be a number in \[0, 1\], got True"),
+        ([[0.1]], r"^each fmr must be a number in \[0, 1\], got \[0\.1\]"),
+    ],
+)
+def test_pair_scores_reads_fmr_as_fnmr_at_fmr_does(fmr, message):
+    """ "0.1" was float('.')'s error, [True] a rate of 1, [[0.1]] float()'s TypeError."""
+    x, y = np.random.default_rng(0).normal(size=(12, 3)), np.arange(12) % 3
+    with pytest.raises(ValueError, match=message):
+        pair_scores(x, y, fmr=fmr)
+    assert pair_scores(x, y, fmr=np.float32(0.5)).fnmr.keys() == {float(np.float32(0.5))}

@@ -325,3 +325,17 @@ def test_docstring_examples_run():
         verification_module, extraglobs={"np": np}, optionflags=doctest.ELLIPSIS
     )
     assert result.attempted >= 3 and result.failed == 0
+
+
+@pytest.mark.parametrize(
+    ("fmr", "message"),
+    [
+        ("0.1", r"^fmr must be a false match rate in \[0, 1\] or a sequence of them, e\.g\. fmr="),
+        ([True], r"^each fmr must be a number in \[0, 1\], got True"),
+        ([[0.1]], r"^each fmr must be a number in \[0, 1\], got \[0\.1\]"),
+    ],
+)
+def test_an_fmr_that_is_no_rate_is_named_as_given(fmr, message):
+    """fmr="0.1" was read character by character: "each fmr ... got '0'"."""
+    with pytest.raises(ValueError, match=message):
+        fnmr_at_fmr([0.1, 0.2], [0.3, 0.4], fmr=fmr)

@@ -226,3 +226,21 @@ def test_gradient_descent_on_free_points_separates_the_classes(name):
     # line): 8% of this set stay misclassified by predict(), though 1-NN is unaffected.
     floor = 0.9 if name == "cosine-corel" else 0.95
     assert (loss.predict(points) == labels).float().mean() >= floor
+
+
+@pytest.mark.parametrize("name", ["cross-entropy", "center", "cosine-corel", "gaussian-corel"])
+@pytest.mark.parametrize(
+    ("embeddings", "error", "message"),
+    [
+        (torch.ones(2, DIM).numpy(), TypeError, r"^embeddings must be a torch\.Tensor, got ndarr"),
+        (torch.ones(2, DIM, dtype=torch.long), ValueError, r"^embeddings must be floating point"),
+        (torch.full((2, DIM), math.nan), ValueError, r"^embeddings has 2 rows with NaN or inf"),
+        (torch.ones(0, DIM), ValueError, r"^embeddings is empty"),
+    ],
+)
+def test_predict_checks_its_embeddings_as_the_loss_does(name, embeddings, error, message):
+    """numpy was an AttributeError ('no attribute dim'), int64 torch's frexp/finfo error, and
+    NaN rows were given a class."""
+    loss = build_loss(name, num_classes=CLASSES, embedding_dim=DIM)
+    with pytest.raises(error, match=message):
+        loss.predict(embeddings)

@@ -141,3 +141,27 @@ def test_the_autoencoder_weight_is_held_to_its_range_by_the_spec_and_the_loss(we
 def test_a_value_that_is_no_number_is_refused_by_the_constructor():
     with pytest.raises(SettingError, match=r"margin='wide' is not a number: it must be at least 0"):
         loss_class("lifted")(margin="wide")
+
+
+#: Every loss argument that is a count or a seed: (loss, argument).
+INTEGER_ARGUMENTS = [
+    pytest.param(name, argument, id=f"{name}-{argument}")
+    for name, (cls, _) in LOSSES.items()
+    for argument, bounds in cls.argument_bounds.items()
+    if bounds.integer
+]
+
+
+def test_the_counts_and_seeds_are_declared_integers():
+    declared = {tuple(case.values) for case in INTEGER_ARGUMENTS}
+    assert {("cross-entropy", "num_classes"), ("center", "embedding_dim")} <= declared
+    assert {("opml", "metric_dim"), ("opml", "seed")} <= declared
+    assert ("opml (unsupervised)", "maxiter") in declared
+
+
+@pytest.mark.parametrize(("name", "argument"), INTEGER_ARGUMENTS)
+def test_a_fraction_is_refused_rather_than_truncated(name, argument):
+    """``num_classes=2.5`` built a loss of 2 classes, then refused label 2 as out of range."""
+    cls = LOSSES[name][0]
+    with pytest.raises(SettingError, match=rf"^{cls.__name__} argument {argument}=2.5 is not an "):
+        construct(cls, **{argument: 2.5})

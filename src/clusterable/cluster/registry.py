@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from clusterable._ranges import check_seed
 from clusterable._register import Registry, accepted_keywords, check_keywords
 from clusterable.cluster._validation import Rescaling, as_points, check_n_clusters
 from clusterable.cluster.partition import NeighbourVotePartition, Partition
@@ -294,6 +295,7 @@ def _prepare(
     estimator, with ``device`` where it takes one. Returns the options it was given too."""
     name = canonical_clustering(method)
     n_clusters = resolve_n_clusters(name, n_clusters)
+    check_seed(seed, f"clustering {name!r}")
     points = as_points(x)
     if isinstance(n_clusters, int):
         n_clusters = check_n_clusters(n_clusters, points.shape[0])
@@ -345,8 +347,8 @@ def fit(
     Raises
     ------
     ValueError
-        For an unknown method, a count or option it does not take, and points it cannot
-        cluster; each message says what to do.
+        For an unknown method, a count or option it does not take, a seed that is not an int
+        in ``[0, 2**32 - 1]``, and points it cannot cluster; each message says what to do.
 
     Examples
     --------

@@ -9,6 +9,7 @@ the package's one rule (`clusterable._arrays`), which clustering and the search 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal
 
 import numpy as np
@@ -120,13 +121,24 @@ def check_k(k: int, available: int, what: str) -> None:
         )
 
 
-def check_ks(ks: Any, available: int) -> tuple[int, ...]:
-    """Validate a list of K values (an int is a list of one) and return them sorted, unique."""
-    ks_tuple = (ks,) if isinstance(ks, (int, np.integer)) else tuple(ks)
+def check_ks(ks: Any, available: int, name: str = "ks", each: str = "K") -> tuple[int, ...]:
+    """Validate a list of K values (an int is a list of one) and return them sorted, unique.
+
+    ``name`` is the argument's name and ``each`` what one value is called, in messages.
+    """
+    if isinstance(ks, (int, np.integer)):
+        ks_tuple: tuple[Any, ...] = (ks,)
+    elif isinstance(ks, Iterable) and not isinstance(ks, str):
+        ks_tuple = tuple(ks)
+    else:
+        raise ValueError(
+            f"{name} must be a positive integer or a sequence of them, e.g. {name}=(1, 2, 4, 8); "
+            f"got {ks!r}."
+        )
     if not ks_tuple:
-        raise ValueError("ks is empty; pass at least one K, e.g. ks=(1, 2, 4, 8).")
+        raise ValueError(f"{name} is empty; pass at least one {each}, e.g. {name}=(1, 2, 4, 8).")
     for k in ks_tuple:
-        check_k(k, available, "K")
+        check_k(k, available, each)
     return tuple(sorted({int(k) for k in ks_tuple}))
 
 

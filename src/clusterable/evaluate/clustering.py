@@ -1,7 +1,8 @@
 """The partition an evaluation scores, and the one k-means rule of ``evaluate`` and ``cluster``.
 
-`partition` clusters the evaluated points with a registered clusterer (`clusterable.cluster`),
-its count decided by `clusterable.cluster.resolve_n_clusters`, and returns a `ScoredPartition`:
+`partition_request` checks the clustering asked for, before any work, and `partition` clusters the
+evaluated points with that registered clusterer (`clusterable.cluster`), its count decided by
+`clusterable.cluster.resolve_n_clusters`, and returns a `ScoredPartition`:
 the fitted clusterer, its labels and the count it found (the one ``"auto"`` chose included), so
 that whoever shows the scores shows the partition they were computed on, without clustering
 again.
@@ -130,27 +131,45 @@ class ScoredPartition:
         return describe_kmeans(self.options) if self.method == "kmeans" else ""
 
 
-def partition(
+@dataclass(frozen=True)
+class PartitionRequest:
+    """The clustering an evaluation asks for, checked by `partition_request` before any work.
+
+    Attributes
+    ----------
+    method : str
+        The registered clusterer's name.
+    asked : int, "auto" or None
+        The count to ask it for (`clusterable.cluster.resolve_n_clusters`).
+    options : dict
+        Its settings (for k-means the rule's, `kmeans_rule`, updated by the caller's).
+    """
+
+    method: str
+    asked: int | Literal["auto"] | None
+    options: dict[str, Any]
+
+
+def partition_request(
     x: np.ndarray,
     clustering: str,
     n_clusters: int | Literal["auto"] | None,
     seed: int,
     cluster_kwargs: Mapping[str, Any] | None = None,
-    neighbours: np.ndarray | None = None,
     *,
     n_classes: int | None = None,
     device: DeviceSpec = "auto",
-) -> ScoredPartition:
-    """Cluster ``x`` with the registered clusterer ``clustering`` (`clusterable.cluster`), its
-    count decided by `clusterable.cluster.resolve_n_clusters`; k-means by `kmeans_rule`.
+) -> PartitionRequest:
+    """The clusterer ``clustering`` for the points ``x``, its count decided by
+    `clusterable.cluster.resolve_n_clusters`, and its settings (k-means by `kmeans_rule`), with
+    every check the clustering makes (the name, the count against the points, the seed, the
+    clusterer's keywords) done now, so that a mistake is refused before the evaluation's search.
 
     ``n_clusters``: with ``n_classes`` given, the user's request (an int, ``"auto"`` or None:
     the class count); without it, the count to ask a method that takes one (the class count, as
     `evaluate_embeddings` passes it, or ``"auto"``), which a method that finds its own (AAS,
     HDBSCAN) does not take. ``cluster_kwargs``: the clusterer's own options (for k-means they
-    update the rule). ``neighbours``: each point's nearest other points, from the table's kNN
-    search, which k-means starts from (`clusterable.cluster.kmeans`). ``device``: where a
-    clusterer that can use a GPU runs (``"auto"``: the detection).
+    update the rule). ``device``: where a clusterer that can use a GPU runs.
     """
     # Imported here: clustering is optional for the retrieval metrics and pulls in faiss/sklearn.
     from clusterable.cluster import canonical_clustering, resolve_n_clusters
@@ -163,9 +182,29 @@ def partition(
     options = dict(cluster_kwargs or {})
     if name == "kmeans":
         options = {**kmeans_rule(count), **options}  # type: ignore[arg-type]
-    settings = dict(options)  # what the partition reports: no device, no kNN lists
-    if name == "kmeans" and neighbours is not None:
+    _prepare(x, name, count, seed, device, options)  # the clusterer's own checks, nothing run
+    return PartitionRequest(name, count, options)
+
+
+def partition(
+    x: np.ndarray,
+    request: PartitionRequest,
+    seed: int,
+    neighbours: np.ndarray | None = None,
+    *,
+    device: DeviceSpec = "auto",
+) -> ScoredPartition:
+    """Cluster ``x`` as ``request`` (from `partition_request`) says, with the registered
+    clusterer (`clusterable.cluster`). ``neighbours``: each point's nearest other points, from
+    the table's kNN search, which k-means starts from (`clusterable.cluster.kmeans`).
+    ``device``: where a clusterer that can use a GPU runs (``"auto"``: the detection).
+    """
+    from clusterable.cluster.registry import _prepare
+
+    options = dict(request.options)
+    if request.method == "kmeans" and neighbours is not None:
         options.setdefault("neighbours", neighbours)
-    _, estimator, points, _ = _prepare(x, name, count, seed, device, options)
+    _, estimator, points, _ = _prepare(x, request.method, request.asked, seed, device, options)
     labels = np.asarray(estimator.cluster(points), dtype=np.int64)
-    return ScoredPartition(name, labels, count, settings, estimator)
+    # What the partition reports: the settings, without the device or the kNN lists.
+    return ScoredPartition(request.method, labels, request.asked, dict(request.options), estimator)

@@ -11,15 +11,14 @@ from typing import Any, overload
 
 import numpy as np
 
+from clusterable._arrays import label_kind, label_values
 from clusterable.device import DeviceSpec
 from clusterable.evaluate._inputs import Metric as Distance
 from clusterable.evaluate._inputs import (
     as_embeddings,
-    as_labels,
     as_points,
-    check_k,
+    check_ks,
     check_same_dimension,
-    to_numpy,
 )
 from clusterable.evaluate._keywords import refuse_renamed
 from clusterable.evaluate.neighbors import knn_chunks
@@ -114,7 +113,14 @@ def knn_accuracy(
     Returns
     -------
     float or dict of int to float
-        The accuracy for an int ``k``; ``{k: accuracy}`` for a sequence.
+        The accuracy for an int ``k``; ``{k: accuracy}`` for a sequence (each k once, ascending).
+
+    Raises
+    ------
+    ValueError
+        If an input is malformed (`clusterable._arrays`), a ``k`` is not a positive int or
+        exceeds the references, or ``train_y`` and ``test_y`` are of different kinds (numbers
+        and strings).
 
     Examples
     --------
@@ -125,27 +131,25 @@ def knn_accuracy(
     leave_one_out = test_emb is None and test_y is None
     if (test_emb is None) != (test_y is None):
         raise ValueError("pass both test_emb and test_y, or neither for leave-one-out.")
-    raw_train = to_numpy(train_y, "train_y")
-    as_labels(raw_train, train.shape[0], "train_y")
+    train_labels = label_values(train_y, train.shape[0], "train_y")
     if leave_one_out:
-        queries, raw_test = train, raw_train
+        queries, test_labels = train, train_labels
     else:
         queries = as_points(as_embeddings(test_emb, "test_emb"), distance, "test_emb")
         check_same_dimension(queries, train)
-        raw_test = to_numpy(test_y, "test_y")
-        as_labels(raw_test, queries.shape[0], "test_y")
-    # One encoding for both sets, so equal labels get equal codes.
-    codes, _ = as_labels(
-        np.concatenate([raw_train.reshape(-1), raw_test.reshape(-1)]),
-        raw_train.size + raw_test.size,
-    )
-    train_codes, test_codes = codes[: train.shape[0]], codes[train.shape[0] :]
+        test_labels = label_values(test_y, queries.shape[0], "test_y")
+        if label_kind(train_labels) != label_kind(test_labels):
+            raise ValueError(
+                f"train_y holds {label_kind(train_labels)} but test_y holds "
+                f"{label_kind(test_labels)}; give both sets labels of one kind (e.g. both the "
+                "class names, or both the class ids)."
+            )
     single = isinstance(k, (int, np.integer))
-    ks = (int(k),) if isinstance(k, (int, np.integer)) else tuple(int(v) for v in k)
-    if not ks:
-        raise ValueError("k is empty; pass an int or a list such as (1, 3, 5, 7).")
-    for kk in ks:
-        check_k(kk, train.shape[0] - int(leave_one_out), "k")
+    ks = check_ks(k, train.shape[0] - int(leave_one_out), "k", "k")
+    # One encoding for both sets, so equal labels get equal codes.
+    _, codes = np.unique(np.concatenate([train_labels, test_labels]), return_inverse=True)
+    codes = codes.reshape(-1)
+    train_codes, test_codes = codes[: train.shape[0]], codes[train.shape[0] :]
     correct = dict.fromkeys(ks, 0)
     reference = None if leave_one_out else train
     for start, _, idx in knn_chunks(queries, max(ks), reference, distance=distance, device=device):

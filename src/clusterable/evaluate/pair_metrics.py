@@ -47,6 +47,7 @@ from clusterable.evaluate._inputs import Metric as Distance
 from clusterable.evaluate._inputs import as_embeddings, as_labels, as_points, to_numpy
 from clusterable.evaluate._torch_search import ieee_float32_products
 from clusterable.evaluate.registry import Artefacts, register_metric
+from clusterable.evaluate.verification import as_rates
 
 __all__ = ["PairScores", "pair_scores"]
 
@@ -390,11 +391,8 @@ def pair_scores(
         is_query = to_numpy(queries, "queries")
         if is_query.dtype != bool or is_query.shape != codes.shape:
             raise ValueError(f"queries must be {codes.shape} booleans, one per item")
-    rates = (fmr,) if isinstance(fmr, (int, float)) else tuple(fmr)
-    if not all(0.0 <= float(q) <= 1.0 for q in rates):
-        raise ValueError(f"each fmr must be a rate in [0, 1], e.g. 0.001; got {rates}")
+    rates = as_rates(fmr, allow_empty=True)
     points = as_points(x, distance)
-    rates = tuple(map(float, rates))
     return _pair_scores(points, codes, is_query, distance, roc_auc, rates, _torch_device(device))
 
 

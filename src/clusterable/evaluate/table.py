@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from clusterable._ranges import check_seed
 from clusterable.device import DeviceSpec
 from clusterable.evaluate._inputs import Metric as Distance
 from clusterable.evaluate._inputs import (
@@ -30,9 +31,11 @@ from clusterable.evaluate._keywords import refuse_renamed
 from clusterable.evaluate._pools import blas_on_one_thread
 from clusterable.evaluate.clustering import (
     KMEANS_PP_MAX_CLUSTERS,
+    PartitionRequest,
     ScoredPartition,
     kmeans_rule,
     partition,
+    partition_request,
 )
 from clusterable.evaluate.neighbors import shard_rows
 from clusterable.evaluate.pair_metrics import pair_artefact
@@ -220,7 +223,7 @@ def evaluate_embeddings(
         K values of Recall@K, each at most ``n - 1``; read only when Recall@K is among the
         ``metrics`` (so that they neither deepen the search nor add ``per_class`` columns).
     seed : int
-        Seed of the clustering and of the silhouette sample.
+        Seed of the clustering and of the silhouette sample, in ``[0, 2**32 - 1]``.
     per_class : bool
         Also return per-class results under the key ``"per_class"``.
     distance : {"euclidean", "cosine"}
@@ -262,8 +265,9 @@ def evaluate_embeddings(
     Raises
     ------
     ValueError
-        For input an evaluation cannot score (with what to do), and for a metric name nobody
-        registered (with the names that exist).
+        For input an evaluation cannot score (with what to do), for a metric name nobody
+        registered (with the names that exist), and for a clustering, count, seed or clusterer
+        option the clustering would refuse, before the kNN search starts.
     TypeError
         For the keywords renamed (``metric``: ``distance``) or moved into ``options``
         (``silhouette_sample``, ``cluster_kwargs``), naming the new one.
@@ -285,6 +289,7 @@ def evaluate_embeddings(
     (3, True)
     """
     options = options or EvaluationOptions()
+    check_seed(seed, "evaluate_embeddings")
     shard = (0, 1)
     if process_group is not None:
         shard = group_shape(process_group)
@@ -302,6 +307,17 @@ def evaluate_embeddings(
         silhouette_sample=check_sample_size(options.silhouette_sample),
         values=requested_values(metrics),
     )
+    request = None
+    if plan.clusters:  # the clustering asked for is checked before the search
+        request = partition_request(
+            a.points,
+            clustering,
+            n_clusters,
+            seed,
+            options.cluster_kwargs,
+            n_classes=classes.size,
+            device=device,
+        )
     blocks = _share_distances(a, plan)
     neighbours = None
     if plan.leave_one_out and plan.clusters:
@@ -311,7 +327,6 @@ def evaluate_embeddings(
         a.pairs = pair_artefact(a, plan.is_query, plan.selected, device)
     found = None
     if "partition" in plan.needs:
-        request = (clustering, n_clusters, options.cluster_kwargs, classes.size)
         found = _partition(a, plan, request, neighbours, device)
     out = Evaluation(_score(a, plan), found)
     if per_class:
@@ -411,29 +426,19 @@ def _search(
 def _partition(
     a: Artefacts,
     plan: _Plan,
-    request: tuple[Any, Any, Mapping[str, Any] | None, int],
+    request: PartitionRequest | None,
     neighbours: np.ndarray | None,
     device: DeviceSpec,
 ) -> ScoredPartition:
     """The partition the metrics score, its clusters and contingency table kept in ``a``:
-    the given ids, or the clusterer's (``request``: clustering, n_clusters, its keywords and
-    the class count)."""
-    clustering, n_clusters, cluster_kwargs, n_classes = request
+    the given ids, or the clusterer's (``request``, checked before the search)."""
     if plan.given_clusters is not None and plan.given_ids is not None:  # given together
         a.clusters = plan.given_clusters
         found = ScoredPartition("given", plan.given_ids)
     else:
+        assert request is not None  # made whenever a clusterer runs
         with blas_on_one_thread(plan.one_thread):
-            found = partition(
-                a.points,
-                clustering,
-                n_clusters,
-                a.seed,
-                cluster_kwargs,
-                neighbours,
-                n_classes=n_classes,
-                device=device,
-            )
+            found = partition(a.points, request, a.seed, neighbours, device=device)
         a.clusters = as_clusters(found.labels_, a.points.shape[0], "clustering")
     with blas_on_one_thread(plan.one_thread):
         a.table = contingency_from_codes(a.codes, a.clusters)

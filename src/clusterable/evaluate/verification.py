@@ -26,7 +26,7 @@ Conventions
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -148,6 +148,31 @@ def _as_same(x: Any, n: int) -> np.ndarray:
             f"same has {arr.shape[0]} entries but distances has {n}; pass one flag per pair."
         )
     return arr
+
+
+def as_rates(fmr: Any, allow_empty: bool = False) -> tuple[float, ...]:
+    """``fmr``, one false match rate or a sequence of them, as floats, each checked a fraction
+    in [0, 1] (`fnmr_at_fmr`, `clusterable.evaluate.pair_scores`); an empty sequence only where
+    ``allow_empty``.
+
+    Raises
+    ------
+    ValueError
+        If ``fmr`` is a string or no number or sequence, is empty (unless allowed), or holds a
+        value that is no number in [0, 1] (a boolean included).
+    """
+    if isinstance(fmr, (int, float, np.number)):
+        rates: tuple[Any, ...] = (fmr,)
+    elif isinstance(fmr, Iterable) and not isinstance(fmr, (str, bytes)):
+        rates = tuple(fmr)
+    else:
+        raise ValueError(
+            "fmr must be a false match rate in [0, 1] or a sequence of them, e.g. "
+            f"fmr=(0.001,); got {fmr!r}."
+        )
+    if not rates and not allow_empty:
+        raise ValueError("fmr is empty; pass at least one false match rate, e.g. fmr=(0.001,).")
+    return tuple(_check_rate(q, "each fmr") for q in rates)
 
 
 def _check_rate(value: Any, name: str) -> float:
@@ -361,10 +386,7 @@ def fnmr_at_fmr(
     >>> fnmr_at_fmr(pos, neg, fmr=(0.1, 0.5)).tolist()
     [0.4, 0.2]
     """
-    rates = (fmr,) if isinstance(fmr, (int, float, np.number)) else tuple(fmr)
-    if not rates:
-        raise ValueError("fmr is empty; pass at least one false match rate, e.g. fmr=(0.001,).")
-    rates_array = np.array([_check_rate(q, "each fmr") for q in rates], dtype=np.float64)
+    rates_array = np.array(as_rates(fmr), dtype=np.float64)
     pos = _as_distances(pos_distances, "pos_distances")
     neg = _as_distances(neg_distances, "neg_distances")
     for name, arr in (("pos_distances", pos), ("neg_distances", neg)):

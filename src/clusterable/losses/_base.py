@@ -44,24 +44,14 @@ def wide_dtype(tensor: Tensor) -> torch.dtype:
     return torch.float32 if tensor.device.type == "mps" else torch.float64
 
 
-def check_embeddings_and_labels(embeddings: Tensor, labels: Tensor) -> None:
-    """Raise a ``ValueError`` that says what is wrong with a ``(embeddings, labels)`` batch.
-
-    Parameters
-    ----------
-    embeddings : Tensor
-        ``(n, d)`` floating-point tensor.
-    labels : Tensor
-        ``(n,)`` integer tensor.
+def check_embeddings(embeddings: Tensor) -> None:
+    """Raise an error that says what is wrong with ``(n, d)`` embeddings given to a loss (its
+    ``forward`` and its classifier's ``predict``): a floating-point torch tensor, 2-D, with at
+    least one row and one dimension, finite.
     """
     if not isinstance(embeddings, Tensor):
         raise TypeError(
             f"embeddings must be a torch.Tensor, got {type(embeddings).__name__}; "
-            "wrap arrays with torch.as_tensor(...)"
-        )
-    if not isinstance(labels, Tensor):
-        raise TypeError(
-            f"labels must be a torch.Tensor, got {type(labels).__name__}; "
             "wrap arrays with torch.as_tensor(...)"
         )
     if embeddings.dim() != 2:
@@ -72,17 +62,6 @@ def check_embeddings_and_labels(embeddings: Tensor, labels: Tensor) -> None:
     if not embeddings.is_floating_point():
         raise ValueError(
             f"embeddings must be floating point, got {embeddings.dtype}; convert with .float()"
-        )
-    if labels.dim() != 1:
-        raise ValueError(f"labels must be 1-D (n,), got shape {tuple(labels.shape)}")
-    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
-        raise ValueError(
-            f"labels must be integer class ids, got {labels.dtype}; convert with .long()"
-        )
-    if labels.shape[0] != embeddings.shape[0]:
-        raise ValueError(
-            f"labels has {labels.shape[0]} entries but embeddings has {embeddings.shape[0]} rows; "
-            "pass one label per embedding"
         )
     if embeddings.shape[0] == 0:
         raise ValueError("embeddings is empty (0 rows); pass a batch of at least one item")
@@ -98,6 +77,35 @@ def check_embeddings_and_labels(embeddings: Tensor, labels: Tensor) -> None:
         raise ValueError(
             f"embeddings has {bad} rows with NaN or inf; check the model output "
             "(learning rate too high, or bad input data)"
+        )
+
+
+def check_embeddings_and_labels(embeddings: Tensor, labels: Tensor) -> None:
+    """Raise an error that says what is wrong with a ``(embeddings, labels)`` batch.
+
+    Parameters
+    ----------
+    embeddings : Tensor
+        ``(n, d)`` floating-point tensor (`check_embeddings`).
+    labels : Tensor
+        ``(n,)`` integer tensor.
+    """
+    check_embeddings(embeddings)
+    if not isinstance(labels, Tensor):
+        raise TypeError(
+            f"labels must be a torch.Tensor, got {type(labels).__name__}; "
+            "wrap arrays with torch.as_tensor(...)"
+        )
+    if labels.dim() != 1:
+        raise ValueError(f"labels must be 1-D (n,), got shape {tuple(labels.shape)}")
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise ValueError(
+            f"labels must be integer class ids, got {labels.dtype}; convert with .long()"
+        )
+    if labels.shape[0] != embeddings.shape[0]:
+        raise ValueError(
+            f"labels has {labels.shape[0]} entries but embeddings has {embeddings.shape[0]} rows; "
+            "pass one label per embedding"
         )
 
 

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from clusterable._ranges import Bounds
-from clusterable.losses._base import EmbeddingLoss, host_readable
+from clusterable.losses._base import EmbeddingLoss, check_embeddings, host_readable
 from clusterable.losses._pairs import squared_distances, unit_rows
 from clusterable.losses._registry import register_loss
 
@@ -56,8 +56,8 @@ class AttractiveRepulsiveLoss(EmbeddingLoss):
     )
 
     argument_bounds: ClassVar[Mapping[str, Bounds]] = {
-        "num_classes": Bounds(2),
-        "embedding_dim": Bounds(1),
+        "num_classes": Bounds(2, integer=True),
+        "embedding_dim": Bounds(1, integer=True),
         "lam": Bounds(0, 1),
     }
 
@@ -113,9 +113,9 @@ class AttractiveRepulsiveLoss(EmbeddingLoss):
 
     @torch.no_grad()
     def predict(self, embeddings: Tensor) -> Tensor:
-        """Most similar class of each embedding: ``(n, d) -> (n,)`` long."""
-        if embeddings.dim() != 2:
-            raise ValueError(f"embeddings must be 2-D (n, d), got shape {tuple(embeddings.shape)}")
+        """Most similar class of each embedding: ``(n, d) -> (n,)`` long, checked as the loss
+        checks them (`check_embeddings`)."""
+        check_embeddings(embeddings)
         if embeddings.dtype in (torch.float16, torch.bfloat16):
             embeddings = embeddings.float()
         return self.similarity(embeddings).argmax(dim=1)

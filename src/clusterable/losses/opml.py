@@ -162,11 +162,12 @@ class OPMLLoss(EmbeddingLoss):
     )
 
     argument_bounds: ClassVar[Mapping[str, Bounds]] = {
-        "embedding_dim": Bounds(1),
-        "metric_dim": Bounds(1, none="min(128, embedding_dim)"),
+        "embedding_dim": Bounds(1, integer=True),
+        "metric_dim": Bounds(1, none="min(128, embedding_dim)", integer=True),
         "alpha_deg": Bounds(0, 90, low_open=True, high_open=True),
         "margin": Bounds(0, low_open=True),
-        "seed": Bounds(0, 2**64 - 1),  # what torch.Generator.manual_seed takes, as every seed
+        # What torch.Generator.manual_seed takes, as every seed.
+        "seed": Bounds(0, 2**64 - 1, integer=True),
     }
 
     def __init__(

@@ -102,7 +102,7 @@ class RiemannianOPMLLoss(OPMLLoss):
 
     argument_bounds: ClassVar[Mapping[str, Bounds]] = {
         **OPMLLoss.argument_bounds,
-        "maxiter": Bounds(1),
+        "maxiter": Bounds(1, integer=True),
     }
 
     def __init__(self, *args: Any, maxiter: int = 10, **kwargs: Any) -> None:
