@@ -147,3 +147,21 @@ def test_a_folder_read_as_a_data_set_is_reported_with_its_images(work, tmp_path,
     assert main([*report, "--out", str(page)]) == 0
     assert "shows no item images" in capsys.readouterr().out
     assert len(page.read_text()) < len(with_images)  # the same page, less its thumbnails
+
+
+def test_saved_embeddings_are_searched_classified_and_assigned_by_their_files(work, tmp_path):  # noqa: F811
+    folder, run, pngs = work
+    emb = tmp_path / "emb"
+    assert main(["embed", str(run), "--items", str(pngs[0].parent), "--out", str(emb)]) == 0
+    saved, files = str(emb / "embeddings.npy"), np.load(emb / "ids.npy").tolist()
+    gallery = str(folder / "gallery.npz")
+    hits, labels, assigned = tmp_path / "hits.json", tmp_path / "labels.json", tmp_path / "a.json"
+    assert main(["search", gallery, saved, "-k", "1", "--json", str(hits)]) == 0
+    assert [q["query"] for q in json.loads(hits.read_text())["queries"]] == files
+    assert main(["classify", gallery, saved, "--output", str(labels)]) == 0
+    assert [item["id"] for item in json.loads(labels.read_text())["items"]] == files
+    partition = tmp_path / "p.npz"
+    argv = ["cluster", saved, "--n-clusters", "2", "--out", str(tmp_path / "c.npy")]
+    assert main([*argv, "--save", str(partition)]) == 0
+    assert main(["assign", str(partition), saved, "--json", str(assigned)]) == 0
+    assert [item["id"] for item in json.loads(assigned.read_text())["items"]] == files
