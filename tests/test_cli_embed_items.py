@@ -12,6 +12,7 @@ import numpy as np
 from test_cli_use import one_line_error, work  # noqa: F401  (tests/: the trained run)
 
 from clusterable.cli import main
+from clusterable.index import EmbeddingIndex
 from clusterable.trained_run import MODEL_IDENTITY, ModelIdentity, TrainedRun
 
 
@@ -165,3 +166,16 @@ def test_saved_embeddings_are_searched_classified_and_assigned_by_their_files(wo
     assert main([*argv, "--save", str(partition)]) == 0
     assert main(["assign", str(partition), saved, "--json", str(assigned)]) == 0
     assert [item["id"] for item in json.loads(assigned.read_text())["items"]] == files
+
+
+def test_saved_embeddings_added_to_a_gallery_of_files_keep_their_files(work, tmp_path):  # noqa: F811
+    _, run, pngs = work
+    first, rest = tmp_path / "first", tmp_path / "rest"
+    assert main(["embed", str(run), "--items", *map(str, pngs[:3]), "--out", str(first)]) == 0
+    assert main(["embed", str(run), "--items", *map(str, pngs[3:]), "--out", str(rest)]) == 0
+    gallery = tmp_path / "g.npz"
+    assert main(["index", str(first / "embeddings.npy"), "--out", str(gallery)]) == 0
+    assert main(["index", str(gallery), "--add", str(rest / "embeddings.npy")]) == 0
+    assert EmbeddingIndex.load(gallery).ids.tolist() == [os.path.abspath(p) for p in pngs]
+    assert main(["index", str(gallery), "--remove", str(pngs[4])]) == 0  # by its file
+    assert len(EmbeddingIndex.load(gallery)) == 4
