@@ -44,6 +44,7 @@ def test_the_banner_names_the_files_loaded(tmp_path, write_mnist_dir, capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert str(tmp_path / "fm" / "train-images-idx3-ubyte.gz") in out
+    assert "training  1 epoch, batch 20" in out
 
 
 def write_pngs(folder, n_per_class=6, size=(28, 28), mode="L", classes=("a", "b")):

@@ -134,7 +134,8 @@ def _change_index(args: argparse.Namespace) -> int:
         labels = _added_labels(index, args, len(ids))
         index.add(embeddings, ids=new_ids, labels=labels)
         added = index.ids[-len(ids) :]
-        print(f"added {len(ids)} items to {path} (ids {added[0]} .. {added[-1]})")
+        named = f"id {added[0]}" if len(ids) == 1 else f"ids {added[0]} .. {added[-1]}"
+        print(f"added {len(ids)} item{'' if len(ids) == 1 else 's'} to {path} ({named})")
     index.save(path)
     print(f"{index.kind} {index.distance} index of {len(index)} x {index.dim}; wrote {path}")
     return 0
