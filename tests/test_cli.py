@@ -111,9 +111,11 @@ def test_demo_quick_writes_its_report(tmp_path, capsys):
     for row in report["results"].values():
         assert all(0.0 <= row[c] <= 1.0 for c in ("recall@1", "map@r", "nmi", "f1"))
     assert "| lifted |" in (tmp_path / "results.md").read_text()
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert "wrote" in printed
     assert printed.rstrip().endswith(f"report (open it in a browser): {tmp_path / 'report.html'}")
+    assert "training each loss" not in captured.err  # no progress bar off a terminal, as train
     page = (tmp_path / "report.html").read_text()
     assert "<td>lifted" in page and page.count('alt="tsne-') == len(available_losses())
 

@@ -12,6 +12,7 @@ import numpy as np
 from test_cli_use import one_line_error, work  # noqa: F401  (tests/: the trained run)
 
 from clusterable.cli import main
+from clusterable.index import EmbeddingIndex
 from clusterable.trained_run import MODEL_IDENTITY, ModelIdentity, TrainedRun
 
 
@@ -147,3 +148,34 @@ def test_a_folder_read_as_a_data_set_is_reported_with_its_images(work, tmp_path,
     assert main([*report, "--out", str(page)]) == 0
     assert "shows no item images" in capsys.readouterr().out
     assert len(page.read_text()) < len(with_images)  # the same page, less its thumbnails
+
+
+def test_saved_embeddings_are_searched_classified_and_assigned_by_their_files(work, tmp_path):  # noqa: F811
+    folder, run, pngs = work
+    emb = tmp_path / "emb"
+    assert main(["embed", str(run), "--items", str(pngs[0].parent), "--out", str(emb)]) == 0
+    saved, files = str(emb / "embeddings.npy"), np.load(emb / "ids.npy").tolist()
+    gallery = str(folder / "gallery.npz")
+    hits, labels, assigned = tmp_path / "hits.json", tmp_path / "labels.json", tmp_path / "a.json"
+    assert main(["search", gallery, saved, "-k", "1", "--json", str(hits)]) == 0
+    assert [q["query"] for q in json.loads(hits.read_text())["queries"]] == files
+    assert main(["classify", gallery, saved, "--output", str(labels)]) == 0
+    assert [item["id"] for item in json.loads(labels.read_text())["items"]] == files
+    partition = tmp_path / "p.npz"
+    argv = ["cluster", saved, "--n-clusters", "2", "--out", str(tmp_path / "c.npy")]
+    assert main([*argv, "--save", str(partition)]) == 0
+    assert main(["assign", str(partition), saved, "--json", str(assigned)]) == 0
+    assert [item["id"] for item in json.loads(assigned.read_text())["items"]] == files
+
+
+def test_saved_embeddings_added_to_a_gallery_of_files_keep_their_files(work, tmp_path):  # noqa: F811
+    _, run, pngs = work
+    first, rest = tmp_path / "first", tmp_path / "rest"
+    assert main(["embed", str(run), "--items", *map(str, pngs[:3]), "--out", str(first)]) == 0
+    assert main(["embed", str(run), "--items", *map(str, pngs[3:]), "--out", str(rest)]) == 0
+    gallery = tmp_path / "g.npz"
+    assert main(["index", str(first / "embeddings.npy"), "--out", str(gallery)]) == 0
+    assert main(["index", str(gallery), "--add", str(rest / "embeddings.npy")]) == 0
+    assert EmbeddingIndex.load(gallery).ids.tolist() == [os.path.abspath(p) for p in pngs]
+    assert main(["index", str(gallery), "--remove", str(pngs[4])]) == 0  # by its file
+    assert len(EmbeddingIndex.load(gallery)) == 4

@@ -23,13 +23,14 @@ def build(run, out, *flags: str) -> list[str]:
 
 
 @pytest.fixture
-def saved(work, tmp_path):  # noqa: F811
+def saved(work, tmp_path, capsys):  # noqa: F811
     """A copy of the module's gallery index with one item added, as a user keeps it, and its
     bytes."""
     folder, _, pngs = work
     path = tmp_path / "gallery.npz"
     shutil.copy(folder / "gallery.npz", path)
     assert main(["index", str(path), "--add", str(pngs[0]), "--label", "3"]) == 0
+    assert f"added 1 item to {path} (id " in capsys.readouterr().out
     return path, path.read_bytes()
 
 

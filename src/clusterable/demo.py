@@ -17,6 +17,7 @@ t-SNE map of each loss's fine-view test embedding, into the report folder.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -164,7 +165,13 @@ def _run_demo(out: Path, quick: bool, seed: int, device: str) -> dict[str, dict[
 
     raw, _ = score_views(raw_pixels, views, seed, device)
     results = {"raw pixels": {**raw, "seconds": 0.0}}
-    for name in tqdm(available_losses(), desc="training each loss", unit="loss"):
+    bar = tqdm(
+        available_losses(),
+        desc="training each loss",
+        unit="loss",
+        disable=not sys.stderr.isatty(),  # a redirected log keeps no bar updates
+    )
+    for name in bar:
         start = time.perf_counter()
         models = {view: train_view(name, views[view][0], config, device) for view in views}
 

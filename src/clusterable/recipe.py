@@ -504,7 +504,8 @@ def describe_start(
         + (", l2-normalised" if spec.normalize else "")
         + (", with a decoder (autoencoder)" if spec.autoencoder else ""),
         f"loss      {spec.loss} ({type(loss).__name__}{': ' + loss_args if loss_args else ''})",
-        f"training  {config.epochs} epochs, batch {config.batch_size} ({config.sampler}), "
+        f"training  {config.epochs} epoch{'' if config.epochs == 1 else 's'}, "
+        f"batch {config.batch_size} ({config.sampler}), "
         f"{config.optimizer} lr {config.lr:g}, seed {config.seed}, on {device}",
         f"output    {out if out is not None else 'nothing written (no run folder)'}"
         + (" (resuming)" if resume else ""),

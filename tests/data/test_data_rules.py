@@ -44,6 +44,7 @@ def test_the_banner_names_the_files_loaded(tmp_path, write_mnist_dir, capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert str(tmp_path / "fm" / "train-images-idx3-ubyte.gz") in out
+    assert "training  1 epoch, batch 20" in out
 
 
 def write_pngs(folder, n_per_class=6, size=(28, 28), mode="L", classes=("a", "b")):
@@ -75,6 +76,27 @@ def test_folder_images_of_several_sizes_get_the_default_size(tmp_path):
     write_pngs(tmp_path / "mixed", size=(32, 32), classes=("b",))
     assert load_dataset(f"folder:{tmp_path / 'mixed'}").input_shape == (1, 64, 64)
     assert load_dataset(f"folder:{tmp_path / 'mixed'}", image_size=28).input_shape == (1, 28, 28)
+
+
+def test_a_folders_own_splits_share_one_size_and_channels(tmp_path):
+    # Small grayscale training images, larger colour test images: one view for both splits,
+    # else a model trained on one split cannot embed the other.
+    write_pngs(tmp_path / "own" / "train", classes=("a", "b"))
+    write_pngs(tmp_path / "own" / "test", size=(100, 100), mode="RGB", classes=("c",))
+    train = load_dataset(f"folder:{tmp_path / 'own'}", split="train")
+    test = load_dataset(f"folder:{tmp_path / 'own'}", split="test")
+    assert train.input_shape == test.input_shape == (3, 64, 64)
+    assert train[0][0].shape == test[0][0].shape == (3, 64, 64)
+    assert train.source == test.source == f"18 images in {tmp_path / 'own'}"
+
+
+def test_a_corrupt_test_image_of_a_folders_own_split_fails_the_training_splits_load(tmp_path):
+    write_pngs(tmp_path / "own" / "train")
+    write_pngs(tmp_path / "own" / "test")
+    damaged = tmp_path / "own" / "test" / "b" / "3.png"
+    damaged.write_bytes(damaged.read_bytes()[:60] + b"\0" * 40)
+    with pytest.raises(ValueError, match=r"test/b/3\.png"):
+        load_dataset(f"folder:{tmp_path / 'own'}", split="train")
 
 
 def test_image_size_is_refused_for_sets_held_in_memory():

@@ -218,7 +218,9 @@ def add_report(verbs: Verbs) -> argparse.ArgumentParser:
         "ids .npy (with --embeddings)",
     )
     report.add_argument(
-        "--out", help="HTML file (default: report.html in the run or experiment folder)"
+        "--out",
+        help="HTML file (default: report.html in the run or experiment folder; NAME-report.html "
+        "beside a clustering NAME.npz or NAME.npy)",
     )
     report.add_argument("--embeddings", help="clusterings: the (n, d) .npy that was clustered")
     report.add_argument(

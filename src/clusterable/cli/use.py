@@ -134,7 +134,8 @@ def _change_index(args: argparse.Namespace) -> int:
         labels = _added_labels(index, args, len(ids))
         index.add(embeddings, ids=new_ids, labels=labels)
         added = index.ids[-len(ids) :]
-        print(f"added {len(ids)} items to {path} (ids {added[0]} .. {added[-1]})")
+        named = f"id {added[0]}" if len(ids) == 1 else f"ids {added[0]} .. {added[-1]}"
+        print(f"added {len(ids)} item{'' if len(ids) == 1 else 's'} to {path} ({named})")
     index.save(path)
     print(f"{index.kind} {index.distance} index of {len(index)} x {index.dim}; wrote {path}")
     return 0
@@ -390,8 +391,6 @@ def query_embeddings(
     run : TrainedRun, optional
         A run already loaded to embed the items with.
     """
-    import numpy as np
-
     from clusterable.trained_run import MODEL_IDENTITY
 
     first = Path(items[0])
@@ -399,7 +398,7 @@ def query_embeddings(
     if saved is not None:
         if not check_items_model(first, index.model, source):
             print(f"note: {first} does not say which model embedded it ({MODEL_IDENTITY})")
-        return saved, np.arange(len(saved))
+        return saved, ids_beside(first, len(saved))
     if run is None:
         folder = getattr(args, "run", None) or index.run
         if folder is None:
@@ -503,8 +502,6 @@ def _assigned_items(
 ) -> tuple[np.ndarray, np.ndarray, TrainedRun | None]:
     """Embeddings and ids of ``assign``'s items, and the run that embedded them (None for a saved
     ``.npy``); either refused when another model than the partition's made them."""
-    import numpy as np
-
     remedy = "embed the items with the run whose embeddings the partition clustered"
     if args.items is not None:
         run = load_run(args.source, args)
@@ -518,7 +515,7 @@ def _assigned_items(
         str(source),
         f"{remedy}; or give a run folder and the items: clusterable assign PARTITION RUN ITEMS",
     )
-    return points, np.arange(len(points)), None
+    return points, ids_beside(source, len(points)), None
 
 
 def add_assign(verbs: Verbs) -> argparse.ArgumentParser:

@@ -120,25 +120,25 @@ def load_image_folder(
                 f"image folder {root} has a train/ sub-folder but no {missing[0]}/; add it, or "
                 "put the class folders directly in the folder to have them split for you"
             )
-        # Class numbers come from every part, so a class has one label in train and test.
-        names = sorted(
-            {
-                f.name
-                for p in ("train", *test_parts)
-                if (root / p).is_dir()
-                for f in _class_folders(root / p)
-            }
-        )
-        folders = [(p, f) for p in parts for f in _class_folders(root / p)]
+        # Every part decides the class numbers, the image size and the channels, so a class has
+        # one label, and an image one view, in train and test.
+        every = [
+            (p, f)
+            for p in ("train", *test_parts)
+            if (root / p).is_dir()
+            for f in _class_folders(root / p)
+        ]
+        names = sorted({f.name for _, f in every})
+        folders = [(p, f) for p, f in every if p in parts]
     else:
-        folders = [("", f) for f in _class_folders(root)]
+        every = folders = [("", f) for f in _class_folders(root)]
         names = [f.name for _, f in folders]
+    images = {folder: images_in(folder) for _, folder in every}
     files, labels, is_query = [], [], []
     for part, folder in folders:
-        images = images_in(folder)
-        files += images
-        labels += [names.index(folder.name)] * len(images)
-        is_query += [part == "query"] * len(images)
+        files += images[folder]
+        labels += [names.index(folder.name)] * len(images[folder])
+        is_query += [part == "query"] * len(images[folder])
     if not files:
         flat = (
             ""
@@ -153,7 +153,8 @@ def load_image_folder(
             f"{', '.join(sorted(IMAGE_EXTENSIONS))}); give a directory with one sub-folder of "
             f"images per class{flat}"
         )
-    sizes, gray = _check_images(files)
+    every_file = [path for folder_images in images.values() for path in folder_images]
+    sizes, gray = _check_images(every_file)
     if image_size is None:
         width, height = next(iter(sizes))
         photos = len(sizes) > 1 or max(width, height) > DEFAULT_IMAGE_SIZE
@@ -167,7 +168,7 @@ def load_image_folder(
         ImageFiles(files, size, channels),
         labels,
         class_names=names,
-        source=f"{len(files)} images in {root}",
+        source=f"{len(every_file)} images in {root}",
         is_query=is_query if split == "test" and test_parts == ["query", "gallery"] else None,
     )
     return ds if own_split else _split_part(ds, split)
