@@ -51,9 +51,17 @@ STUDY_FILE, BEST_FILE, PLOT_FILE = "study.db", "best.yaml", "search.png"
 #: give other values (``--progress``) than the search it resumes.
 _FREE_ON_RESUME = ("progress", "verbose")
 
-#: The search checks every corner of its space (each combination of the ends of every range and
-#: every choice) when there are at most this many; else each value on its own.
-_MOST_CORNERS = 32
+#: An integer range of at most this many values has each of them checked before the first trial;
+#: a longer one, the `_END_VALUES` at each end and `_SPREAD_VALUES` spread between them.
+_MOST_WHOLE_VALUES = 32
+#: Consecutive values checked at each end of a long integer range: a rule that a value be a
+#: multiple of up to this many (the pairs-hard-negatives sampler's batch of a multiple of 4, a
+#: convolution's odd kernel) refuses one of them if it refuses any.
+_END_VALUES = 8
+_SPREAD_VALUES = 16
+#: The checked values of every parameter are checked in every combination when there are at most
+#: this many; else each value alone.
+_MOST_COMBINATIONS = 256
 
 
 class SearchInterrupted(KeyboardInterrupt):
@@ -139,9 +147,10 @@ def tune(
     ValueError
         On an empty space, an unsupervised spec, an unknown metric, k-NN accuracy
         (``knn@K``) with class-disjoint folds (it would score 0), an ``out`` that holds other
-        files than a search's (:func:`check_study_folder`) or a search of other settings, or a
-        value a trial's loss, run, sampler or trainer would refuse (every value of a choice,
-        both ends of a range, checked as ``train`` checks them, before the first trial).
+        files than a search's (:func:`check_study_folder`) or a search of other settings, or
+        values a trial's loss, run, sampler or trainer would refuse (every value of a choice, the
+        ends and the inside of a range, alone and together, checked as ``train`` checks them
+        before the first trial: :func:`_check_space`).
     SearchInterrupted
         On Ctrl-C: the interrupted trial is kept as failed and runs again on resume.
     """
@@ -441,23 +450,27 @@ def _check_space(
     train: LabelledDataset,
     fold_labels: Sequence[np.ndarray],
 ) -> None:
-    """Refuse, before any trial, a value the search can draw that a ``train`` with it would
-    refuse: each corner of the space (each combination of the ends of every range and every
-    value of every choice) when there are few, else each of those values alone; checked as
-    ``train`` checks a run (its loss, model and settings built; the batches of each fold's
-    training items against the loss: :func:`check_batches_hold_pairs`,
-    :func:`check_batches_exceed_dimensions`)."""
-    ends = [[(f"{p.target}.{p.name}", value) for value in _extremes(p)] for p in space]
-    if math.prod(len(e) for e in ends) <= _MOST_CORNERS:
-        drawn = [dict(corner) for corner in itertools.product(*ends)]
+    """Refuse, before any trial, values the search can draw that a ``train`` with them would
+    refuse. Each parameter's checked values (:func:`_checked_values`: every choice; the ends of a
+    range, and its inside: every value of a short integer range, a fraction inside a float one)
+    are checked in every combination when there are few (`_MOST_COMBINATIONS`), else each value
+    alone. Checked as ``train`` checks a run (:func:`_check_trains`)."""
+    keys = [f"{p.target}.{p.name}" for p in space]
+    values = [_checked_values(p) for p in space]
+    if math.prod(len(v) for v in values) <= _MOST_COMBINATIONS:
+        combinations = [dict(zip(keys, c, strict=True)) for c in itertools.product(*values)]
     else:
-        drawn = [dict([end]) for each in ends for end in each]
-    for values in drawn:
+        combinations = [
+            {key: value} for key, each in zip(keys, values, strict=True) for value in each
+        ]
+    losses: dict[str, Any] = {}  # the loss of each run checked, by its settings
+    for drawn in combinations:
         try:
-            _check_trains(spec, config, values, train, fold_labels)
+            _check_trains(spec, config, drawn, train, fold_labels, losses)
         except ValueError as error:
-            named = ", ".join(f"{k.split('.', 1)[1]}={_short(v)}" for k, v in values.items())
-            raise ValueError(f"the search can draw {named}, which train refuses: {error}") from None
+            named = ", ".join(f"{k.split('.', 1)[1]}={_short(v)}" for k, v in drawn.items())
+            reason = _whole_numbers_refused(spec, config, space, drawn) or f"train refuses: {error}"
+            raise ValueError(f"the search can draw {named}, which {reason}") from None
 
 
 def _check_trains(
@@ -466,21 +479,85 @@ def _check_trains(
     values: dict[str, Any],
     train: LabelledDataset,
     fold_labels: Sequence[np.ndarray],
+    losses: dict[str, Any],
 ) -> None:
-    """The checks of ``train`` for ``spec`` and ``config`` with ``values`` on each fold."""
+    """The checks of ``train`` for ``spec`` and ``config`` with ``values`` on each fold: the run's
+    loss, model and settings built; the batches of each fold's training items against the loss
+    (:func:`check_batches_hold_pairs`, :func:`check_batches_exceed_dimensions`). ``losses`` keeps
+    the loss of each run built, by its settings, so that values of the training settings alone
+    build no model."""
     run, settings = _settings_of(spec, config, values)
-    loss = build(run, train.input_shape, train.num_classes).loss  # raises on a value it refuses
+    built = json.dumps(asdict(run), sort_keys=True, default=repr)
+    if built not in losses:
+        losses[built] = build(run, train.input_shape, train.num_classes).loss  # raises on refusal
+    loss = losses[built]
     check_batches_exceed_dimensions(settings, run.embedding_dim, loss)
     for labels in fold_labels:
         check_batches_hold_pairs(settings, settings.batch_sampler(labels), labels, loss)
 
 
-def _extremes(parameter: Parameter) -> list[Any]:
+def _checked_values(parameter: Parameter) -> list[Any]:
+    """The values of ``parameter`` checked before the first trial: every choice; every value of
+    an integer range of at most `_MOST_WHOLE_VALUES`, else the `_END_VALUES` at each end and
+    `_SPREAD_VALUES` between; the ends of a float range and a fraction inside it (a setting of
+    whole numbers refuses it)."""
     if parameter.kind == "choice":
         return list(parameter.choices)
+    low, high = parameter.low, parameter.high
     if parameter.kind == "int":
-        return [int(parameter.low), int(parameter.high)]
-    return [parameter.low, parameter.high]
+        first, last = int(low), int(high)
+        if last - first < _MOST_WHOLE_VALUES:
+            return list(range(first, last + 1))
+        ends = [*range(first, first + _END_VALUES), *range(last - _END_VALUES + 1, last + 1)]
+        spread = np.linspace(first + _END_VALUES, last - _END_VALUES, _SPREAD_VALUES)
+        return sorted({*ends, *(int(v) for v in spread.round())})
+    return [low, _fraction_inside(low, high, log=parameter.kind == "log"), high]
+
+
+def _fraction_inside(low: float, high: float, log: bool) -> float:
+    """A value strictly between ``low`` and ``high`` that is not a whole number: the middle (on a
+    log scale for ``log``), or, if that is whole, a half beside it or the middle of its lower
+    half (one of them is a fraction inside the range)."""
+    middle = math.sqrt(low * high) if log else (low + high) / 2
+    beside = (math.floor(middle) + 0.5, middle, (low + middle) / 2)
+    return next((v for v in beside if low < v < high and not v.is_integer()), middle)
+
+
+def _whole_numbers_refused(
+    spec: RunSpec, config: TrainConfig, space: Sequence[Parameter], drawn: dict[str, Any]
+) -> str | None:
+    """Where a float range of ``space`` drew, in ``drawn``, a fraction for a setting that takes
+    whole numbers (its settings refuse the fraction and take a whole number beside it): that, and
+    what to search instead; None otherwise."""
+    for parameter in space:
+        key = f"{parameter.target}.{parameter.name}"
+        value = drawn.get(key)
+        if value is None or parameter.kind in ("choice", "int") or float(value).is_integer():
+            continue
+        whole = [w for w in (math.floor(value), math.ceil(value)) if parameter.low <= w]
+        whole = [w for w in whole if w <= parameter.high]
+        if not whole or _settings_refuse(spec, config, {key: value}) is None:
+            continue
+        if _settings_refuse(spec, config, {key: whole[0]}) is None:
+            low, high = math.ceil(parameter.low), math.floor(parameter.high)
+            return (
+                f"{parameter.name} refuses: it takes whole numbers, and a {parameter.kind} range "
+                f"draws fractions; search it as int:{low}:{high} (YAML {{int: [{low}, {high}]}}) "
+                "or as a choice of whole numbers"
+            )
+    return None
+
+
+def _settings_refuse(
+    spec: RunSpec, config: TrainConfig, values: dict[str, Any]
+) -> ValueError | None:
+    """Why the settings refuse ``values`` alone (typed and checked as ``train`` reads them);
+    None where they take them."""
+    try:
+        _settings_of(spec, config, values)
+    except ValueError as error:
+        return error
+    return None
 
 
 def _check_metric(metric: str) -> None:

@@ -1,0 +1,77 @@
+"""tune checks, before any trial, every value its space can draw: inside a range as well as at its
+ends, and values that are refused together as well as alone."""
+
+from __future__ import annotations
+
+import pytest
+from test_cli_use import one_line_error  # tests/: one line, exit 2, no traceback
+
+from clusterable.tune import parse_parameter, study
+
+DIGITS = ["tune", "--data", "digits", "--loss", "contrastive", "--embedding-dim", "8"]
+QUICK = ["--epochs", "1", "--folds", "2", "--batch-size", "60", "--items-per-class", "6"]
+
+
+def refused(capsys, monkeypatch, tmp_path, flags):
+    """The one-line error of a search of ``flags``, which trains nothing and leaves no folder."""
+    monkeypatch.setattr(study, "_fold_score", lambda *a, **k: pytest.fail("trained"))
+    out = tmp_path / "study"
+    err = one_line_error(
+        capsys, [*DIGITS, *QUICK, *flags, "--trials", "2", "--out", str(out)], "tune"
+    )
+    assert not out.exists()
+    return err
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--param", "batch_size=int:16:32"], "batch_size=17"),
+        (["--param", "batch_size=int:16:200"], "batch_size=17"),
+        (["--batch-size", "16", "--param", "batch_size=int:12:400"], "batch_size=13"),
+    ],
+    ids=["short-range", "long-range", "long-range-from-its-low-end"],
+)
+def test_a_range_whose_inside_the_sampler_refuses_is_refused_before_any_trial(
+    flags, words, capsys, monkeypatch, tmp_path
+):
+    """The audit: both ends of batch_size=int:16:32 are multiples of 4, as the
+    pairs-hard-negatives sampler needs, and the search failed in the trial that drew 25."""
+    err = refused(capsys, monkeypatch, tmp_path, ["--sampler", "pairs-hard-negatives", *flags])
+    assert f"the search can draw {words}, which train refuses" in err, err
+    assert "multiple of 4" in err
+
+
+@pytest.mark.parametrize(
+    ("param", "advice"),
+    [
+        ("batch_size=float:16:64", "search it as int:16:64 (YAML {int: [16, 64]})"),
+        ("embedding_dim=log:8:64", "search it as int:8:64"),
+        ("epochs=log:1:3", "search it as int:1:3"),
+    ],
+)
+def test_a_float_range_of_a_whole_number_setting_says_to_search_integers(
+    param, advice, capsys, monkeypatch, tmp_path
+):
+    """The audit: both ends are whole numbers and pass; the first trial drew 42.34 and failed
+    with "--batch-size 42.34 is not a int" (a flag the user never gave), leaving study.db."""
+    err = refused(capsys, monkeypatch, tmp_path, ["--param", param])
+    name = param.split("=")[0]
+    assert f"which {name} refuses: it takes whole numbers" in err and advice in err, err
+
+
+def test_a_long_integer_range_is_checked_at_consecutive_values_of_each_end():
+    values = study._checked_values(parse_parameter("batch_size=int:16:512"))
+    assert values[: study._END_VALUES] == list(range(16, 16 + study._END_VALUES))
+    assert values[-study._END_VALUES :] == list(range(513 - study._END_VALUES, 513))
+    assert len(values) <= 2 * study._END_VALUES + study._SPREAD_VALUES
+    assert study._checked_values(parse_parameter("batch_size=int:16:40")) == list(range(16, 41))
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "log"),
+    [(16, 64, False), (1, 100, True), (3.8, 4.2, False), (4, 6, False), (0.1, 0.3, False)],
+)
+def test_a_float_range_is_checked_at_a_fraction_inside_it(low, high, log):
+    inside = study._fraction_inside(low, high, log)
+    assert low < inside < high and not inside.is_integer()
