@@ -3,6 +3,8 @@ ends, and values that are refused together as well as alone."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from test_cli_use import one_line_error  # tests/: one line, exit 2, no traceback
 
@@ -75,3 +77,33 @@ def test_a_long_integer_range_is_checked_at_consecutive_values_of_each_end():
 def test_a_float_range_is_checked_at_a_fraction_inside_it(low, high, log):
     inside = study._fraction_inside(low, high, log)
     assert low < inside < high and not inside.is_integer()
+
+
+def test_pairwise_combinations_hold_every_pair_of_values_in_few_combinations():
+    values = [list(range(12)), list("abcde"), [0.1, 0.5, 2.0], [True, False], ["x"]]
+    combinations = study._pairwise_combinations(values)
+    for i, j in itertools.combinations(range(len(values)), 2):
+        held = {(c[i], c[j]) for c in combinations}
+        assert held == set(itertools.product(values[i], values[j])), (i, j)
+    assert len(combinations) < len(list(itertools.product(*values))) // 4
+
+
+def test_values_refused_together_are_refused_in_a_space_of_many_combinations(
+    capsys, monkeypatch, tmp_path
+):
+    """The audit: above 32 corners each value was checked alone, with the others as the command
+    gave them: batch_size=8 passes beside --items-per-class 2, items_per_class=6 beside
+    --batch-size 60, and the trial that drew both failed (one class of 8 items per batch)."""
+    space = [
+        "batch_size=choice:8,60",
+        "items_per_class=int:2:6",
+        "margin=log:0.1:2",
+        "lr=choice:1e-3,2e-3,3e-3",
+        "epochs=int:1:30",
+    ]
+    flags = ["--items-per-class", "2", *(f for p in space for f in ("--param", p))]
+    checked = [study._checked_values(parse_parameter(p)) for p in space]
+    assert len(list(itertools.product(*checked))) > study._MOST_COMBINATIONS
+    err = refused(capsys, monkeypatch, tmp_path, flags)
+    assert "the search can draw batch_size=8, items_per_class=" in err, err
+    assert "give items_per_class at most 4" in err

@@ -16,11 +16,12 @@ ECCV 2020 (class-disjoint folds); MsDNN (sigma by 5-fold cross-validation).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -60,7 +61,7 @@ _MOST_WHOLE_VALUES = 32
 _END_VALUES = 8
 _SPREAD_VALUES = 16
 #: The checked values of every parameter are checked in every combination when there are at most
-#: this many; else each value alone.
+#: this many; else in combinations that hold every pair of two parameters' values.
 _MOST_COMBINATIONS = 256
 
 
@@ -453,18 +454,20 @@ def _check_space(
     """Refuse, before any trial, values the search can draw that a ``train`` with them would
     refuse. Each parameter's checked values (:func:`_checked_values`: every choice; the ends of a
     range, and its inside: every value of a short integer range, a fraction inside a float one)
-    are checked in every combination when there are few (`_MOST_COMBINATIONS`), else each value
-    alone. Checked as ``train`` checks a run (:func:`_check_trains`)."""
+    are checked in every combination when there are few (`_MOST_COMBINATIONS`), else in
+    combinations that hold every pair of two parameters' values (:func:`_pairwise_combinations`),
+    so that two values refused together (``batch_size`` against ``items_per_class``) are found;
+    each combination is one the search can draw. Checked as ``train`` checks a run
+    (:func:`_check_trains`)."""
     keys = [f"{p.target}.{p.name}" for p in space]
     values = [_checked_values(p) for p in space]
     if math.prod(len(v) for v in values) <= _MOST_COMBINATIONS:
-        combinations = [dict(zip(keys, c, strict=True)) for c in itertools.product(*values)]
+        combinations: Iterable[Sequence[Any]] = itertools.product(*values)
     else:
-        combinations = [
-            {key: value} for key, each in zip(keys, values, strict=True) for value in each
-        ]
+        combinations = _pairwise_combinations(values)
     losses: dict[str, Any] = {}  # the loss of each run checked, by its settings
-    for drawn in combinations:
+    for combination in combinations:
+        drawn = dict(zip(keys, combination, strict=True))
         try:
             _check_trains(spec, config, drawn, train, fold_labels, losses)
         except ValueError as error:
@@ -531,8 +534,8 @@ def _whole_numbers_refused(
     what to search instead; None otherwise."""
     for parameter in space:
         key = f"{parameter.target}.{parameter.name}"
-        value = drawn.get(key)
-        if value is None or parameter.kind in ("choice", "int") or float(value).is_integer():
+        value = drawn[key]
+        if parameter.kind in ("choice", "int") or float(value).is_integer():
             continue
         whole = [w for w in (math.floor(value), math.ceil(value)) if parameter.low <= w]
         whole = [w for w in whole if w <= parameter.high]
@@ -558,6 +561,47 @@ def _settings_refuse(
     except ValueError as error:
         return error
     return None
+
+
+def _pairwise_combinations(values: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+    """Combinations of one of each of ``values`` (one list per parameter) that hold every pair of
+    two parameters' values at least once (a covering array of strength 2), built greedily: each
+    combination starts from the first pair not yet held and takes, for every other parameter,
+    the value that holds the most pairs not yet held. Far fewer than all combinations: about the
+    product of the two longest lists."""
+    count = len(values)
+    if count < 2:
+        return [(value,) for value in values[0]] if values else []
+    wanted = [
+        ((i, a), (j, b))
+        for i, j in itertools.combinations(range(count), 2)
+        for a in range(len(values[i]))
+        for b in range(len(values[j]))
+    ]
+    missing = set(wanted)
+    combinations = []
+    for pair in wanted:
+        if pair not in missing:
+            continue
+        (i, a), (j, b) = pair
+        chosen = {i: a, j: b}  # parameter -> the index of its value
+        for k in range(count):
+            if k not in chosen:
+                holds = functools.partial(_pairs_missing, missing, chosen, k)
+                chosen[k] = max(range(len(values[k])), key=holds)
+        missing -= set(itertools.combinations(sorted(chosen.items()), 2))
+        combinations.append(tuple(values[k][chosen[k]] for k in range(count)))
+    return combinations
+
+
+def _pairs_missing(
+    missing: set[tuple[tuple[int, int], tuple[int, int]]], chosen: dict[int, int], k: int, c: int
+) -> int:
+    """How many of the ``missing`` pairs value ``c`` of parameter ``k`` would hold beside the
+    values ``chosen`` so far (parameter -> the index of its value)."""
+    return sum(
+        (((m, v), (k, c)) if m < k else ((k, c), (m, v))) in missing for m, v in chosen.items()
+    )
 
 
 def _check_metric(metric: str) -> None:
