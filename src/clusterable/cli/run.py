@@ -214,6 +214,6 @@ def add_tune(verbs: Verbs) -> argparse.ArgumentParser:
     tune.add_argument(
         "--out",
         help="folder of the study (study.db, best.yaml, search.png), absent or empty unless it "
-        "holds a search, which resumes (default: runs/tune-DATA-LOSS)",
+        "holds a search and nothing else, which resumes (default: runs/tune-DATA-LOSS)",
     )
     return tune

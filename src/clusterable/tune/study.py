@@ -47,6 +47,17 @@ from clusterable.tune.space import Parameter
 
 #: File names in the output folder.
 STUDY_FILE, BEST_FILE, PLOT_FILE = "study.db", "best.yaml", "search.png"
+#: Every file a search writes in its folder: the study, the files SQLite keeps beside it while
+#: it writes (left there by a kill), the best settings and the plot. A folder holding anything
+#: else is not a search's alone, and is never resumed.
+SEARCH_FILES = frozenset(
+    {
+        STUDY_FILE,
+        *(f"{STUDY_FILE}-{kind}" for kind in ("journal", "wal", "shm")),
+        BEST_FILE,
+        PLOT_FILE,
+    }
+)
 
 #: Training settings that change how a trial reports, not what it trains: a resumed search may
 #: give other values (``--progress``) than the search it resumes.
@@ -288,29 +299,41 @@ def _compared(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_study_folder(folder: Path) -> None:
-    """Refuse an output folder that is a file, or holds files and no search of ``tune``: a run
-    folder of ``train`` (``run.json``, ``checkpoints/``), any other files. New, empty, or a
-    search to resume (its ``study.db`` holds the study) pass.
+    """Refuse an output folder that is a file, or holds anything but a search of ``tune``: a run
+    folder of ``train`` (``run.json``, ``checkpoints/``), any other files, or a search beside
+    other files (a search writes only `SEARCH_FILES`), as ``train --out`` takes only an absent
+    or empty folder unless told to resume. New, empty, or a search alone (its ``study.db``
+    holds the study), which resumes, pass.
 
     Raises
     ------
     ValueError
-        Naming the folder and what to give instead.
+        Naming the folder, what it holds that a search does not write, and what to do.
     """
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"--out {folder} is a file; give a folder for the search")
     if not folder.is_dir() or not any(folder.iterdir()):
         return
+    held = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir())
     study_file = folder / STUDY_FILE
-    if study_file.is_file() and _holds_a_search(study_file):
-        return
-    held = sorted(p.name for p in folder.iterdir())
-    shown = ", ".join(held[:4]) + (", ..." if len(held) > 4 else "")
-    raise ValueError(
-        f"--out {folder} already holds files ({shown}) and no search of `clusterable tune` to "
-        "resume; give a new or empty folder for the search"
-    )
+    if not (study_file.is_file() and _holds_a_search(study_file)):
+        raise ValueError(
+            f"--out {folder} already holds files ({_some(held)}) and no search of `clusterable "
+            "tune` to resume; give a new or empty folder for the search"
+        )
+    others = [name for name in held if name not in SEARCH_FILES]
+    if others:
+        raise ValueError(
+            f"--out {folder} holds a search of `clusterable tune` and files a search never "
+            f"writes ({_some(others)}); move them out of {folder} to resume the search there, "
+            "or give a new or empty folder for a new search"
+        )
+
+
+def _some(names: Sequence[str]) -> str:
+    """The first four of ``names``, and "..." for more."""
+    return ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
 
 
 def _holds_a_search(study_file: Path) -> bool:
