@@ -119,9 +119,14 @@ def command_tune(args: argparse.Namespace) -> int:
     from clusterable.tune.study import check_study_folder
 
     file_values = config_file(args)
-    search = file_values.pop("search", None) or {}
+    search = file_values.pop("search", None)
     spec_given, train_given = given_settings(args, file_values)
-    space = [parse_parameter(text) for text in args.param] + parse_space(search)
+    space = [parse_parameter(text) for text in args.param]
+    if search is not None:
+        try:
+            space += parse_space(search)
+        except ValueError as error:
+            raise ValueError(f"{args.config}: {error}") from None
     spec = RunSpec.from_dict(spec_given)
     # A search trains quietly unless --progress asks for each fold's progress bars.
     config = TrainConfig.from_dict({"progress": False, **train_given})
