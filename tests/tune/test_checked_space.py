@@ -107,3 +107,18 @@ def test_values_refused_together_are_refused_in_a_space_of_many_combinations(
     err = refused(capsys, monkeypatch, tmp_path, flags)
     assert "the search can draw batch_size=8, items_per_class=" in err, err
     assert "give items_per_class at most 4" in err
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--param", "margin=log:0.1:1", "--param", "loss.margin=float:0.2:2"],
+        ["--param", "lr=log:1e-4:1e-2", "--param", "train.lr=choice:0.001,0.01"],
+    ],
+    ids=["kinds-differ", "prefix-and-none"],
+)
+def test_a_setting_searched_twice_is_refused_before_any_trial(flags, capsys, monkeypatch, tmp_path):
+    """The audit: margin=log and loss.margin=float failed in the first trial ("Cannot set
+    different log configuration"); lr and train.lr of one kind searched the first range alone."""
+    err = refused(capsys, monkeypatch, tmp_path, flags)
+    assert "is searched twice" in err and "give each setting one range or choice" in err, err

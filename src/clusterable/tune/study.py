@@ -172,6 +172,7 @@ def tune(
         check_study_folder(folder)
     if not space:
         raise ValueError("nothing to search: give at least one --param NAME=KIND:...")
+    _check_searched_once(space)
     if spec.unsupervised:
         raise ValueError("tune searches supervised runs: its folds are scored with the labels")
     config = config or TrainConfig(progress=False)
@@ -625,6 +626,20 @@ def _pairs_missing(
     return sum(
         (((m, v), (k, c)) if m < k else ((k, c), (m, v))) in missing for m, v in chosen.items()
     )
+
+
+def _check_searched_once(space: Sequence[Parameter]) -> None:
+    """Refuse a setting searched twice (``--param`` and ``search:``, ``lr`` and ``train.lr``):
+    a trial draws one value for it, from one range."""
+    seen: dict[str, Parameter] = {}
+    for parameter in space:
+        key = f"{parameter.target}.{parameter.name}"
+        if key in seen:
+            raise ValueError(
+                f"{key} is searched twice ({seen[key].describe()}; {parameter.describe()}), by "
+                "--param or the --config file's search:; give each setting one range or choice"
+            )
+        seen[key] = parameter
 
 
 def _check_metric(metric: str) -> None:
