@@ -122,3 +122,21 @@ def test_a_setting_searched_twice_is_refused_before_any_trial(flags, capsys, mon
     different log configuration"); lr and train.lr of one kind searched the first range alone."""
     err = refused(capsys, monkeypatch, tmp_path, flags)
     assert "is searched twice" in err and "give each setting one range or choice" in err, err
+
+
+@pytest.mark.parametrize(
+    ("metric", "words"),
+    [
+        ("knn@5000", "a fold has 629 training items; use --metric knn@629 or lower"),
+        ("recall@5000", "a fold has 628 other held-out items; use --metric recall@628 or lower"),
+    ],
+)
+def test_a_metric_of_more_neighbours_than_a_fold_holds_is_refused_before_any_trial(
+    metric, words, capsys, monkeypatch, tmp_path
+):
+    """The audit: both failed after training the first fold ("k = 5000 but only 629 candidate
+    neighbour(s) exist"), leaving a failed trial in study.db."""
+    err = refused(
+        capsys, monkeypatch, tmp_path, ["--param", "margin=log:0.1:2", "--metric", metric]
+    )
+    assert f"metric {metric} needs 5000 neighbours, but {words}" in err, err

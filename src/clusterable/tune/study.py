@@ -183,6 +183,7 @@ def tune(
     splits = cross_validation_folds(train.labels, folds, protocol, seed)
     _check_metric(metric)
     _check_protocol(metric, protocol)
+    _check_neighbours(metric, splits)
     # Every value the search can draw must train, before hours of training.
     _check_space(spec, config, space, train, [train.labels[rows] for rows, _ in splits])
 
@@ -660,6 +661,23 @@ def _check_protocol(metric: str, protocol: str) -> None:
             "neighbours never share a held-out item's class and every fold would score 0: use "
             "--protocol stratified with knn@K, or a metric that scores the held-out classes "
             "among themselves (map@r, precision@1, recall@K, nmi)"
+        )
+
+
+def _check_neighbours(metric: str, splits: Sequence[tuple[np.ndarray, np.ndarray]]) -> None:
+    """Refuse a metric of K neighbours that a fold has too few items for: ``knn@K`` looks among
+    the fold's training items, a per-K key (``recall@K``) among the other held-out items."""
+    if metric.startswith("knn@"):
+        wanted, held, among = int(metric[4:]), min(len(fit) for fit, _ in splits), "training"
+    elif metric_of_key(metric) != metric:
+        wanted = int(metric.rpartition("@")[2])
+        held, among = min(len(rows) for _, rows in splits) - 1, "other held-out"
+    else:
+        return
+    if wanted > held:
+        raise ValueError(
+            f"metric {metric} needs {wanted} neighbours, but a fold has {held} {among} items; "
+            f"use --metric {metric.rpartition('@')[0]}@{held} or lower"
         )
 
 
