@@ -4,10 +4,11 @@ Each trial draws its values (TPE sampler, seeded), trains one model per fold on 
 and scores the held-out fold with one metric of the evaluation table (or k-NN accuracy from the
 fold's training items); the trial's value is the mean over folds. After each fold the running
 mean is reported, so that Optuna's median pruner stops a trial that is already worse than the
-median of earlier trials at the same fold. The study lives in SQLite (``study.db`` in the output
-folder): a killed search resumes where it stopped, and a trial that was running when it was
-killed runs again. The best configuration is written as a YAML file that ``clusterable train
---config`` takes, and the search as a plot of the objective against each parameter.
+median of earlier trials at the same fold, while folds are left to train (after its last, the
+trial has its score). The study lives in SQLite (``study.db`` in the output folder): a killed
+search resumes where it stopped, and a trial that was running when it was killed runs again. The
+best configuration is written as a YAML file that ``clusterable train --config`` takes, and the
+search as a plot of the objective against each parameter.
 
 Reference: T. Akiba et al., "Optuna: a next-generation hyperparameter optimization framework",
 KDD 2019. Protocols: K. Musgrave, S. Belongie and S.-N. Lim, "A metric learning reality check",
@@ -208,7 +209,8 @@ def tune(
                 _fold_score(run, settings_of_trial, train, fit_rows, held_rows, metric, seed)
             )
             trial.report(float(np.mean(scores)), step=fold)
-            if trial.should_prune():
+            # Pruning saves the folds still to train; after the last, the trial has its score.
+            if fold < len(splits) - 1 and trial.should_prune():
                 raise optuna.TrialPruned(f"pruned after fold {fold + 1}")
         return float(np.mean(scores))
 
