@@ -693,7 +693,8 @@ def _fold_score(
     seed: int,
 ) -> float:
     """Train on ``fit_rows`` of ``train``, score ``held_rows`` with ``metric``: the training, the
-    search and k-means on ``config.device``."""
+    search and k-means on ``config.device``. A score that is not finite (NaN: the embeddings
+    collapsed) is the worst there is: infinite, of the sign the search avoids."""
     fit, held = train.subset(fit_rows), train.subset(held_rows)
     quiet = replace(config, eval_every=0, checkpoint_every=0)  # progress bars if asked
     trainer = build_trainer(spec, quiet, fit, num_classes=train.num_classes)
@@ -718,7 +719,9 @@ def _fold_score(
             held_emb, held_y, metrics=[metric], seed=seed, device=config.device
         )
     score = float(table[metric])
-    return score if math.isfinite(score) else float("-inf")
+    if math.isfinite(score):
+        return score
+    return float("inf") if lower_is_better(metric) else float("-inf")  # the worst, either way
 
 
 def write_best_yaml(result: TuneResult, path: Path, metric: str) -> Path:
