@@ -725,9 +725,11 @@ def _fold_score(
 
 
 def write_best_yaml(result: TuneResult, path: Path, metric: str) -> Path:
-    """The best configuration as a ``clusterable train --config`` file."""
+    """The best configuration as a ``clusterable train --config`` file; how the search's trials
+    reported (`_FREE_ON_RESUME`: a search trains without progress bars) is left to ``train``."""
     settings = asdict(result.spec)
-    settings["train"] = result.config.to_dict()
+    trained = result.config.to_dict()
+    settings["train"] = {k: v for k, v in trained.items() if k not in _FREE_ON_RESUME}
     header = (
         f"# best of {result.completed} completed trials ({result.pruned} pruned): "
         f"{metric} {result.best_score:.4f} by cross-validation\n"
