@@ -73,3 +73,18 @@ def test_a_refused_search_leaves_no_folder(flags, words, tmp_path, capsys):
     assert stop.value.code == 2 and words in said.err and said.err.count("\n") == 1, said.err
     assert "None" not in said.out
     assert not out.exists()
+
+
+def test_the_best_yaml_leaves_how_trials_reported_to_train(tmp_path, capsys):
+    """The audit: best.yaml held the search's `progress: false`, so `train --config best.yaml`
+    trained without progress bars."""
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(RUN))
+    out = tmp_path / "study"
+    assert (
+        main(["tune", "--config", str(config), "--folds", "2", "--trials", "1", "--out", str(out)])
+        == 0
+    )
+    best = yaml.safe_load((out / "best.yaml").read_text())
+    assert "progress" not in best["train"] and "verbose" not in best["train"]
+    assert best["train"]["epochs"] == 1 and best["train"]["batch_size"] == 60

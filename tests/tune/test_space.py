@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from test_cli_use import one_line_error  # tests/: one line, exit 2, no traceback
 
 from clusterable.tune import Parameter, parse_parameter, parse_space
 
@@ -53,3 +54,28 @@ def test_bad_parameters_say_what_to_write(text, message):
 def test_a_yaml_entry_of_the_wrong_shape_is_refused():
     with pytest.raises(ValueError, match="search: sigma"):
         parse_space({"sigma": [0.1, 1]})
+
+
+@pytest.mark.parametrize(
+    "search", ["[lr, margin]", "3", "lr"], ids=["a-list", "a-number", "a-word"]
+)
+def test_a_search_that_is_no_mapping_is_a_one_line_error_naming_the_file(search, tmp_path, capsys):
+    """The audit: `search: [lr, margin]` ended in an AttributeError traceback."""
+    config = tmp_path / "run.yaml"
+    config.write_text(f"data: digits\nloss: contrastive\nsearch: {search}\n")
+    err = one_line_error(
+        capsys, ["tune", "--config", str(config), "--out", str(tmp_path / "s")], "tune"
+    )
+    assert f"{config}: search: holds one NAME: {{KIND: [...]}} entry per searched setting" in err
+    assert not (tmp_path / "s").exists()
+
+
+def test_a_choice_of_lists_keeps_each_list_whole():
+    """The audit: choice:[64],[128,64] was split at every comma, and "[128" ended in a YAML
+    traceback."""
+    parameter = parse_parameter("model.hidden_dims=choice:[64],[128,64]")
+    assert parameter.choices == ([64], [128, 64])
+    assert parameter.describe() == "hidden_dims in {[64], [128, 64]}"
+    assert parse_parameter("model.hidden_dims=choice:[64").choices == (
+        "[64",
+    )  # its setting refuses it

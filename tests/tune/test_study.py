@@ -254,3 +254,14 @@ def test_the_tune_flag_takes_a_rate_in_any_spelling_and_says_it_minimises(monkey
         )
     assert seen["metric"] == "fnmr@fmr=0.001"
     assert "minimising fnmr@fmr=0.001" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("metric", "worst"), [("nmi", -np.inf), ("fnmr@fmr=0.001", np.inf)])
+def test_a_fold_that_scores_nan_scores_the_worst_for_its_direction(monkeypatch, metric, worst):
+    """The audit: NaN became -inf, the best score of an error rate, which is minimised."""
+    monkeypatch.setattr(
+        study, "evaluate_embeddings", lambda *a, **k: {m: float("nan") for m in k["metrics"]}
+    )
+    train = study.load_dataset("digits", split="train")
+    rows = np.arange(len(train))
+    assert study._fold_score(SPEC, CONFIG, train, rows[:400], rows[400:700], metric, 0) == worst

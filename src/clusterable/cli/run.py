@@ -119,9 +119,14 @@ def command_tune(args: argparse.Namespace) -> int:
     from clusterable.tune.study import check_study_folder
 
     file_values = config_file(args)
-    search = file_values.pop("search", None) or {}
+    search = file_values.pop("search", None)
     spec_given, train_given = given_settings(args, file_values)
-    space = [parse_parameter(text) for text in args.param] + parse_space(search)
+    space = [parse_parameter(text) for text in args.param]
+    if search is not None:
+        try:
+            space += parse_space(search)
+        except ValueError as error:
+            raise ValueError(f"{args.config}: {error}") from None
     spec = RunSpec.from_dict(spec_given)
     # A search trains quietly unless --progress asks for each fold's progress bars.
     config = TrainConfig.from_dict({"progress": False, **train_given})
@@ -214,6 +219,6 @@ def add_tune(verbs: Verbs) -> argparse.ArgumentParser:
     tune.add_argument(
         "--out",
         help="folder of the study (study.db, best.yaml, search.png), absent or empty unless it "
-        "holds a search, which resumes (default: runs/tune-DATA-LOSS)",
+        "holds a search and nothing else, which resumes (default: runs/tune-DATA-LOSS)",
     )
     return tune

@@ -6,6 +6,7 @@ Forms (the command line, then YAML)::
     --param margin=float:0.1:2          margin: {float: [0.1, 2]}       uniform float
     --param epochs=int:5:30             epochs: {int: [5, 30]}          uniform integer
     --param lam=choice:0.1,0.5,1,10     lam: {choice: [0.1, 0.5, 1, 10]}
+    --param model.hidden_dims=choice:[64],[128,64]                 a choice of lists
 
 A name is a field of :class:`~clusterable.train.TrainConfig` (``lr``, ``batch_size``, ...), of
 :class:`~clusterable.recipe.RunSpec` (``embedding_dim``, ...), or a keyword of the loss
@@ -68,7 +69,7 @@ def parse_parameter(text: str) -> Parameter:
             f"--param {text!r}: write NAME=log:LOW:HIGH, NAME=float:LOW:HIGH, NAME=int:LOW:HIGH "
             "or NAME=choice:A,B,C"
         )
-    parts = values.split("," if kind == "choice" else ":")
+    parts = _choices(values) if kind == "choice" else values.split(":")
     if not all(part.strip() for part in parts):
         raise ValueError(
             f"--param {text!r}: a value is empty; write NAME=choice:A,B,C or NAME=KIND:LOW:HIGH "
@@ -79,6 +80,11 @@ def parse_parameter(text: str) -> Parameter:
 
 def parse_space(search: Mapping[str, Any]) -> list[Parameter]:
     """A YAML ``search:`` mapping: ``NAME: {KIND: [LOW, HIGH]}`` or ``NAME: {choice: [...]}``."""
+    if not isinstance(search, Mapping):
+        raise ValueError(
+            f"search: holds one NAME: {{KIND: [...]}} entry per searched setting (a mapping, "
+            f"e.g. `search: {{lr: {{log: [1e-4, 1e-2]}}}}`), got {search!r}"
+        )
     parameters = []
     for name, form in search.items():
         if not isinstance(form, Mapping) or len(form) != 1:
@@ -144,9 +150,27 @@ def _target(name: str) -> tuple[Target, str]:
     return "loss", name
 
 
+def _choices(text: str) -> list[str]:
+    """The values of ``choice:A,B,C``: split at the commas outside brackets, so that a choice of
+    lists (``model.hidden_dims=choice:[64],[128,64]``) keeps each list whole."""
+    parts, depth, start = [], 0, 0
+    for at, character in enumerate(text):
+        depth += {"[": 1, "]": -1}.get(character, 0)
+        if character == "," and depth == 0:
+            parts.append(text[start:at])
+            start = at + 1
+    return [*parts, text[start:]]
+
+
 def _scalar(text: str) -> Any:
     """A command-line value as YAML reads it, with ``1e-3`` a number (YAML 1.1 reads it as text)."""
     try:
         return float(text) if any(c in text for c in ".eE") else int(text)
     except ValueError:
+        pass
+    try:
         return yaml.safe_load(text)
+    except (
+        yaml.YAMLError
+    ):  # "[64" of a list split at its comma: the text, for its setting to refuse
+        return text

@@ -4,10 +4,11 @@ Each trial draws its values (TPE sampler, seeded), trains one model per fold on 
 and scores the held-out fold with one metric of the evaluation table (or k-NN accuracy from the
 fold's training items); the trial's value is the mean over folds. After each fold the running
 mean is reported, so that Optuna's median pruner stops a trial that is already worse than the
-median of earlier trials at the same fold. The study lives in SQLite (``study.db`` in the output
-folder): a killed search resumes where it stopped, and a trial that was running when it was
-killed runs again. The best configuration is written as a YAML file that ``clusterable train
---config`` takes, and the search as a plot of the objective against each parameter.
+median of earlier trials at the same fold, while folds are left to train (after its last, the
+trial has its score). The study lives in SQLite (``study.db`` in the output folder): a killed
+search resumes where it stopped, and a trial that was running when it was killed runs again. The
+best configuration is written as a YAML file that ``clusterable train --config`` takes, and the
+search as a plot of the objective against each parameter.
 
 Reference: T. Akiba et al., "Optuna: a next-generation hyperparameter optimization framework",
 KDD 2019. Protocols: K. Musgrave, S. Belongie and S.-N. Lim, "A metric learning reality check",
@@ -16,11 +17,12 @@ ECCV 2020 (class-disjoint folds); MsDNN (sigma by 5-fold cross-validation).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -46,14 +48,33 @@ from clusterable.tune.space import Parameter
 
 #: File names in the output folder.
 STUDY_FILE, BEST_FILE, PLOT_FILE = "study.db", "best.yaml", "search.png"
+#: Every file a search writes in its folder: the study, the files SQLite keeps beside it while
+#: it writes (left there by a kill), the best settings and the plot. A folder holding anything
+#: else is not a search's alone, and is never resumed.
+SEARCH_FILES = frozenset(
+    {
+        STUDY_FILE,
+        *(f"{STUDY_FILE}-{kind}" for kind in ("journal", "wal", "shm")),
+        BEST_FILE,
+        PLOT_FILE,
+    }
+)
 
 #: Training settings that change how a trial reports, not what it trains: a resumed search may
 #: give other values (``--progress``) than the search it resumes.
 _FREE_ON_RESUME = ("progress", "verbose")
 
-#: The search checks every corner of its space (each combination of the ends of every range and
-#: every choice) when there are at most this many; else each value on its own.
-_MOST_CORNERS = 32
+#: An integer range of at most this many values has each of them checked before the first trial;
+#: a longer one, the `_END_VALUES` at each end and `_SPREAD_VALUES` spread between them.
+_MOST_WHOLE_VALUES = 32
+#: Consecutive values checked at each end of a long integer range: a rule that a value be a
+#: multiple of up to this many (the pairs-hard-negatives sampler's batch of a multiple of 4, a
+#: convolution's odd kernel) refuses one of them if it refuses any.
+_END_VALUES = 8
+_SPREAD_VALUES = 16
+#: The checked values of every parameter are checked in every combination when there are at most
+#: this many; else in combinations that hold every pair of two parameters' values.
+_MOST_COMBINATIONS = 256
 
 
 class SearchInterrupted(KeyboardInterrupt):
@@ -139,9 +160,10 @@ def tune(
     ValueError
         On an empty space, an unsupervised spec, an unknown metric, k-NN accuracy
         (``knn@K``) with class-disjoint folds (it would score 0), an ``out`` that holds other
-        files than a search's (:func:`check_study_folder`) or a search of other settings, or a
-        value a trial's loss, run, sampler or trainer would refuse (every value of a choice,
-        both ends of a range, checked as ``train`` checks them, before the first trial).
+        files than a search's (:func:`check_study_folder`) or a search of other settings, or
+        values a trial's loss, run, sampler or trainer would refuse (every value of a choice, the
+        ends and the inside of a range, alone and together, checked as ``train`` checks them
+        before the first trial: :func:`_check_space`).
     SearchInterrupted
         On Ctrl-C: the interrupted trial is kept as failed and runs again on resume.
     """
@@ -151,6 +173,7 @@ def tune(
         check_study_folder(folder)
     if not space:
         raise ValueError("nothing to search: give at least one --param NAME=KIND:...")
+    _check_searched_once(space)
     if spec.unsupervised:
         raise ValueError("tune searches supervised runs: its folds are scored with the labels")
     config = config or TrainConfig(progress=False)
@@ -161,6 +184,7 @@ def tune(
     splits = cross_validation_folds(train.labels, folds, protocol, seed)
     _check_metric(metric)
     _check_protocol(metric, protocol)
+    _check_neighbours(metric, splits)
     # Every value the search can draw must train, before hours of training.
     _check_space(spec, config, space, train, [train.labels[rows] for rows, _ in splits])
 
@@ -185,7 +209,8 @@ def tune(
                 _fold_score(run, settings_of_trial, train, fit_rows, held_rows, metric, seed)
             )
             trial.report(float(np.mean(scores)), step=fold)
-            if trial.should_prune():
+            # Pruning saves the folds still to train; after the last, the trial has its score.
+            if fold < len(splits) - 1 and trial.should_prune():
                 raise optuna.TrialPruned(f"pruned after fold {fold + 1}")
         return float(np.mean(scores))
 
@@ -278,29 +303,41 @@ def _compared(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_study_folder(folder: Path) -> None:
-    """Refuse an output folder that is a file, or holds files and no search of ``tune``: a run
-    folder of ``train`` (``run.json``, ``checkpoints/``), any other files. New, empty, or a
-    search to resume (its ``study.db`` holds the study) pass.
+    """Refuse an output folder that is a file, or holds anything but a search of ``tune``: a run
+    folder of ``train`` (``run.json``, ``checkpoints/``), any other files, or a search beside
+    other files (a search writes only `SEARCH_FILES`), as ``train --out`` takes only an absent
+    or empty folder unless told to resume. New, empty, or a search alone (its ``study.db``
+    holds the study), which resumes, pass.
 
     Raises
     ------
     ValueError
-        Naming the folder and what to give instead.
+        Naming the folder, what it holds that a search does not write, and what to do.
     """
     folder = Path(folder)
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"--out {folder} is a file; give a folder for the search")
     if not folder.is_dir() or not any(folder.iterdir()):
         return
+    held = sorted(p.name + ("/" if p.is_dir() else "") for p in folder.iterdir())
     study_file = folder / STUDY_FILE
-    if study_file.is_file() and _holds_a_search(study_file):
-        return
-    held = sorted(p.name for p in folder.iterdir())
-    shown = ", ".join(held[:4]) + (", ..." if len(held) > 4 else "")
-    raise ValueError(
-        f"--out {folder} already holds files ({shown}) and no search of `clusterable tune` to "
-        "resume; give a new or empty folder for the search"
-    )
+    if not (study_file.is_file() and _holds_a_search(study_file)):
+        raise ValueError(
+            f"--out {folder} already holds files ({_some(held)}) and no search of `clusterable "
+            "tune` to resume; give a new or empty folder for the search"
+        )
+    others = [name for name in held if name not in SEARCH_FILES]
+    if others:
+        raise ValueError(
+            f"--out {folder} holds a search of `clusterable tune` and files a search never "
+            f"writes ({_some(others)}); move them out of {folder} to resume the search there, "
+            "or give a new or empty folder for a new search"
+        )
+
+
+def _some(names: Sequence[str]) -> str:
+    """The first four of ``names``, and "..." for more."""
+    return ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
 
 
 def _holds_a_search(study_file: Path) -> bool:
@@ -441,23 +478,29 @@ def _check_space(
     train: LabelledDataset,
     fold_labels: Sequence[np.ndarray],
 ) -> None:
-    """Refuse, before any trial, a value the search can draw that a ``train`` with it would
-    refuse: each corner of the space (each combination of the ends of every range and every
-    value of every choice) when there are few, else each of those values alone; checked as
-    ``train`` checks a run (its loss, model and settings built; the batches of each fold's
-    training items against the loss: :func:`check_batches_hold_pairs`,
-    :func:`check_batches_exceed_dimensions`)."""
-    ends = [[(f"{p.target}.{p.name}", value) for value in _extremes(p)] for p in space]
-    if math.prod(len(e) for e in ends) <= _MOST_CORNERS:
-        drawn = [dict(corner) for corner in itertools.product(*ends)]
+    """Refuse, before any trial, values the search can draw that a ``train`` with them would
+    refuse. Each parameter's checked values (:func:`_checked_values`: every choice; the ends of a
+    range, and its inside: every value of a short integer range, a fraction inside a float one)
+    are checked in every combination when there are few (`_MOST_COMBINATIONS`), else in
+    combinations that hold every pair of two parameters' values (:func:`_pairwise_combinations`),
+    so that two values refused together (``batch_size`` against ``items_per_class``) are found;
+    each combination is one the search can draw. Checked as ``train`` checks a run
+    (:func:`_check_trains`)."""
+    keys = [f"{p.target}.{p.name}" for p in space]
+    values = [_checked_values(p) for p in space]
+    if math.prod(len(v) for v in values) <= _MOST_COMBINATIONS:
+        combinations: Iterable[Sequence[Any]] = itertools.product(*values)
     else:
-        drawn = [dict([end]) for each in ends for end in each]
-    for values in drawn:
+        combinations = _pairwise_combinations(values)
+    losses: dict[str, Any] = {}  # the loss of each run checked, by its settings
+    for combination in combinations:
+        drawn = dict(zip(keys, combination, strict=True))
         try:
-            _check_trains(spec, config, values, train, fold_labels)
+            _check_trains(spec, config, drawn, train, fold_labels, losses)
         except ValueError as error:
-            named = ", ".join(f"{k.split('.', 1)[1]}={_short(v)}" for k, v in values.items())
-            raise ValueError(f"the search can draw {named}, which train refuses: {error}") from None
+            named = ", ".join(f"{k.split('.', 1)[1]}={_short(v)}" for k, v in drawn.items())
+            reason = _whole_numbers_refused(spec, config, space, drawn) or f"train refuses: {error}"
+            raise ValueError(f"the search can draw {named}, which {reason}") from None
 
 
 def _check_trains(
@@ -466,21 +509,140 @@ def _check_trains(
     values: dict[str, Any],
     train: LabelledDataset,
     fold_labels: Sequence[np.ndarray],
+    losses: dict[str, Any],
 ) -> None:
-    """The checks of ``train`` for ``spec`` and ``config`` with ``values`` on each fold."""
+    """The checks of ``train`` for ``spec`` and ``config`` with ``values`` on each fold: the run's
+    loss, model and settings built; the batches of each fold's training items against the loss
+    (:func:`check_batches_hold_pairs`, :func:`check_batches_exceed_dimensions`). ``losses`` keeps
+    the loss of each run built, by its settings, so that values of the training settings alone
+    build no model."""
     run, settings = _settings_of(spec, config, values)
-    loss = build(run, train.input_shape, train.num_classes).loss  # raises on a value it refuses
+    built = json.dumps(asdict(run), sort_keys=True, default=repr)
+    if built not in losses:
+        losses[built] = build(run, train.input_shape, train.num_classes).loss  # raises on refusal
+    loss = losses[built]
     check_batches_exceed_dimensions(settings, run.embedding_dim, loss)
     for labels in fold_labels:
         check_batches_hold_pairs(settings, settings.batch_sampler(labels), labels, loss)
 
 
-def _extremes(parameter: Parameter) -> list[Any]:
+def _checked_values(parameter: Parameter) -> list[Any]:
+    """The values of ``parameter`` checked before the first trial: every choice; every value of
+    an integer range of at most `_MOST_WHOLE_VALUES`, else the `_END_VALUES` at each end and
+    `_SPREAD_VALUES` between; the ends of a float range and a fraction inside it (a setting of
+    whole numbers refuses it)."""
     if parameter.kind == "choice":
         return list(parameter.choices)
+    low, high = parameter.low, parameter.high
     if parameter.kind == "int":
-        return [int(parameter.low), int(parameter.high)]
-    return [parameter.low, parameter.high]
+        first, last = int(low), int(high)
+        if last - first < _MOST_WHOLE_VALUES:
+            return list(range(first, last + 1))
+        ends = [*range(first, first + _END_VALUES), *range(last - _END_VALUES + 1, last + 1)]
+        spread = np.linspace(first + _END_VALUES, last - _END_VALUES, _SPREAD_VALUES)
+        return sorted({*ends, *(int(v) for v in spread.round())})
+    return [low, _fraction_inside(low, high, log=parameter.kind == "log"), high]
+
+
+def _fraction_inside(low: float, high: float, log: bool) -> float:
+    """A value strictly between ``low`` and ``high`` that is not a whole number: the middle (on a
+    log scale for ``log``), or, if that is whole, a half beside it or the middle of its lower
+    half (one of them is a fraction inside the range)."""
+    middle = math.sqrt(low * high) if log else (low + high) / 2
+    beside = (math.floor(middle) + 0.5, middle, (low + middle) / 2)
+    return next((v for v in beside if low < v < high and not v.is_integer()), middle)
+
+
+def _whole_numbers_refused(
+    spec: RunSpec, config: TrainConfig, space: Sequence[Parameter], drawn: dict[str, Any]
+) -> str | None:
+    """Where a float range of ``space`` drew, in ``drawn``, a fraction for a setting that takes
+    whole numbers (its settings refuse the fraction and take a whole number beside it): that, and
+    what to search instead; None otherwise."""
+    for parameter in space:
+        key = f"{parameter.target}.{parameter.name}"
+        value = drawn[key]
+        if parameter.kind in ("choice", "int") or float(value).is_integer():
+            continue
+        whole = [w for w in (math.floor(value), math.ceil(value)) if parameter.low <= w]
+        whole = [w for w in whole if w <= parameter.high]
+        if not whole or _settings_refuse(spec, config, {key: value}) is None:
+            continue
+        if _settings_refuse(spec, config, {key: whole[0]}) is None:
+            low, high = math.ceil(parameter.low), math.floor(parameter.high)
+            return (
+                f"{parameter.name} refuses: it takes whole numbers, and a {parameter.kind} range "
+                f"draws fractions; search it as int:{low}:{high} (YAML {{int: [{low}, {high}]}}) "
+                "or as a choice of whole numbers"
+            )
+    return None
+
+
+def _settings_refuse(
+    spec: RunSpec, config: TrainConfig, values: dict[str, Any]
+) -> ValueError | None:
+    """Why the settings refuse ``values`` alone (typed and checked as ``train`` reads them);
+    None where they take them."""
+    try:
+        _settings_of(spec, config, values)
+    except ValueError as error:
+        return error
+    return None
+
+
+def _pairwise_combinations(values: Sequence[Sequence[Any]]) -> list[tuple[Any, ...]]:
+    """Combinations of one of each of ``values`` (one list per parameter) that hold every pair of
+    two parameters' values at least once (a covering array of strength 2), built greedily: each
+    combination starts from the first pair not yet held and takes, for every other parameter,
+    the value that holds the most pairs not yet held. Far fewer than all combinations: about the
+    product of the two longest lists."""
+    count = len(values)
+    if count < 2:
+        return [(value,) for value in values[0]] if values else []
+    wanted = [
+        ((i, a), (j, b))
+        for i, j in itertools.combinations(range(count), 2)
+        for a in range(len(values[i]))
+        for b in range(len(values[j]))
+    ]
+    missing = set(wanted)
+    combinations = []
+    for pair in wanted:
+        if pair not in missing:
+            continue
+        (i, a), (j, b) = pair
+        chosen = {i: a, j: b}  # parameter -> the index of its value
+        for k in range(count):
+            if k not in chosen:
+                holds = functools.partial(_pairs_missing, missing, chosen, k)
+                chosen[k] = max(range(len(values[k])), key=holds)
+        missing -= set(itertools.combinations(sorted(chosen.items()), 2))
+        combinations.append(tuple(values[k][chosen[k]] for k in range(count)))
+    return combinations
+
+
+def _pairs_missing(
+    missing: set[tuple[tuple[int, int], tuple[int, int]]], chosen: dict[int, int], k: int, c: int
+) -> int:
+    """How many of the ``missing`` pairs value ``c`` of parameter ``k`` would hold beside the
+    values ``chosen`` so far (parameter -> the index of its value)."""
+    return sum(
+        (((m, v), (k, c)) if m < k else ((k, c), (m, v))) in missing for m, v in chosen.items()
+    )
+
+
+def _check_searched_once(space: Sequence[Parameter]) -> None:
+    """Refuse a setting searched twice (``--param`` and ``search:``, ``lr`` and ``train.lr``):
+    a trial draws one value for it, from one range."""
+    seen: dict[str, Parameter] = {}
+    for parameter in space:
+        key = f"{parameter.target}.{parameter.name}"
+        if key in seen:
+            raise ValueError(
+                f"{key} is searched twice ({seen[key].describe()}; {parameter.describe()}), by "
+                "--param or the --config file's search:; give each setting one range or choice"
+            )
+        seen[key] = parameter
 
 
 def _check_metric(metric: str) -> None:
@@ -504,6 +666,23 @@ def _check_protocol(metric: str, protocol: str) -> None:
         )
 
 
+def _check_neighbours(metric: str, splits: Sequence[tuple[np.ndarray, np.ndarray]]) -> None:
+    """Refuse a metric of K neighbours that a fold has too few items for: ``knn@K`` looks among
+    the fold's training items, a per-K key (``recall@K``) among the other held-out items."""
+    if metric.startswith("knn@"):
+        wanted, held, among = int(metric[4:]), min(len(fit) for fit, _ in splits), "training"
+    elif metric_of_key(metric) != metric:
+        wanted = int(metric.rpartition("@")[2])
+        held, among = min(len(rows) for _, rows in splits) - 1, "other held-out"
+    else:
+        return
+    if wanted > held:
+        raise ValueError(
+            f"metric {metric} needs {wanted} neighbours, but a fold has {held} {among} items; "
+            f"use --metric {metric.rpartition('@')[0]}@{held} or lower"
+        )
+
+
 def _fold_score(
     spec: RunSpec,
     config: TrainConfig,
@@ -514,7 +693,8 @@ def _fold_score(
     seed: int,
 ) -> float:
     """Train on ``fit_rows`` of ``train``, score ``held_rows`` with ``metric``: the training, the
-    search and k-means on ``config.device``."""
+    search and k-means on ``config.device``. A score that is not finite (NaN: the embeddings
+    collapsed) is the worst there is: infinite, of the sign the search avoids."""
     fit, held = train.subset(fit_rows), train.subset(held_rows)
     quiet = replace(config, eval_every=0, checkpoint_every=0)  # progress bars if asked
     trainer = build_trainer(spec, quiet, fit, num_classes=train.num_classes)
@@ -539,13 +719,17 @@ def _fold_score(
             held_emb, held_y, metrics=[metric], seed=seed, device=config.device
         )
     score = float(table[metric])
-    return score if math.isfinite(score) else float("-inf")
+    if math.isfinite(score):
+        return score
+    return float("inf") if lower_is_better(metric) else float("-inf")  # the worst, either way
 
 
 def write_best_yaml(result: TuneResult, path: Path, metric: str) -> Path:
-    """The best configuration as a ``clusterable train --config`` file."""
+    """The best configuration as a ``clusterable train --config`` file; how the search's trials
+    reported (`_FREE_ON_RESUME`: a search trains without progress bars) is left to ``train``."""
     settings = asdict(result.spec)
-    settings["train"] = result.config.to_dict()
+    trained = result.config.to_dict()
+    settings["train"] = {k: v for k, v in trained.items() if k not in _FREE_ON_RESUME}
     header = (
         f"# best of {result.completed} completed trials ({result.pruned} pruned): "
         f"{metric} {result.best_score:.4f} by cross-validation\n"
