@@ -91,3 +91,20 @@ def test_class_folders_name_the_labels_of_the_saved_gallery(work, tmp_path):  # 
     again = ["embed", str(emb / "embeddings.npy"), str(emb / "labels.npy")]
     assert main([*again, "--out", str(earlier)]) == 0
     assert not (earlier / "class_names.npy").exists()
+
+
+def test_added_saved_embeddings_bring_the_labels_beside_them(work, tmp_path):  # noqa: F811
+    """``index G.npz --add EMB/embeddings.npy`` of a labelled gallery labels the new items with
+    the labels embed saved beside them, named as the gallery names its own; ``--label`` still
+    gives one label to all."""
+    _, run, _ = work
+    emb = tmp_path / "emb"
+    assert main(["embed", str(run), "--split", "test", "--out", str(emb)]) == 0
+    gallery = tmp_path / "g.npz"
+    assert main(["index", str(emb / "embeddings.npy"), "--out", str(gallery)]) == 0
+    held = EmbeddingIndex.load(gallery).labels.tolist()
+    assert main(["index", str(gallery), "--add", str(emb / "embeddings.npy")]) == 0
+    assert EmbeddingIndex.load(gallery).labels.tolist() == held + held  # names, as the gallery's
+    argv = ["index", str(gallery), "--add", str(emb / "embeddings.npy"), "--label", "7"]
+    assert main(argv) == 0
+    assert EmbeddingIndex.load(gallery).labels.tolist() == held + held + ["7"] * len(held)

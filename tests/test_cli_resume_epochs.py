@@ -83,6 +83,17 @@ def test_more_epochs_train_on(run, capsys):
     assert epoch_events(run) == [1, 2, 3]
 
 
+def test_a_resume_without_a_report_says_the_kept_one_shows_the_run_before(run, capsys):
+    (run / "report.html").write_text("<html>the report of 2 epochs</html>")
+    assert main(["train", "--out", str(run), "--resume", "--epochs", "3", "--no-report"]) == 0
+    out = capsys.readouterr().out
+    assert f"note: {run / 'report.html'} shows the run before it resumed" in out
+    assert f"`clusterable report {run}`" in out
+    (run / "report.html").unlink()
+    assert main(["train", "--out", str(run), "--resume", "--epochs", "3", "--no-report"]) == 0
+    assert "shows the run before" not in capsys.readouterr().out
+
+
 def test_the_same_epochs_train_nothing_and_say_so(run, capsys):
     assert main(["train", "--out", str(run), "--resume", "--epochs", "2", "--no-report"]) == 0
     assert "nothing left to train: epoch-0002 already holds all 2 epochs" in capsys.readouterr().out

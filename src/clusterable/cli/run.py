@@ -48,7 +48,20 @@ def command_train(args: argparse.Namespace) -> int:
         print(f"run folder: {out}")
         if args.report:
             _write_report(out, config.device)
+        elif args.resume:
+            _note_stale_report(out)
     return 0
+
+
+def _note_stale_report(out: Path) -> None:
+    """Say that the report a resumed run kept describes the run before it resumed."""
+    from clusterable.reports.run_report import REPORT_NAME
+
+    if (out / REPORT_NAME).is_file():
+        print(
+            f"note: {out / REPORT_NAME} shows the run before it resumed; write it again with "
+            f"`clusterable report {out}`"
+        )
 
 
 def _write_report(out: Path, device: str) -> None:

@@ -222,13 +222,18 @@ def _path_ids(index: EmbeddingIndex, text: str) -> list[str]:
 
 
 def _added_labels(index: EmbeddingIndex, args: argparse.Namespace, n: int) -> Any:
-    """Labels of ``--add``'s items: ``--label`` for all of them (required by an index with
-    labels, refused by one without)."""
+    """Labels of ``--add``'s items, for an index with labels (refused by one without):
+    ``--label`` for all of them, else those ``embed`` saved beside added embeddings
+    (``labels.npy``, named by ``class_names.npy`` as :func:`_saved_gallery` names a gallery's)."""
     if index.labels is None:
         if args.label is not None:
             raise ValueError(f"--label {args.label}: {args.source} holds no labels")
         return None
     if args.label is None:
+        added = Path(args.add[0])
+        labels_file = added.with_name(LABELS_FILE)
+        if len(args.add) == 1 and added.suffix == ".npy" and labels_file.is_file():
+            return named_labels_beside(added, load_labels(labels_file, n))
         raise ValueError(f"{args.source} holds labels: give the new items theirs with --label NAME")
     if index.labels.dtype.kind == "U":
         return [args.label] * n
@@ -281,7 +286,11 @@ def add_index(verbs: Verbs) -> argparse.ArgumentParser:
     change.add_argument(
         "--remove", nargs="+", metavar="IDS", help="remove the items of these ids from the index"
     )
-    index.add_argument("--label", help="with --add: the new items' label")
+    index.add_argument(
+        "--label",
+        help="with --add: the new items' label (default for embed's embeddings.npy: the "
+        "labels.npy beside it)",
+    )
     index.add_argument("--run", help="with --add: embed the items with this run")
     index.add_argument(
         "--kind",
