@@ -14,6 +14,7 @@ from clusterable.evaluate import (
     Evaluation,
     EvaluationOptions,
     ScoredPartition,
+    describe_kmeans,
     evaluate_embeddings,
     iter_knn,
     kmeans_rule,
@@ -134,6 +135,19 @@ def test_the_k_means_rule_falls_with_the_count_and_says_what_it_did():
     x, y = blobs()
     rule = evaluate_embeddings(x, y, metrics=["nmi"]).partition.rule
     assert rule == "k-means++ seeding, 10 restarts of at most 20 iterations, best inertia"
+
+
+def test_spectral_clustering_states_how_its_k_means_step_ran():
+    """DSCL's Algorithm 2 ends in k-means on the projected rows: the heading says how, as the
+    projection then that k-means give the partition scored."""
+    from clusterable.cluster.spectral import KMEANS_STEP
+
+    x, y = blobs()
+    scored = evaluate_embeddings(x, y, metrics=["nmi"], clustering="spectral")
+    expected = f"k-means of the spectral rows: {describe_kmeans(KMEANS_STEP)}"
+    assert scored.partition.rule == expected
+    assert expected.endswith("best inertia") and "k-means++ seeding" in expected
+    assert evaluate_embeddings(x, y, metrics=["nmi"], clustering="gmm").partition.rule == ""
 
 
 def test_evaluate_and_cluster_find_the_same_partition_by_the_one_rule():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -14,6 +14,10 @@ from clusterable.cluster.kmeans import MAX_ITER, N_INIT, kmeans_restarts
 from clusterable.cluster.partition import NearestCentrePartition, member_means
 from clusterable.cluster.registry import Clusterer, register_clusterer, run_clustering
 from clusterable.device import DeviceSpec, check_device_name, search_device
+
+#: How the k-means step of Algorithm 2 runs on the projected rows (the library's k-means
+#: defaults), as `describe_kmeans` states it under a table.
+KMEANS_STEP: dict[str, Any] = {"init": "k-means++", "n_init": N_INIT, "max_iter": MAX_ITER}
 
 
 def spectral_embedding(x: np.ndarray, rank: int | None = None) -> np.ndarray:
@@ -237,8 +241,9 @@ class SpectralClusterer(Clusterer):
                 "embeddings"
             )
         device = search_device(self.device)
+        step = KMEANS_STEP
         labels = kmeans_restarts(
-            embedding, k, self.seed, N_INIT, MAX_ITER, "k-means++", device, None
+            embedding, k, self.seed, step["n_init"], step["max_iter"], step["init"], device, None
         )
         return labels, projection, embedding
 

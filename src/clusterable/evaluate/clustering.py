@@ -126,9 +126,15 @@ class ScoredPartition:
 
     @property
     def rule(self) -> str:
-        """How the clusterer ran, for a heading (`describe_kmeans` for k-means); ``""`` for the
-        others."""
-        return describe_kmeans(self.options) if self.method == "kmeans" else ""
+        """How the clusterer ran, for a heading: `describe_kmeans` of k-means, and of DSCL
+        spectral clustering's k-means step; ``""`` for the others."""
+        if self.method == "kmeans":
+            return describe_kmeans(self.options)
+        if self.method == "spectral":
+            from clusterable.cluster.spectral import KMEANS_STEP
+
+            return f"k-means of the spectral rows: {describe_kmeans(KMEANS_STEP)}"
+        return ""
 
 
 @dataclass(frozen=True)
