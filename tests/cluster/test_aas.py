@@ -5,6 +5,8 @@ Scoring on the synthetic set follows the OPML paper's Section V-A as we read it:
 filtering the noise out is rewarded and k-means (which must put the noise somewhere) is not.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -14,7 +16,12 @@ from sklearn.metrics import normalized_mutual_info_score
 from sklearn.metrics.cluster import contingency_matrix
 
 from clusterable.cluster import aas, kmeans
-from clusterable.cluster.aas import authority_modes
+from clusterable.cluster.aas import (
+    SINGLETON_WARNING_MIN_POINTS,
+    SingletonClustersWarning,
+    authority_modes,
+    singleton_clusters_reason,
+)
 from clusterable.data import crescents_and_gaussians
 
 
@@ -217,3 +224,32 @@ def test_a_point_with_copies_weighs_as_its_copies_in_the_authority():
     degree = np.array([0.5 * 1 + 2.0, 0.5 * 3])
     np.testing.assert_allclose(authority, degree / (3 * degree[0] + degree[1]))
     assert mode.tolist() == [0, 0]
+
+
+def test_paper_defaults_on_high_dimensional_blobs_leave_points_alone_and_warn_why():
+    # The audit's case: the edges of 16-d points are of nearly equal length, so almost none is
+    # shorter than sqrt(-ln(0.65) / 2) = 0.46 of the longest, the most Eq. (2) lets join.
+    rng = np.random.default_rng(0)
+    classes = np.repeat(np.arange(5), 40)
+    x = rng.normal(size=(200, 16)) + 3.0 * np.eye(16)[classes]
+    with pytest.warns(SingletonClustersWarning, match=r"AAS left 1\d\d of 200 points .* 0\.46 "):
+        labels = aas(x)
+    assert np.unique(labels).size > 150
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SingletonClustersWarning)
+        assert np.unique(aas(x, eps=0.3)).size < 20
+
+
+def test_separated_2d_blobs_and_tiny_sets_give_no_singleton_warning():
+    rng = np.random.default_rng(1)
+    x = np.concatenate([rng.normal(0, 0.3, (100, 2)), rng.normal(5, 0.3, (100, 2))])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SingletonClustersWarning)
+        aas(x, k_graph=30)
+        assert np.unique(aas(rng.normal(size=(SINGLETON_WARNING_MIN_POINTS - 1, 8)))).size > 1
+
+
+def test_singleton_reason_names_an_eps_of_one_or_more():
+    alone = np.arange(20)
+    assert "eps = 1.2 is 1 or more" in singleton_clusters_reason(alone, 1.2)
+    assert singleton_clusters_reason(np.repeat(np.arange(10), 2), 0.65) is None
