@@ -3,12 +3,21 @@ chose is kept with the partition, and measured on the bundled digits."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from sklearn.datasets import load_digits, make_blobs
 from sklearn.metrics import silhouette_score
 
-from clusterable.cluster import Partition, fit, kmeans, run_clustering, spectral
+from clusterable.cluster import (
+    ClusterCountWarning,
+    Partition,
+    fit,
+    kmeans,
+    run_clustering,
+    spectral,
+)
 from clusterable.cluster.auto import by_eigengap, by_silhouette
 
 
@@ -72,3 +81,15 @@ def test_digits_measured_choice():
     digits = load_digits()
     assert fit(digits.data, "kmeans", "auto", n_init=3).options["chosen_n_clusters"] == 9
     assert fit(digits.data, "spectral", "auto").options["chosen_n_clusters"] == 5
+
+
+def test_auto_tries_no_more_clusters_than_distinct_points():
+    # Each candidate above the distinct points warned that it returned fewer clusters: 15 lines.
+    rng = np.random.default_rng(0)
+    copies = np.repeat(rng.normal(size=(4, 3)), 5, axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ClusterCountWarning)
+        partition = fit(copies, "kmeans", "auto")
+        equal = fit(np.ones((10, 3)), "kmeans", "auto")
+    assert partition.n_clusters == 4 and partition.options["selection"]["candidates"] == [2, 3, 4]
+    assert equal.n_clusters == 1

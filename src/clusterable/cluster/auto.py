@@ -55,19 +55,22 @@ def by_silhouette(
     sample_size: int,
     seed: int,
 ) -> tuple[int, dict[str, Any]]:
-    """The count from 2 to ``max_clusters`` (at most ``n - 1``) whose ``partition(k)`` has the
-    highest silhouette on one seeded sample; ties go to the smaller count.
+    """The count from 2 to ``max_clusters`` (at most ``n - 1``, and at most the distinct points:
+    more clusters than those cannot be made) whose ``partition(k)`` has the highest silhouette on
+    one seeded sample; ties go to the smaller count.
 
     Returns the count and ``{"criterion", "candidates", "scores"}``. With fewer than 3 points
-    there is nothing to compare: ``min(n, 2)``. A candidate whose partition has one cluster in
-    the sample, or only singletons, scores -1 (the silhouette is undefined there).
+    or 3 distinct points there is nothing to compare: ``min(distinct, 2)`` (1 when all points
+    are equal). A candidate whose partition has one cluster in the sample, or only singletons,
+    scores -1 (the silhouette is undefined there).
     """
     from sklearn.metrics import silhouette_score
 
     n = points.shape[0]
-    candidates = list(range(2, min(max_clusters, n - 1) + 1))
+    distinct = np.unique(points, axis=0).shape[0]
+    candidates = list(range(2, min(max_clusters, n - 1, distinct) + 1))
     if not candidates:
-        return min(n, 2), {"criterion": "silhouette", "candidates": [], "scores": []}
+        return min(distinct, 2), {"criterion": "silhouette", "candidates": [], "scores": []}
     sample = np.random.default_rng(seed).permutation(n)[: min(sample_size, n)]
     sampled = Rescaling.of(points).apply(points[sample])  # (s, d): any scale, no overflow
     scores = []
