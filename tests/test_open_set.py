@@ -85,3 +85,15 @@ def test_assign_within_a_chosen_distance_sends_an_unseen_class_to_none():
     one_cluster = cluster.fit(points[known], "kmeans", 1, seed=0)
     with pytest.raises(ValueError, match="no other-class distance"):
         choose_max_distance(one_cluster, held_out, held_labels * 0, "f1")
+
+
+@pytest.mark.parametrize("method", ["aas", "hdbscan"])
+def test_neighbour_rules_measure_to_each_clusters_nearest_fitted_point(method):
+    points, _ = blobs(40, 3, seed=0)
+    queries, _ = blobs(5, 3, seed=1)
+    options = {"eps": 0.9} if method == "aas" else {}  # AAS: many small clusters
+    partition = cluster.fit(points, method, **options)
+    labels = partition.labels_
+    pairs = cdist(queries.astype(np.float64), points.astype(np.float64))  # (m, n)
+    want = np.stack([pairs[:, labels == c].min(axis=1) for c in range(labels.max() + 1)], axis=1)
+    np.testing.assert_allclose(cluster_distances(partition, queries), want, rtol=1e-5)

@@ -37,6 +37,9 @@ from clusterable.cluster.partition import (
 )
 from clusterable.evaluate.verification import Criterion, ThresholdChoice, select_threshold
 
+#: Item x fitted-point distances computed at once (32 MB of float64) for the neighbour rules.
+DISTANCE_BLOCK_ELEMENTS = 1 << 22
+
 
 def cluster_distances(partition: Partition, points: np.ndarray) -> np.ndarray:
     """``(m, C)`` float64 distance of each point to each cluster, ``C`` one past the largest
@@ -75,13 +78,20 @@ def cluster_distances(partition: Partition, points: np.ndarray) -> np.ndarray:
             f"a {partition.RULE!r} partition has no distance to its clusters, so it cannot say "
             "'none of these'; assign without --max-distance"
         )
-    from clusterable.evaluate.neighbors import knn_search
-
     labels = partition.labels_
     distances = np.full((z.shape[0], int(labels.max(initial=-1)) + 1), np.inf)
-    for cluster in np.unique(labels[labels >= 0]):
-        nearest, _ = knn_search(z, 1, reference[labels == cluster])  # (m, 1)
-        distances[:, cluster] = nearest[:, 0]
+    members = np.flatnonzero(labels >= 0)
+    if members.size == 0:
+        return distances
+    members = members[np.argsort(labels[members], kind="stable")]  # fitted points by cluster
+    clusters, starts = np.unique(labels[members], return_index=True)
+    # One pass over the fitted points, not one search per cluster: AAS may leave thousands.
+    rows_per_block = max(1, DISTANCE_BLOCK_ELEMENTS // members.size)
+    for start in range(0, z.shape[0], rows_per_block):
+        block = cdist(z[start : start + rows_per_block], reference[members])  # (b, kept)
+        distances[start : start + rows_per_block, clusters] = np.minimum.reduceat(
+            block, starts, axis=1
+        )
     return distances * scale
 
 
