@@ -35,11 +35,12 @@ def metric_label(name: str) -> str:
 
 
 def clustering_heading(
-    method: str, k: int | str | None, found: int, n: int, what: str, rule: str = ""
+    method: str, k: int | str | None, found: int, n: int, what: str, rule: str = "", noise: int = 0
 ) -> str:
     """``"evaluated: 539 items; clustering: k-means, k = 10, 10 clusters found (k-means++
     seeding, 10 restarts of at most 20 iterations, best inertia)"``: ``rule`` says how the
-    clusterer ran (`clusterable.evaluate.describe_kmeans`), in brackets at the end."""
+    clusterer ran (`clusterable.evaluate.describe_clustering`), in brackets at the end; ``noise``
+    items marked -1 are counted after the clusters (``"13 clusters found, 149 items noise"``)."""
     if method == "given":
         return f"{what}: {n} items; clustering: the cluster ids given, {found} clusters"
     from clusterable.cluster import clusterer_info  # the label given at registration
@@ -47,14 +48,25 @@ def clustering_heading(
     info = clusterer_info(method)
     asked = f", k = {k}" if k is not None else ""
     own = "" if info.takes_n_clusters else " (chooses its own number of clusters)"
+    marked = f", {noise} items noise" if noise else ""
     how = f" ({rule})" if rule else ""
-    return f"{what}: {n} items; clustering: {info.label}{own}{asked}, {found} clusters found{how}"
+    return (
+        f"{what}: {n} items; clustering: {info.label}{own}{asked}, {found} clusters found"
+        f"{marked}{how}"
+    )
 
 
 def partition_heading(partition: ScoredPartition, n: int, what: str) -> str:
     """`clustering_heading` of the partition an evaluation scored (``Evaluation.partition``)."""
-    found = partition.n_clusters
-    return clustering_heading(partition.method, partition.asked, found, n, what, partition.rule)
+    return clustering_heading(
+        partition.method,
+        partition.asked,
+        partition.n_clusters,
+        n,
+        what,
+        partition.rule,
+        partition.noise,
+    )
 
 
 def format_metric_table(table: Mapping[str, float], heading: str, notes: Sequence[str] = ()) -> str:

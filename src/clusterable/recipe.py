@@ -35,7 +35,7 @@ from clusterable.data.registry import standard_recall_ks
 from clusterable.data.splits import check_enough_items
 from clusterable.data.transforms import backbone_preprocessing
 from clusterable.device import DeviceSpec, module_device
-from clusterable.evaluate import Evaluation, evaluate_embeddings, knn_accuracy
+from clusterable.evaluate import Evaluation, EvaluationOptions, evaluate_embeddings, knn_accuracy
 from clusterable.losses import (
     AutoencoderLoss,
     CrossBatchMemory,
@@ -401,13 +401,14 @@ def score_test_table(
     clustering: str = "kmeans",
     n_clusters: int | Literal["auto"] | None = None,
     device: DeviceSpec = "auto",
+    clustering_options: dict[str, Any] | None = None,
 ) -> Evaluation:
     """The test table of the labelled items ``emb`` ``(m, d)``, ``labels`` ``(m,)``: what
     ``table`` asks of :func:`~clusterable.evaluate.evaluate_embeddings`, then ``knn@K``, k-NN
     accuracy from the training items of ``knn`` for each of its ks, then, where ``fine_labels``
     ``(m,)`` hold more classes than ``labels`` (a coarse label view), ``subclass_nmi``,
     ``subclass_accuracy`` and ``subclass_f1``: the same clustering method (k = the fine
-    classes) scored against the fine classes.
+    classes, its own ``clustering_options`` too) scored against the fine classes.
 
     The one place a run's test table is computed: ``clusterable train``'s
     (:func:`evaluate_on_test`) and ``clusterable evaluate RUN``'s. ``table.metrics`` empty asks
@@ -424,6 +425,7 @@ def score_test_table(
             seed=seed,
             queries=queries,
             device=device,
+            options=EvaluationOptions(cluster_kwargs=clustering_options),
         )
     if knn is not None:
         truth = labels if knn.item_labels is None else knn.item_labels
@@ -439,6 +441,7 @@ def score_test_table(
             clustering=clustering,
             seed=seed,
             device=device,
+            options=EvaluationOptions(cluster_kwargs=clustering_options),
         )
         for name in SUBCLASS_SCORES:
             metrics[f"subclass_{name}"] = fine_table[name]

@@ -1,11 +1,11 @@
 """How many clusters ``evaluate`` and ``cluster`` ask a method for, from the flags: the library's
 one rule (`clusterable.cluster.resolve_n_clusters`) with the labels' class count, and what the
-command line says about it."""
+command line says about it; and the method's own options, ``--clustering-arg NAME=VALUE``."""
 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from clusterable.cli._flag_types import whole_number
 
@@ -24,6 +24,55 @@ def n_clusters_flag(text: str) -> int | Literal["auto"]:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a number of clusters: give a whole number of 1 or more, or auto"
         ) from None
+
+
+#: Clusterer keywords a flag of its own sets (or, for k-means' neighbour lists, the evaluation).
+NOT_CLUSTERING_ARGS = {
+    "n_clusters": "--n-clusters",
+    "seed": "--seed",
+    "device": "--device",
+    "neighbours": "nothing: the evaluation passes its own neighbour lists",
+}
+
+
+def clustering_options(clustering: str, given: list[tuple[str, Any]] | None) -> dict[str, Any]:
+    """The ``--clustering-arg NAME=VALUE`` pairs ``given`` as the keywords of ``clustering``:
+    typed as its estimator declares them and checked by the estimator itself, which is built and
+    not fitted, so that a wrong option is one line naming the flag before any work.
+
+    Raises
+    ------
+    ValueError
+        For a keyword the method does not take (listing those it does), one another flag sets, or
+        a value of the wrong type or out of its range.
+    """
+    from clusterable._register import check_keywords
+    from clusterable.cluster import canonical_clustering
+    from clusterable.cluster.registry import CLUSTERERS
+    from clusterable.train.config_typing import SettingError, parameter_types, typed_settings
+
+    name = canonical_clustering(clustering)
+    options = dict(given or [])
+    for key, setter in NOT_CLUSTERING_ARGS.items():
+        if key in options:
+            raise ValueError(f"--clustering-arg {key}: set by {setter}, not by --clustering-arg")
+    estimator = CLUSTERERS[name]
+    try:
+        check_keywords(f"--clustering {name}", estimator, options, tuple(NOT_CLUSTERING_ARGS))
+    except ValueError as error:
+        raise ValueError(f"--clustering-arg: {error}") from None
+    try:
+        typed = typed_settings(
+            options, parameter_types(estimator), f"clustering {name!r} argument", "clustering_args"
+        )
+        estimator(n_clusters=None, seed=0, **typed)  # its own range checks; nothing is fitted
+    except SettingError as error:
+        raise ValueError(
+            error.as_given(f"--clustering-arg {error.key}={options.get(error.key or '')}")
+        ) from None
+    except (ValueError, TypeError) as error:
+        raise ValueError(f"--clustering-arg (--clustering {name}): {error}") from None
+    return typed
 
 
 def clusters_to_ask(

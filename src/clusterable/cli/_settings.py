@@ -380,19 +380,20 @@ def _typed(name: str, annotation: Any) -> Callable[[str], Any]:
     return convert
 
 
-def _assignment(flag: str) -> Callable[[str], tuple[str, Any]]:
-    """An argparse ``type``: ``"margin=0.5"`` -> ``("margin", 0.5)`` (values read as YAML)."""
+def assignment(flag: str, example: str = "margin=0.5") -> Callable[[str], tuple[str, Any]]:
+    """An argparse ``type``: ``"margin=0.5"`` -> ``("margin", 0.5)`` (values read as YAML);
+    ``example`` is the pair a refusal shows."""
 
     def convert(text: str) -> tuple[str, Any]:
         try:
-            return parse_assignments([text], flag).popitem()
+            return parse_assignments([text], flag, example).popitem()
         except ValueError as error:
             raise argparse.ArgumentTypeError(str(error)) from None
 
     return convert
 
 
-def parse_assignments(pairs: list[str], flag: str) -> dict[str, Any]:
+def parse_assignments(pairs: list[str], flag: str, example: str = "margin=0.5") -> dict[str, Any]:
     """``["margin=0.5", "mining=all"]`` -> ``{"margin": 0.5, "mining": "all"}`` (YAML values)."""
     import yaml
 
@@ -400,7 +401,7 @@ def parse_assignments(pairs: list[str], flag: str) -> dict[str, Any]:
     for pair in pairs:
         name, sep, text = pair.partition("=")
         if not sep or not name:
-            raise ValueError(f"{flag} takes name=value, got {pair!r}; e.g. {flag} margin=0.5")
+            raise ValueError(f"{flag} takes name=value, got {pair!r}; e.g. {flag} {example}")
         values[name.replace("-", "_")] = yaml.safe_load(text)
     return values
 
@@ -428,7 +429,7 @@ def add_run_flags(
                 flag.flag,
                 dest=flag.name,
                 action="append",
-                type=_assignment(flag.flag),
+                type=assignment(flag.flag),
                 metavar="NAME=VALUE",
                 help=text,
             )

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from clusterable.cli._clusters import clusters_to_ask, n_clusters_flag
+from clusterable.cli._clusters import clustering_options, clusters_to_ask, n_clusters_flag
 from clusterable.cli._files import (
     CLASS_NAMES_FILE,
     EMBEDDINGS_FILE,
@@ -41,6 +41,7 @@ from clusterable.cli._files import (
 from clusterable.cli._flag_types import ks_list, metric_name
 from clusterable.cli._names import registry_names
 from clusterable.cli._parser import Verbs
+from clusterable.cli._settings import assignment
 from clusterable.cli.report import write_evaluation_page
 
 if TYPE_CHECKING:
@@ -71,6 +72,16 @@ def _add_clustering(parser: argparse.ArgumentParser, help: str) -> None:
         default="kmeans",
         help=f"{help} (default: %(default)s)",
     )
+    parser.add_argument(
+        "--clustering-arg",
+        dest="clustering_args",
+        action="append",
+        type=assignment("--clustering-arg", "eps=0.3"),
+        metavar="NAME=VALUE",
+        help="an option of the --clustering method, typed as the method declares it, e.g. "
+        "eps=0.3 or k_graph=20 for aas, min_cluster_size=10 for hdbscan, n_init=20 for kmeans "
+        "(repeatable)",
+    )
 
 
 def command_evaluate(args: argparse.Namespace) -> int:
@@ -87,6 +98,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
         Output("report", "--report", HTML, "the page is"),
     )
     asked, knn_asked = knn_of_metrics(args.metrics)
+    options = clustering_options(args.clustering, args.clustering_args)
     if knn_asked is not None and Path(args.source).suffix == ".npy":
         raise ValueError(
             f"--metrics {knn_asked.spelled}: k-NN accuracy votes among a run's training items, "
@@ -129,6 +141,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
         clustering=args.clustering,
         n_clusters=k,
         device=args.device,
+        clustering_options=options,
     )
     heading = f"evaluated: {len(labels)} items"
     if table.partition is not None:  # the partition the scores were computed on
@@ -461,7 +474,7 @@ def command_cluster(args: argparse.Namespace) -> int:
     from clusterable import cluster
     from clusterable.cluster import canonical_clustering, clusterer_info
     from clusterable.data import labelled_mask
-    from clusterable.evaluate import describe_kmeans, evaluate_embeddings, kmeans_rule
+    from clusterable.evaluate import describe_clustering, evaluate_embeddings, kmeans_rule
     from clusterable.metric_table import clustering_heading, format_metric_table
 
     written = check_outputs(
@@ -472,14 +485,16 @@ def command_cluster(args: argparse.Namespace) -> int:
     )
     out = written["out"]
     assert out is not None  # --out has a default
+    options = clustering_options(args.clustering, args.clustering_args)
     embeddings, labels, model_id, ids = _points_to_cluster(args)
     k = clusters_to_ask(args.clustering, args.n_clusters, labels, len(embeddings), announce=True)
-    # k-means by the one rule `evaluate` uses too (seeding, restarts), stated under the table.
+    # k-means by the one rule `evaluate` uses too (seeding, restarts), stated under the table;
+    # --clustering-arg updates it.
     rule: dict[str, Any] = {}
     if k is not None and canonical_clustering(args.clustering) == "kmeans":
         rule = kmeans_rule(k)
     partition = cluster.fit(
-        embeddings, args.clustering, k, seed=args.seed, device=args.device, **rule
+        embeddings, args.clustering, k, seed=args.seed, device=args.device, **{**rule, **options}
     )
     clusters = partition.labels_
     if k == "auto":
@@ -509,8 +524,11 @@ def command_cluster(args: argparse.Namespace) -> int:
             seed=args.seed,
             device=args.device,
         )
-        how = describe_kmeans(partition.options) if rule else ""
-        heading = clustering_heading(args.clustering, k, found, int(keep.sum()), "scored", how)
+        how = describe_clustering(partition.method, {**rule, **options})
+        noise = int((clusters[keep] < 0).sum())
+        heading = clustering_heading(
+            args.clustering, k, found, int(keep.sum()), "scored", how, noise
+        )
         print(format_metric_table(table, heading))
     return 0
 

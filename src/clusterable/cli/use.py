@@ -490,7 +490,8 @@ def command_assign(args: argparse.Namespace) -> int:
             else f"; {int(beyond.sum())} farther than {max_distance:g}: none of these (-1)"
         )
     )
-    print("items per cluster: " + ", ".join(f"{c}: {n}" for c, n in enumerate(counts) if n))
+    per_cluster = ", ".join(f"{c}: {n}" for c, n in enumerate(counts) if n)
+    print(f"items per cluster: {per_cluster or 'none, no item was assigned a cluster'}")
     if out is not None:
         np.save(out, clusters)
         print(f"wrote {out}")

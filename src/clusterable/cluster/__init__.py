@@ -13,7 +13,7 @@ else the CPU), never an ambient device.
 """
 
 from clusterable.cluster._validation import ClusterCountWarning
-from clusterable.cluster.aas import aas
+from clusterable.cluster.aas import SingletonClustersWarning, aas
 from clusterable.cluster.affinity_propagation import affinity_propagation
 from clusterable.cluster.gmm import gmm
 from clusterable.cluster.hdbscan import hdbscan
@@ -38,6 +38,7 @@ __all__ = [
     "Clusterer",
     "ClustererInfo",
     "Partition",
+    "SingletonClustersWarning",
     "aas",
     "affinity_propagation",
     "available_clusterings",

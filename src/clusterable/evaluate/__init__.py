@@ -11,7 +11,12 @@ not" (`select_threshold`) and computes FNMR@FMR from pair distances (`fnmr_at_fm
 the pairs (the table's ``roc_auc`` and ``fnmr@fmr=EPS``).
 """
 
-from clusterable.evaluate.clustering import ScoredPartition, describe_kmeans, kmeans_rule
+from clusterable.evaluate.clustering import (
+    ScoredPartition,
+    describe_clustering,
+    describe_kmeans,
+    kmeans_rule,
+)
 from clusterable.evaluate.knn_classification import knn_accuracy
 from clusterable.evaluate.neighbors import faiss_available, iter_knn, knn_search
 from clusterable.evaluate.pair_metrics import PairScores, pair_scores
@@ -58,6 +63,7 @@ __all__ = [
     "available_metrics",
     "cluster_accuracy",
     "contingency_table",
+    "describe_clustering",
     "describe_kmeans",
     "evaluate_embeddings",
     "faiss_available",

@@ -85,6 +85,25 @@ def describe_kmeans(options: Mapping[str, Any]) -> str:
     return f"{seeding} seeding, {runs} of at most {iterations} iterations{best}"
 
 
+def describe_clustering(method: str, options: Mapping[str, Any]) -> str:
+    """How clusterer ``method`` ran with ``options``, for a heading: `describe_kmeans` of
+    k-means; the options given to any other (``"eps 0.3, k_graph 20"``, the device and kNN
+    lists left out), and for DSCL spectral clustering how its k-means step ran; ``""`` for a
+    method run with its defaults."""
+    if method == "kmeans":
+        return describe_kmeans(options)
+    given = [f"{key} {value}" for key, value in options.items() if key not in NOT_SETTINGS]
+    if method == "spectral":
+        from clusterable.cluster.spectral import KMEANS_STEP
+
+        given.append(f"k-means of the spectral rows: {describe_kmeans(KMEANS_STEP)}")
+    return ", ".join(given)
+
+
+#: Options of a clusterer that say where it ran or what it started from, not how it clustered.
+NOT_SETTINGS = ("device", "neighbours")
+
+
 @dataclass(frozen=True)
 class ScoredPartition:
     """The partition an evaluation's partition metrics were computed on.
@@ -126,15 +145,9 @@ class ScoredPartition:
 
     @property
     def rule(self) -> str:
-        """How the clusterer ran, for a heading: `describe_kmeans` of k-means, and of DSCL
-        spectral clustering's k-means step; ``""`` for the others."""
-        if self.method == "kmeans":
-            return describe_kmeans(self.options)
-        if self.method == "spectral":
-            from clusterable.cluster.spectral import KMEANS_STEP
-
-            return f"k-means of the spectral rows: {describe_kmeans(KMEANS_STEP)}"
-        return ""
+        """How the clusterer ran, for a heading (`describe_clustering`); ``""`` for given ids
+        and for a method run with its defaults."""
+        return "" if self.method == "given" else describe_clustering(self.method, self.options)
 
 
 @dataclass(frozen=True)
