@@ -597,5 +597,94 @@ def test_samplers_say_why_their_batches_hold_no_pair():
 def test_valid_edges_of_the_ranges_are_taken():
     assert TrainConfig(eval_metric="recall@16").eval_metric == "recall@16"
     assert TrainConfig(eval_metric="classification_accuracy", momentum=0, weight_decay=0)
-    assert TrainConfig(grad_clip="none", patience=0, eval_every=0, seed=2**32 - 1).seed
+    assert TrainConfig(grad_clip="none", patience=0, seed=2**32 - 1).seed
+    assert TrainConfig(eval_every=0).eval_every == 0  # with patience, refused: never evaluated
     assert RunSpec(val_fraction=0, memory_size=0, channels=None).val_fraction == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Settings that the rest of the run would ignore, or with which it trains another way (audit 2)
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag", "words"),
+    [
+        (["--pseudo-label-every", "1"], "--pseudo-label-every", ["add unsupervised"]),
+        (
+            ["--loss", "center", "--memory-size", "256"],
+            "--memory-size",
+            ["'center' takes no partners", "leave memory_size 0", "contrastive"],
+        ),
+        (["--embedding-dim", "1", "--normalize"], "--embedding-dim", ["-1 or +1"]),
+        (["--patience", "2", "--eval-every", "0"], "--patience", ["eval_every 1 or more"]),
+        (["--no-amp", "--precision", "bf16"], "--amp", ["give precision alone"]),
+        (["--epochs", "1", "--warmup-epochs", "5"], "--warmup-epochs", ["at most 1"]),
+        (["--no-eval-embeddings"], "eval_metric", ["turn eval_embeddings on"]),
+    ],
+    ids=[
+        "pseudo-labels-supervised",
+        "memory-for-center",
+        "one-normalised-dimension",
+        "patience-never-evaluated",
+        "no-amp-bf16",
+        "warm-up-beyond-the-run",
+        "metric-never-computed",
+    ],
+)
+def test_a_setting_the_run_would_ignore_is_refused_before_the_data(
+    argv, flag, words, tmp_path, capsys, no_training
+):
+    """The audit's runs trained, each ignoring one setting: pseudo-labels never recomputed,
+    patience never stopping, bf16 despite ``--no-amp``, a warm-up squeezed into the run, no
+    epoch the best; a memory for the centre loss failed after the data, 1-d unit embeddings
+    trained to two points."""
+    out = tmp_path / "run"
+    line = refusal(capsys, ["train", *argv, "--out", str(out)], flag)
+    assert all(word in line for word in words), line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag", "words"),
+    [
+        (
+            ["--batch-size", "5000", "--sampler", "random"],
+            "--batch-size",
+            ["more than the 1130 training items", "at most 1130"],
+        ),
+        (
+            ["--eval-metric", "classification_accuracy"],
+            "--eval-metric",
+            ["LiftedStructureLoss has none", "cross-entropy"],
+        ),
+        (["--val-fraction", "0", "--patience", "2"], "--patience", ["no validation split"]),
+        (["--unsupervised", "--patience", "1"], "--patience", ["leave patience out"]),
+    ],
+    ids=[
+        "batch-beyond-the-items",
+        "accuracy-without-classifier",
+        "patience-no-validation",
+        "patience-unsupervised",
+    ],
+)
+def test_a_setting_the_data_or_loss_cannot_honour_is_refused_before_training(
+    argv, flag, words, tmp_path, capsys
+):
+    """The audit: a batch of 5000 from 1130 items trained on batches of 1130; a lifted run
+    validated by classification accuracy had no best epoch; a run without a validation split
+    ignored its patience."""
+    out = tmp_path / "run"
+    line = refusal(capsys, ["train", "--epochs", "1", *argv, "--out", str(out)], flag)
+    assert all(word in line for word in words), line
+    assert not (out / "log.jsonl").exists()
+
+
+def test_settings_next_to_those_refused_still_train():
+    TrainConfig(patience=2, eval_every=1, warmup_epochs=3, epochs=3, amp=False, precision="32")
+    TrainConfig(eval_embeddings=False, eval_metric="classification_accuracy")
+    RunSpec(loss="lifted", memory_size=64, embedding_dim=1)
+    RunSpec(unsupervised=True, loss="opml", pseudo_label_every=2)
+    train = load_dataset("digits", split="train").subset(np.arange(100))
+    spec = RunSpec(loss="cross-entropy", embedding_dim=8)
+    config = TrainConfig(batch_size=100, eval_metric="classification_accuracy", progress=False)
+    build_trainer(spec, config, train, train)

@@ -58,7 +58,11 @@ from clusterable.spec_rules import AUTOENCODER_BOUNDS, check_run_spec
 from clusterable.train.answerable import Answerable, answerable_table, ks_within
 from clusterable.train.callbacks import TrainerCallback
 from clusterable.train.checkpoint import load_run_record, load_weights, resolve_checkpoint
-from clusterable.train.config import TrainConfig, check_batches_exceed_dimensions
+from clusterable.train.config import (
+    TrainConfig,
+    check_batches_exceed_dimensions,
+    check_patience_has_validation,
+)
 from clusterable.train.config_typing import field_types, parameter_types, typed_settings
 from clusterable.train.embed import embed_dataset
 from clusterable.train.run_folder import (
@@ -539,6 +543,8 @@ def train_run(
             prepare_run_folder(out, resume=resume, overwrite=overwrite)
             if resume:  # before run.json is written again
                 check_resume_epochs(out, config.epochs)
+    # Before the data: an unsupervised run, or val_fraction 0, holds no validation split.
+    check_patience_has_validation(config, not spec.unsupervised and spec.val_fraction > 0)
     full_train = spec.load("train")
     test = spec.load("test")
     if spec.unsupervised:

@@ -5,7 +5,8 @@ cannot describe a run: a number outside its range, a dataset, model or loss no r
 the closest name), a ``timm:`` / ``torchvision:`` name the installed library does not list, a loss
 or model keyword its constructor does not take, and a loss's or model's argument outside the range
 it declares (``EmbeddingLoss.argument_bounds``, ``register_model(..., argument_bounds=...)``: the
-declaration its constructor checks too). Each refusal is a
+declaration its constructor checks too), and settings that would be ignored or make the run
+degenerate together (:func:`_check_combinations`). Each refusal is a
 :class:`~clusterable.train.config_typing.SettingError` naming the field, so that the command line
 names the flag the value came from (``--data``, ``--loss-arg margn=1``).
 
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from clusterable._register import accepted_keywords
 from clusterable.data.registry import check_dataset_name
-from clusterable.losses import available_losses
+from clusterable.losses import available_losses, loss_class
 from clusterable.losses.autoencoder import RECONSTRUCTION_WEIGHT
 from clusterable.models._registry import check_model_arguments, check_model_name, model_arguments
 from clusterable.models.pretrained import NOT_ARGUMENTS
@@ -91,6 +92,46 @@ def check_run_spec(spec: RunSpec, loss_constructor: Callable[..., Any] | None) -
         check_bounds(own, bounds, f"loss {spec.loss!r} argument", "loss_args")
     check_bounds(spec.loss_args, AUTOENCODER_BOUNDS, "autoencoder argument", "loss_args")
     _check_model_arguments(spec.model, spec.model_args)
+    _check_combinations(spec, loss_constructor)
+
+
+def _check_combinations(spec: RunSpec, loss_constructor: Callable[..., Any] | None) -> None:
+    """Refuse a setting the rest of the spec would ignore, or with which the run is degenerate:
+    pseudo-label refreshes of a supervised run, a cross-batch memory for a loss that takes no
+    references (``accepts_references``), and l2-normalised embeddings of one dimension."""
+    if spec.pseudo_label_every and not spec.unsupervised:
+        reason = (
+            "recomputes the pseudo-labels of an unsupervised run, and this run trains on its "
+            "labels; add unsupervised (--unsupervised), or leave pseudo_label_every 0"
+        )
+        raise SettingError(WHAT, "pseudo_label_every", spec.pseudo_label_every, reason)
+    if (
+        spec.memory_size
+        and loss_constructor is not None
+        and not getattr(loss_constructor, "accepts_references", False)
+    ):
+        why = getattr(loss_constructor, "references_unsupported_because", "it takes none")
+        reason = (
+            f"adds past embeddings as partners of a pair loss, and {spec.loss!r} takes no "
+            f"partners: {why}; leave memory_size 0, or choose a pair loss: "
+            f"{', '.join(_losses_with_references())}"
+        )
+        raise SettingError(WHAT, "memory_size", spec.memory_size, reason)
+    if spec.normalize and spec.embedding_dim == 1:
+        reason = (
+            "with normalize puts every item at -1 or +1 (a unit vector of one dimension), two "
+            "points for all classes; give embedding_dim 2 or more, or leave normalize off"
+        )
+        raise SettingError(WHAT, "embedding_dim", spec.embedding_dim, reason)
+
+
+def _losses_with_references() -> list[str]:
+    """The registered losses a cross-batch memory can serve (``accepts_references``)."""
+    return [
+        name
+        for name in available_losses()
+        if getattr(loss_class(name), "accepts_references", False)
+    ]
 
 
 def _check_model_arguments(model: str, model_args: Mapping[str, Any]) -> None:

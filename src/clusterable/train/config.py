@@ -6,9 +6,12 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
+
 from clusterable.data.image_cache import check_cache_folder
 from clusterable.device import DEVICE_CHOICES, check_device_name
 from clusterable.evaluate.registry import metric_of_key, table_keys
+from clusterable.losses import EmbeddingLoss, available_losses, loss_class
 from clusterable.mining.samplers import (
     SAMPLERS,
     DistributedBatchSampler,
@@ -176,6 +179,7 @@ class TrainConfig:
         check_choice(what, "schedule", self.schedule, SCHEDULES)
         check_choice(what, "precision", self.precision, PRECISIONS)
         check_eval_metric(self.eval_metric, what)
+        self._check_combinations()
         if self.cache_images == "disk":  # its folder named now, before any run folder
             check_cache_folder()
         if self.num_workers is not None:
@@ -195,6 +199,37 @@ class TrainConfig:
                 f"is not a device; choose one of {', '.join(DEVICE_CHOICES)} (cuda:N being the "
                 "number of a visible GPU)",
             ) from None
+
+    def _check_combinations(self) -> None:
+        """Refuse a setting the others would ignore or change: patience without evaluations,
+        ``amp: false`` beside a mixed precision, a warm-up longer than the run, and a metric of
+        the evaluation table that ``eval_embeddings: false`` never computes."""
+        what = "training setting"
+        if self.patience is not None and not self.eval_every:
+            reason = (
+                "stops after evaluations without improvement, and eval_every=0 evaluates "
+                "never; give eval_every 1 or more, or leave patience out"
+            )
+            raise SettingError(what, "patience", self.patience, reason)
+        if not self.amp and self.precision not in ("auto", "32"):
+            reason = (
+                f"means precision 32, and precision is {self.precision}; give precision alone "
+                "(amp is its old switch: precision 32 is amp false)"
+            )
+            raise SettingError(what, "amp", self.amp, reason)
+        if self.warmup_epochs > self.epochs:
+            reason = (
+                f"is longer than the run's {self.epochs} epoch(s): the learning rate would "
+                f"never reach lr; give warmup_epochs at most {self.epochs}, or more epochs"
+            )
+            raise SettingError(what, "warmup_epochs", self.warmup_epochs, reason)
+        if not self.eval_embeddings and metric_of_key(self.eval_metric) is not None:
+            reason = (
+                "is a key of the evaluation table, which eval_embeddings false leaves out of "
+                f"every validation; give eval_metric {CLASSIFICATION_ACCURACY}, or turn "
+                "eval_embeddings on"
+            )
+            raise SettingError(what, "eval_metric", self.eval_metric, reason)
 
     def to_dict(self) -> dict[str, Any]:
         """The settings as a dict of name -> value."""
@@ -295,3 +330,69 @@ def check_batches_exceed_dimensions(config: TrainConfig, embedding_dim: int, los
         "or fewer embedding dimensions"
     )
     raise SettingError("training setting", "batch_size", config.batch_size, reason)
+
+
+def check_batch_within_items(config: TrainConfig, labels: Any) -> None:
+    """Refuse, before the first step, a batch larger than the labelled training items of
+    ``labels`` ``(n,)`` (-1: never sampled): no sampler can draw it without repeating items.
+
+    Raises
+    ------
+    SettingError
+        Naming ``batch_size``, the items, and the largest batch they hold.
+    """
+    items = int((np.asarray(labels) >= 0).sum())
+    if config.batch_size > items:
+        reason = (
+            f"is more than the {items} training items, so no batch can be that large without "
+            f"repeating items; give batch_size at most {items}"
+        )
+        raise SettingError("training setting", "batch_size", config.batch_size, reason)
+
+
+def check_patience_has_validation(config: TrainConfig, validates: bool) -> None:
+    """Refuse ``patience`` where nothing is validated (``validates`` False: no validation split,
+    as with ``val_fraction`` 0 or an unsupervised run): it would never stop the run.
+
+    Raises
+    ------
+    SettingError
+        Naming ``patience`` and what to give instead.
+    """
+    if config.patience is not None and not validates:
+        reason = (
+            "stops after validations without improvement, and this run has no validation split "
+            "(val_fraction 0, or an unsupervised run, which holds none out); leave patience "
+            "out, or give a supervised run val_fraction above 0"
+        )
+        raise SettingError("training setting", "patience", config.patience, reason)
+
+
+def check_eval_metric_of_loss(config: TrainConfig, loss: Any) -> None:
+    """Refuse ``eval_metric: classification_accuracy`` for a loss without its own classifier
+    (its ``predict`` is :class:`~clusterable.losses.EmbeddingLoss`'s, which predicts nothing):
+    no validation would hold it, and no epoch would be the best.
+
+    Raises
+    ------
+    SettingError
+        Naming ``eval_metric``, and the losses that have a classifier.
+    """
+    inner = getattr(loss, "loss", loss)  # the wrapped loss of an autoencoder
+    if (
+        config.eval_metric == CLASSIFICATION_ACCURACY
+        and type(inner).predict is EmbeddingLoss.predict
+    ):
+        reason = (
+            f"is the accuracy of a loss's own classifier, and {type(inner).__name__} has none; "
+            "give a key of the evaluation table (recall@1, map@r, nmi, ...), or a loss with a "
+            f"classifier: {', '.join(_losses_with_a_classifier())}"
+        )
+        raise SettingError("training setting", "eval_metric", config.eval_metric, reason)
+
+
+def _losses_with_a_classifier() -> list[str]:
+    """The registered losses whose ``predict`` gives classes (their own classifier)."""
+    return [
+        name for name in available_losses() if loss_class(name).predict is not EmbeddingLoss.predict
+    ]

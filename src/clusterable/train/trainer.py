@@ -59,7 +59,13 @@ from clusterable.train.checkpoint import (
     resolve_checkpoint,
     save_checkpoint,
 )
-from clusterable.train.config import TrainConfig, check_batches_hold_pairs
+from clusterable.train.config import (
+    TrainConfig,
+    check_batch_within_items,
+    check_batches_hold_pairs,
+    check_eval_metric_of_loss,
+    check_patience_has_validation,
+)
 from clusterable.train.distributed import (
     Distributed,
     all_reduce_mean,
@@ -177,7 +183,10 @@ class Trainer:
             )
         self.network = self._distribute(self.model)
         self.sampler = self._build_sampler()
+        check_batch_within_items(self.config, train_set.labels)
         check_batches_hold_pairs(self.config, self.sampler, train_set.labels, self.loss)
+        check_patience_has_validation(self.config, val_set is not None)
+        check_eval_metric_of_loss(self.config, self.loss)
         self.optimizer = self._build_optimizer()
         self.scheduler = self._build_scheduler()
         self.autocast_dtype = autocast_dtype(self.precision)
