@@ -109,6 +109,16 @@ def test_an_exported_run_names_its_run_and_the_checksum_model_json_gives(digits_
         assert sidecar["model_checksum"] == identity.model
 
 
+def test_export_seeds_its_parity_batch_with_seed(digits_run, tmp_path, monkeypatch):
+    from clusterable import export
+    from clusterable.cli import main
+
+    seeds = []
+    monkeypatch.setattr(export, "export_model", lambda *a, seed, **k: seeds.append(seed) or a[2])
+    assert main(["export", str(digits_run), "--out", str(tmp_path / "m.onnx"), "--seed", "7"]) == 0
+    assert seeds == [7]
+
+
 def test_a_grayscale_runs_description_is_the_view_its_images_get(tmp_path):
     """The conversion to grayscale is PIL's luma, before the resize: what export tells a
     deployer is, pixel for pixel, what the run's own image files give its model."""

@@ -120,12 +120,14 @@ def export_run(
     out: str | os.PathLike[str],
     format: Format = "onnx",
     device: DeviceSpec = "cpu",
+    seed: int = 0,
 ) -> Path:
     """Export the best checkpoint of a training run (folder or checkpoint), traced on ``device``,
     with its description: the item view the run's own test table embedded (resize, crop,
     channels, size, normalisation; :meth:`clusterable.trained_run.TrainedRun.view_description`),
     and which model it is: the run folder, the checkpoint, and ``model_checksum``, the checksum
-    of the weights that ``model.json`` beside the run's saved embeddings names as ``model``."""
+    of the weights that ``model.json`` beside the run's saved embeddings names as ``model``.
+    ``seed`` seeds the example and parity batches."""
     from clusterable.trained_run import TrainedRun
 
     trained = TrainedRun.load(run, device=device)
@@ -141,7 +143,9 @@ def export_run(
         "checkpoint": str(Path(trained.checkpoint).resolve()),
         "model_checksum": trained.model_id,
     }
-    return export_model(trained.model, trained.input_shape, out, format, description=description)
+    return export_model(
+        trained.model, trained.input_shape, out, format, description=description, seed=seed
+    )
 
 
 def _onnx_writer(model: nn.Module, example: torch.Tensor, path: Path) -> None:
