@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -186,3 +187,43 @@ def test_an_onnx_export_prints_none_of_the_exporters_own_lines(tmp_path, capfd):
     if importlib.util.find_spec("torchvision") is None:  # the lines are torch's, on this setup
         logger = logging.getLogger("torch.onnx._internal.exporter._registration")
         assert logger.level == logging.NOTSET  # put back as it was
+
+
+def damaged(run: Path, how: str) -> Path:
+    """What is given for ``run`` damaged ``how``: one of its files, or the run itself."""
+    checkpoint = run / "checkpoints" / "epoch-0001"
+    if how == "weights-file":
+        return checkpoint / "weights.safetensors"
+    if how == "run-json":
+        return run / "run.json"
+    if how == "pointer-to-a-deleted-checkpoint":
+        shutil.rmtree(checkpoint)
+    else:  # damaged-weights
+        (checkpoint / "weights.safetensors").write_bytes(b"cut")
+    return run
+
+
+@pytest.mark.parametrize(
+    "how, says",
+    [
+        ("weights-file", "is a file: a checkpoint is a folder"),
+        ("run-json", "give its folder, "),
+        ("pointer-to-a-deleted-checkpoint", "names checkpoint epoch-0001, but"),
+        ("damaged-weights", "is damaged or cut short"),
+    ],
+)
+def test_a_run_without_a_readable_model_is_refused_in_one_line(
+    digits_run, tmp_path, capsys, how, says
+):
+    """A file of a run instead of its folder, or a run whose checkpoint is gone or damaged:
+    one line that says what to give (no traceback, nothing written)."""
+    from clusterable.cli import main
+
+    run = tmp_path / "run"
+    shutil.copytree(digits_run, run)
+    with pytest.raises(SystemExit) as stop:
+        main(["export", str(damaged(run, how)), "--out", str(tmp_path / "m.onnx")])
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and "\n" not in err, err
+    assert err.startswith("clusterable export: error:") and says in err, err
+    assert not (tmp_path / "m.onnx").exists()
