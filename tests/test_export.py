@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -67,22 +69,77 @@ def test_unknown_format_is_refused(tmp_path):
         export_model(nn.Linear(2, 2), (2,), tmp_path / "m", "tflite")
 
 
-def test_export_run_describes_the_runs_input(tmp_path):
+@pytest.fixture(scope="module")
+def digits_run(tmp_path_factory):
+    """A digits run of the mlp, one epoch."""
+    run = tmp_path_factory.mktemp("export") / "run"
     spec = RunSpec(data="digits", model="mlp", loss="contrastive", embedding_dim=8)
     config = TrainConfig(epochs=1, batch_size=64, progress=False, eval_every=0)
-    train_run(spec, config, out=tmp_path / "run")
-    path = export_run(tmp_path / "run", tmp_path / "digits-mlp", "onnx")
+    train_run(spec, config, out=run)
+    return run
+
+
+def test_export_run_describes_the_runs_input(digits_run, tmp_path):
+    path = export_run(digits_run, tmp_path / "digits-mlp", "onnx")
     sidecar = json.loads(path.with_name(path.name + ".json").read_text())
     assert sidecar["input"]["shape"] == ["batch", 1, 8, 8]
     assert (sidecar["data"], sidecar["model"], sidecar["embedding_dim"]) == ("digits", "mlp", 8)
     view = sidecar["preprocessing"]
     assert (view["channels"], view["size"], view["normalisation"]) == ("grayscale", [8, 8], "none")
     assert "[0, 1]" in view["layout"] and "aspect ratio not kept" in view["resize"]
+    assert "load_digits().images (pixel values 0..16) / 16" in view["data_items"]
     batch = np.random.default_rng(0).random((5, 1, 8, 8), dtype=np.float32)
-    model = load_trained(tmp_path / "run")[0]
+    model = load_trained(digits_run)[0]
     with torch.no_grad():
         expected = model(torch.from_numpy(batch)).numpy()
     np.testing.assert_allclose(run_exported(path, "onnx", batch), expected, atol=1e-5)
+
+
+def test_an_exported_run_names_its_run_and_the_checksum_model_json_gives(digits_run, tmp_path):
+    """The description tells which run and which weights made the file: the checksum is the
+    one `embed` writes in model.json, whether the run folder or its checkpoint is exported."""
+    from clusterable.trained_run import TrainedRun
+
+    trained = TrainedRun.load(digits_run, device="cpu")
+    identity = trained.identity()
+    checkpoint = str(Path(trained.checkpoint).resolve())
+    for given, run in ((digits_run, identity.run), (trained.checkpoint, checkpoint)):
+        path = export_run(given, tmp_path / "m", "torchscript")
+        sidecar = json.loads(path.with_name(path.name + ".json").read_text())
+        assert (sidecar["run"], sidecar["checkpoint"]) == (run, checkpoint)
+        assert sidecar["model_checksum"] == identity.model
+
+
+def test_export_seeds_its_parity_batch_with_seed(digits_run, tmp_path, monkeypatch):
+    from clusterable import export
+    from clusterable.cli import main
+
+    seeds = []
+    monkeypatch.setattr(export, "export_model", lambda *a, seed, **k: seeds.append(seed) or a[2])
+    assert main(["export", str(digits_run), "--out", str(tmp_path / "m.onnx"), "--seed", "7"]) == 0
+    assert seeds == [7]
+
+
+def test_a_grayscale_runs_description_is_the_view_its_images_get(tmp_path):
+    """The conversion to grayscale is PIL's luma, before the resize: what export tells a
+    deployer is, pixel for pixel, what the run's own image files give its model."""
+    from PIL import Image
+
+    from clusterable.data import ImageFiles
+    from clusterable.trained_run import TrainedRun
+
+    flat = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(20 * 30, 4))
+    spec = RunSpec(data="folder:photos", model="mlp", channels=1, image_size=20)
+    view = TrainedRun(flat, (1, 20, 30), spec=spec, device="cpu").view_description()
+    assert view["decode"].startswith("Image.open(file).convert('L'), before resizing")
+    assert "image.resize((30, 20), Image.Resampling.BILINEAR)" in view["resize"]
+    assert "(np.asarray(image, np.float32) / 255)[None]" in view["layout"]
+    assert "data_items" not in view  # a folder's items are its files, described above
+    path = tmp_path / "photo.jpg"
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (70, 45, 3), np.uint8)).save(path)
+    image = Image.open(path).convert("L").resize((30, 20), Image.Resampling.BILINEAR)
+    by_hand = (np.asarray(image, np.float32) / 255)[None]
+    np.testing.assert_array_equal(ImageFiles([path], (20, 30), 1)[0], by_hand)
 
 
 def test_a_backbone_runs_description_is_the_view_its_images_get(tmp_path):
@@ -130,3 +187,43 @@ def test_an_onnx_export_prints_none_of_the_exporters_own_lines(tmp_path, capfd):
     if importlib.util.find_spec("torchvision") is None:  # the lines are torch's, on this setup
         logger = logging.getLogger("torch.onnx._internal.exporter._registration")
         assert logger.level == logging.NOTSET  # put back as it was
+
+
+def damaged(run: Path, how: str) -> Path:
+    """What is given for ``run`` damaged ``how``: one of its files, or the run itself."""
+    checkpoint = run / "checkpoints" / "epoch-0001"
+    if how == "weights-file":
+        return checkpoint / "weights.safetensors"
+    if how == "run-json":
+        return run / "run.json"
+    if how == "pointer-to-a-deleted-checkpoint":
+        shutil.rmtree(checkpoint)
+    else:  # damaged-weights
+        (checkpoint / "weights.safetensors").write_bytes(b"cut")
+    return run
+
+
+@pytest.mark.parametrize(
+    "how, says",
+    [
+        ("weights-file", "is a file: a checkpoint is a folder"),
+        ("run-json", "give its folder, "),
+        ("pointer-to-a-deleted-checkpoint", "names checkpoint epoch-0001, but"),
+        ("damaged-weights", "is damaged or cut short"),
+    ],
+)
+def test_a_run_without_a_readable_model_is_refused_in_one_line(
+    digits_run, tmp_path, capsys, how, says
+):
+    """A file of a run instead of its folder, or a run whose checkpoint is gone or damaged:
+    one line that says what to give (no traceback, nothing written)."""
+    from clusterable.cli import main
+
+    run = tmp_path / "run"
+    shutil.copytree(digits_run, run)
+    with pytest.raises(SystemExit) as stop:
+        main(["export", str(damaged(run, how)), "--out", str(tmp_path / "m.onnx")])
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and "\n" not in err, err
+    assert err.startswith("clusterable export: error:") and says in err, err
+    assert not (tmp_path / "m.onnx").exists()

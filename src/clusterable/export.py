@@ -3,8 +3,10 @@
 The exported graph maps a float32 batch ``(batch, *input_shape)`` to its embeddings
 ``(batch, embedding_dim)``; the batch dimension is dynamic. Beside the file, ``FILE.json`` records
 what a caller must feed it: the input shape and dtype, the preprocessing of the run's data set, the
-embedding width, whether the model l2-normalises, and the largest difference between the exported
-model's output and PyTorch's on a batch of a size the export never saw.
+embedding width, whether the model l2-normalises, the largest difference between the exported
+model's output and PyTorch's on a batch of a size the export never saw, and, for a run, which run
+and weights it came from (``model_checksum``, the ``model`` of ``model.json`` beside the run's saved
+embeddings).
 
 ONNX needs ``onnx`` and ``onnxscript`` (the exporter) and ``onnxruntime`` (the parity check):
 ``pip install 'clusterable[export]'``. TorchScript needs nothing beyond torch.
@@ -118,10 +120,14 @@ def export_run(
     out: str | os.PathLike[str],
     format: Format = "onnx",
     device: DeviceSpec = "cpu",
+    seed: int = 0,
 ) -> Path:
     """Export the best checkpoint of a training run (folder or checkpoint), traced on ``device``,
     with its description: the item view the run's own test table embedded (resize, crop,
-    channels, size, normalisation; :meth:`clusterable.trained_run.TrainedRun.view_description`)."""
+    channels, size, normalisation; :meth:`clusterable.trained_run.TrainedRun.view_description`),
+    and which model it is: the run folder, the checkpoint, and ``model_checksum``, the checksum
+    of the weights that ``model.json`` beside the run's saved embeddings names as ``model``.
+    ``seed`` seeds the example and parity batches."""
     from clusterable.trained_run import TrainedRun
 
     trained = TrainedRun.load(run, device=device)
@@ -133,9 +139,13 @@ def export_run(
         "l2_normalised": spec.normalize,
         "data": spec.data,
         "preprocessing": trained.view_description(),
+        "run": str(trained.folder),
         "checkpoint": str(Path(trained.checkpoint).resolve()),
+        "model_checksum": trained.model_id,
     }
-    return export_model(trained.model, trained.input_shape, out, format, description=description)
+    return export_model(
+        trained.model, trained.input_shape, out, format, description=description, seed=seed
+    )
 
 
 def _onnx_writer(model: nn.Module, example: torch.Tensor, path: Path) -> None:

@@ -48,7 +48,7 @@ from clusterable._arrays import to_numpy
 from clusterable._atomic import atomic_write_text
 from clusterable.data import ImageFiles, LabelledDataset
 from clusterable.data.generic import IMAGE_EXTENSIONS, images_in, load_table
-from clusterable.data.registry import available_datasets, names_a_path
+from clusterable.data.registry import available_datasets, dataset_items, names_a_path
 from clusterable.data.transforms import backbone_preprocessing
 from clusterable.device import DeviceSpec, resolve_device
 
@@ -60,6 +60,14 @@ TABLE_SUFFIXES = (".csv", ".npz", ".npy")
 
 #: The file written beside saved embeddings: which model made them, from which items.
 MODEL_IDENTITY = "model.json"
+
+#: How an image file is decoded to the model's channels, by the number of channels: PIL's
+#: conversion, before any resize (converting after resizing gives other pixel values).
+_DECODE = {
+    1: "Image.open(file).convert('L'), before resizing: PIL's luma, L = R * 299/1000 + "
+    "G * 587/1000 + B * 114/1000 (not the channels' mean)",
+    3: "Image.open(file).convert('RGB'), before resizing (an alpha channel is dropped)",
+}
 
 
 @dataclass(frozen=True)
@@ -285,30 +293,47 @@ class TrainedRun:
         return len(shape) == 3 and shape[0] in (1, 3)
 
     def view_description(self) -> dict[str, Any]:
-        """How an item must be prepared for the model, for a deployer (``export``'s JSON)."""
+        """How an item must be prepared for the model, for a deployer (``export``'s JSON): each
+        step as :class:`~clusterable.data.ImageFiles` takes it, in PIL and numpy calls; for a
+        run on a data set held as arrays (digits, MNIST), how its items were scaled."""
         shape = list(self.input_shape)
+        data = None if self.spec is None else self.spec.data
+        scaling = None if data is None else dataset_items(data)
+        data_items = {"data_items": f"{data}'s, as the run read them: {scaling}"} if scaling else {}
         if not self.is_image_model:
             return {
                 "items": f"float32 feature rows of shape {shape}, as the run's data holds them",
                 "shape": shape,
+                **data_items,
             }
         channels, height, width = self.input_shape
         preprocessing = None if self.spec is None else backbone_preprocessing(self.spec.model)
         view: dict[str, Any] = {
             "channels": "grayscale" if channels == 1 else "RGB",
             "size": [height, width],
-            "layout": "float32, channels first (C, H, W), pixel values / 255 in [0, 1]",
+            "decode": _DECODE[channels],
+            "layout": (
+                "float32, channels first (C, H, W), pixel values / 255 in [0, 1]: "
+                "(np.asarray(image, np.float32) / 255)"
+                + ("[None]" if channels == 1 else ".transpose(2, 0, 1)")
+                + ", items stacked on a first, batch axis"
+            ),
+            **data_items,
         }
         if preprocessing is None:
             view["resize"] = (
-                f"the whole image resized (bilinear) to {height}x{width}, aspect ratio not kept"
+                f"the whole image resized to {height}x{width}, aspect ratio not kept: "
+                f"image.resize(({width}, {height}), Image.Resampling.BILINEAR)"
             )
             view["normalisation"] = "none"
             return view
         resize = math.floor(height / preprocessing.crop_fraction)  # as ImageFiles reads them
+        resampling = f"Image.Resampling.{preprocessing.interpolation.upper()}"
         view["resize"] = (
-            f"shorter side resized ({preprocessing.interpolation}) to {resize} px, then the "
-            f"centre {height}x{width} cropped"
+            f"shorter side resized ({preprocessing.interpolation}) to {resize} px, the longer "
+            f"to int({resize} * longer / shorter) (image.resize((w, h), {resampling})), then "
+            f"the centre {height}x{width} cropped: image.crop((left, top, left + {width}, top + "
+            f"{height})) with left = round((w - {width}) / 2), top = round((h - {height}) / 2)"
         )
         view["normalisation"] = (
             f"inside the model: (x - mean) / std with mean {list(preprocessing.mean)} and std "

@@ -55,3 +55,14 @@ def test_every_built_in_set_is_registered_by_its_module():
 def test_a_name_registered_twice_is_refused(isolated_registry):
     with pytest.raises(RuntimeError, match="'digits' is registered twice"):
         registry.register_dataset("digits")(toy)
+
+
+def test_a_data_set_held_as_arrays_says_how_it_scaled_its_items():
+    from sklearn.datasets import load_digits
+
+    said = registry.dataset_items("digits")
+    assert said is not None and "load_digits().images (pixel values 0..16) / 16" in said
+    by_hand = (load_digits().images / 16).astype(np.float32)[:, None]
+    np.testing.assert_array_equal(load_dataset("digits", split="all").x, by_hand)
+    assert registry.dataset_items("folder:/photos") is None  # its files say it
+    assert registry.dataset_items("cub200") is None

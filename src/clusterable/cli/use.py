@@ -574,7 +574,8 @@ def command_export(args: argparse.Namespace) -> int:
     kind = f"the {args.format} model is"
     out = check_outputs(args, Output("out", "--out", (SUFFIX[args.format],), kind))["out"]
     assert out is not None  # --out is required
-    path = export_run(args.run, out, args.format, device=getattr(args, "device", None) or "cpu")
+    device = getattr(args, "device", None) or "cpu"
+    path = export_run(args.run, out, args.format, device=device, seed=args.seed)
     print(f"wrote {path} and its description {path.name}.json (input, preprocessing, parity)")
     return 0
 

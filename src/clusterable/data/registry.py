@@ -110,6 +110,16 @@ def standard_recall_ks(name: str) -> tuple[int, ...] | None:
     return None if ks is None else tuple(ks)
 
 
+def dataset_items(name: str) -> str | None:
+    """How a data set held as arrays scaled its items, for a deployer who prepares them without
+    this library (registered as ``items``: digits are scikit-learn's 0..16 pixels / 16); None for
+    a set read from image files or a table, which the files' own view describes."""
+    key = name.partition(":")[0].strip().lower()
+    if ":" in name or key not in DATASETS:
+        return None
+    return DATASETS.metadata(key).get("items")
+
+
 def available_datasets() -> list[str]:
     """Names :func:`load_dataset` accepts (``folder:PATH`` and ``table:PATH`` besides)."""
     return DATASETS.names()

@@ -181,28 +181,31 @@ def load_usps(root: str | Path | None, split: str) -> LabelledDataset:
 
 # The registry's uniform signature (root, split, image_size, channels); these sets are held in
 # memory at their own size, so load_dataset refuses image_size and channels for them.
-@register_dataset("digits")
+@register_dataset(
+    "digits",
+    items="scikit-learn's load_digits().images (pixel values 0..16) / 16, float32 (1, 8, 8)",
+)
 def _digits(
     root: Path | None, split: str, image_size: int | None, channels: int | None
 ) -> LabelledDataset:
     return load_digits(split)
 
 
-@register_dataset("mnist")
+@register_dataset("mnist", items="the IDX files' uint8 pixels / 255, float32 (1, 28, 28)")
 def _mnist(
     root: Path | None, split: str, image_size: int | None, channels: int | None
 ) -> LabelledDataset:
     return load_idx_dataset("mnist", DIGIT_CLASSES, root, split)
 
 
-@register_dataset("fashion-mnist")
+@register_dataset("fashion-mnist", items="the IDX files' uint8 pixels / 255, float32 (1, 28, 28)")
 def _fashion_mnist(
     root: Path | None, split: str, image_size: int | None, channels: int | None
 ) -> LabelledDataset:
     return load_idx_dataset("fashion-mnist", FASHION_MNIST_CLASSES, root, split)
 
 
-@register_dataset("usps")
+@register_dataset("usps", items="usps.h5's data rows (already in [0, 1]) as float32 (1, 16, 16)")
 def _usps(
     root: Path | None, split: str, image_size: int | None, channels: int | None
 ) -> LabelledDataset:

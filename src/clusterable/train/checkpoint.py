@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 
@@ -84,13 +85,33 @@ def resolve_checkpoint(path: Path, pointer: str = "latest") -> Path:
 
     In a run folder, the checkpoint that ``pointer`` (``"latest"`` or ``"best"``) names is taken;
     ``latest`` stands in for a ``best`` that a run without validation never wrote.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` is a file (one of a checkpoint's: the message names its folder), holds no
+        checkpoint, or its pointer names a checkpoint that is gone.
     """
+    if path.is_file():
+        folder = path.parent
+        holds_it = (folder / WEIGHTS).is_file() or (folder / "checkpoints").is_dir()
+        remedy = f"give its folder, {folder}" if holds_it else "give one"
+        raise FileNotFoundError(
+            f"{path} is a file: a checkpoint is a folder (with {WEIGHTS}) or a run folder; {remedy}"
+        )
     for candidate in (path, path / "checkpoints"):
         if (candidate / WEIGHTS).is_file():
             return candidate
         for name in (pointer, "latest"):
             if (candidate / name).is_file():
-                return candidate / (candidate / name).read_text().strip()
+                named = candidate / (candidate / name).read_text().strip()
+                if not (named / WEIGHTS).is_file():
+                    raise FileNotFoundError(
+                        f"{candidate / name} names checkpoint {named.name}, but {named} holds no "
+                        f"{WEIGHTS} (deleted or moved?): train the run again, or give another "
+                        "checkpoint folder"
+                    )
+                return named
     raise FileNotFoundError(
         f"no checkpoint at {path}: expected a checkpoint folder (with {WEIGHTS}) or a run folder "
         f"written by `clusterable train --out DIR`"
@@ -98,8 +119,20 @@ def resolve_checkpoint(path: Path, pointer: str = "latest") -> Path:
 
 
 def load_weights(checkpoint: Path, model: nn.Module, loss: nn.Module | None = None) -> None:
-    """Load ``weights.safetensors`` into the model (and the loss, when given)."""
-    tensors = load_file(str(checkpoint / WEIGHTS))
+    """Load ``weights.safetensors`` into the model (and the loss, when given).
+
+    Raises
+    ------
+    ValueError
+        If the file cannot be read as safetensors (cut short or damaged).
+    """
+    try:
+        tensors = load_file(str(checkpoint / WEIGHTS))
+    except SafetensorError as error:
+        raise ValueError(
+            f"{checkpoint / WEIGHTS} cannot be read ({error}): the file is damaged or cut short; "
+            "give another checkpoint of the run, or train it again"
+        ) from None
     model.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
     if loss is not None:
         loss.load_state_dict({k[5:]: v for k, v in tensors.items() if k.startswith("loss.")})
