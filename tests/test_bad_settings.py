@@ -648,11 +648,6 @@ def test_a_setting_the_run_would_ignore_is_refused_before_the_data(
     ("argv", "flag", "words"),
     [
         (
-            ["--batch-size", "5000", "--sampler", "random"],
-            "--batch-size",
-            ["more than the 1130 training items", "at most 1130"],
-        ),
-        (
             ["--eval-metric", "classification_accuracy"],
             "--eval-metric",
             ["LiftedStructureLoss has none", "cross-entropy"],
@@ -661,7 +656,6 @@ def test_a_setting_the_run_would_ignore_is_refused_before_the_data(
         (["--unsupervised", "--patience", "1"], "--patience", ["leave patience out"]),
     ],
     ids=[
-        "batch-beyond-the-items",
         "accuracy-without-classifier",
         "patience-no-validation",
         "patience-unsupervised",
@@ -670,9 +664,8 @@ def test_a_setting_the_run_would_ignore_is_refused_before_the_data(
 def test_a_setting_the_data_or_loss_cannot_honour_is_refused_before_training(
     argv, flag, words, tmp_path, capsys
 ):
-    """The audit: a batch of 5000 from 1130 items trained on batches of 1130; a lifted run
-    validated by classification accuracy had no best epoch; a run without a validation split
-    ignored its patience."""
+    """The audit: a lifted run validated by classification accuracy had no best epoch; a run
+    without a validation split ignored its patience."""
     out = tmp_path / "run"
     line = refusal(capsys, ["train", "--epochs", "1", *argv, "--out", str(out)], flag)
     assert all(word in line for word in words), line

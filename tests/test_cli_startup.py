@@ -160,10 +160,10 @@ def test_device_is_on_every_verb_that_runs_a_model_a_search_or_a_clustering():
         "assign",
         "classify",
         "report",
-        "export",
         "reproduce",
     }
-    assert runs["cluster"] == {"model", "clustering"} and runs["export"] == {"model"}
+    # export traces and checks on the CPU whatever the run's device (clusterable.export)
+    assert runs["cluster"] == {"model", "clustering"} and runs["export"] == set()
     assert all(work <= DEVICE_WORK for work in runs.values())
 
 

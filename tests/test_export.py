@@ -58,6 +58,44 @@ class FrozenBatch(nn.Module):
         return x.flatten(1) * int(x.shape[0])
 
 
+def test_a_run_is_exported_from_the_cpu_whatever_device_it_trained_on(
+    digits_run, tmp_path, monkeypatch, capsys
+):
+    """The trained model is loaded on the CPU (the file names no device, and the parity check
+    compares IEEE float32 on both sides), and the verb takes no --device it would ignore."""
+    from clusterable import trained_run
+    from clusterable.cli import main
+
+    devices, load = [], trained_run.TrainedRun.load.__func__
+
+    def recording_load(cls, run, **kwargs):
+        devices.append(kwargs.get("device"))
+        return load(cls, run, **kwargs)
+
+    monkeypatch.setattr(trained_run.TrainedRun, "load", classmethod(recording_load))
+    export_run(digits_run, tmp_path / "m", "torchscript")
+    assert [torch.device(d) for d in devices] == [torch.device("cpu")]
+    with pytest.raises(SystemExit):
+        main(["export", str(digits_run), "--out", str(tmp_path / "n.pt"), "--device", "cuda"])
+    assert "--device" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_model_on_a_gpu_with_tf32_convolutions_exports_from_a_cpu_copy(tmp_path):
+    """TF32 convolutions (PyTorch's default on CUDA) differ from the CPU's float32 by about
+    1e-3: the parity check runs on a CPU copy, and the caller's model stays on its device."""
+    model = build_model("corel-cnn", SHAPES["corel-cnn"], 16).cuda()
+    tf32 = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = True
+    try:
+        path = export_model(model, SHAPES["corel-cnn"], tmp_path / "cnn", "onnx")
+    finally:
+        torch.backends.cudnn.allow_tf32 = tf32
+    assert next(model.parameters()).is_cuda
+    sidecar = json.loads(path.with_name(path.name + ".json").read_text())
+    assert sidecar["parity_max_abs_difference"] <= PARITY_TOLERANCE
+
+
 def test_an_export_that_differs_from_pytorch_is_refused_and_not_written(tmp_path):
     with pytest.warns(torch.jit.TracerWarning), pytest.raises(RuntimeError, match="differs from"):
         export_model(FrozenBatch(), (4,), tmp_path / "frozen", "torchscript")

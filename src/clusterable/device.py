@@ -37,6 +37,11 @@ DeviceSpec = str | torch.device | None
 
 _CUDA_NAME = re.compile(r"cuda(:\d+)?")
 
+#: Where work runs that must not depend on an accelerator's arithmetic, whatever ``--device``
+#: says: an export's trace and parity check (`clusterable.export`), whose file then names no
+#: device and whose check compares IEEE float32 with the CPU runtimes that will run it.
+HOST = torch.device("cpu")
+
 
 def detect_device() -> torch.device:
     """CUDA when torch sees a GPU, then Apple's MPS, else the CPU."""

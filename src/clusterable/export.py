@@ -15,6 +15,7 @@ ONNX needs ``onnx`` and ``onnxscript`` (the exporter) and ``onnxruntime`` (the p
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import logging
 import os
@@ -29,7 +30,7 @@ from torch import nn
 
 from clusterable._atomic import atomic_write_text, replacing
 from clusterable._optional import require
-from clusterable.device import DeviceSpec, module_device
+from clusterable.device import HOST, module_device
 
 Format = Literal["onnx", "torchscript"]
 
@@ -54,6 +55,11 @@ def export_model(
     seed: int = 0,
 ) -> Path:
     """Export ``model`` to ``out`` and write ``out.json`` beside it; returns the model file's path.
+
+    The model is traced and checked on the CPU, a copy where it lives on another device: the
+    file then names no device, and the parity check compares IEEE float32 on both sides (a GPU's
+    TF32 convolutions, on by default in PyTorch, differ from it by about 1e-3, beyond
+    `PARITY_TOLERANCE`, which would refuse a sound export).
 
     Parameters
     ----------
@@ -85,12 +91,13 @@ def export_model(
         target = target.with_name(target.name + SUFFIX[format])
     target.parent.mkdir(parents=True, exist_ok=True)
     generator = torch.Generator().manual_seed(seed)
-    device = module_device(model)
-    example = torch.rand((TRACE_BATCH, *input_shape), generator=generator).to(device)
+    example = torch.rand((TRACE_BATCH, *input_shape), generator=generator)
     check = torch.rand((PARITY_BATCH, *input_shape), generator=generator)
+    if module_device(model) != HOST:  # a copy: the caller's model stays where it is
+        model = copy.deepcopy(model).to(HOST)
     model = model.eval()
     with torch.no_grad():
-        expected = model(check.to(device)).cpu().numpy()  # (PARITY_BATCH, d)
+        expected = model(check).numpy()  # (PARITY_BATCH, d)
     write, run = _BACKENDS[format]
     with replacing(target) as temporary:  # kept only once it passes the parity check
         write(model, example, temporary)
@@ -119,18 +126,18 @@ def export_run(
     run: str | os.PathLike[str],
     out: str | os.PathLike[str],
     format: Format = "onnx",
-    device: DeviceSpec = "cpu",
     seed: int = 0,
 ) -> Path:
-    """Export the best checkpoint of a training run (folder or checkpoint), traced on ``device``,
-    with its description: the item view the run's own test table embedded (resize, crop,
-    channels, size, normalisation; :meth:`clusterable.trained_run.TrainedRun.view_description`),
-    and which model it is: the run folder, the checkpoint, and ``model_checksum``, the checksum
-    of the weights that ``model.json`` beside the run's saved embeddings names as ``model``.
-    ``seed`` seeds the example and parity batches."""
+    """Export the best checkpoint of a training run (folder or checkpoint), traced on the CPU
+    (:func:`export_model`), with its description: the item view the run's own test table
+    embedded (resize, crop, channels, size, normalisation;
+    :meth:`clusterable.trained_run.TrainedRun.view_description`), and which model it is: the run
+    folder, the checkpoint, and ``model_checksum``, the checksum of the weights that
+    ``model.json`` beside the run's saved embeddings names as ``model``. ``seed`` seeds the
+    example and parity batches."""
     from clusterable.trained_run import TrainedRun
 
-    trained = TrainedRun.load(run, device=device)
+    trained = TrainedRun.load(run, device=HOST)
     spec = trained.spec
     assert spec is not None and trained.checkpoint is not None  # load() reads both from the run
     description = {

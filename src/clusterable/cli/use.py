@@ -574,8 +574,7 @@ def command_export(args: argparse.Namespace) -> int:
     kind = f"the {args.format} model is"
     out = check_outputs(args, Output("out", "--out", (SUFFIX[args.format],), kind))["out"]
     assert out is not None  # --out is required
-    device = getattr(args, "device", None) or "cpu"
-    path = export_run(args.run, out, args.format, device=device, seed=args.seed)
+    path = export_run(args.run, out, args.format, seed=args.seed)
     print(f"wrote {path} and its description {path.name}.json (input, preprocessing, parity)")
     return 0
 
@@ -584,10 +583,10 @@ def add_export(verbs: Verbs) -> argparse.ArgumentParser:
     """The ``export`` verb's parser: its flags, defaults and help."""
     export = verbs(
         "export",
-        "write a run's model as ONNX or TorchScript, checked against PyTorch, with a description",
+        "write a run's model as ONNX or TorchScript, checked against PyTorch, with a description "
+        "(traced and checked on the CPU, whatever device the run trained on)",
         "clusterable export runs/fm --format onnx --out fm.onnx",
         command_export,
-        runs=("model",),
     )
     export.add_argument("run", help="run folder or checkpoint")
     export.add_argument(

@@ -6,8 +6,6 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
-
 from clusterable.data.image_cache import check_cache_folder
 from clusterable.device import DEVICE_CHOICES, check_device_name
 from clusterable.evaluate.registry import metric_of_key, table_keys
@@ -330,24 +328,6 @@ def check_batches_exceed_dimensions(config: TrainConfig, embedding_dim: int, los
         "or fewer embedding dimensions"
     )
     raise SettingError("training setting", "batch_size", config.batch_size, reason)
-
-
-def check_batch_within_items(config: TrainConfig, labels: Any) -> None:
-    """Refuse, before the first step, a batch larger than the labelled training items of
-    ``labels`` ``(n,)`` (-1: never sampled): no sampler can draw it without repeating items.
-
-    Raises
-    ------
-    SettingError
-        Naming ``batch_size``, the items, and the largest batch they hold.
-    """
-    items = int((np.asarray(labels) >= 0).sum())
-    if config.batch_size > items:
-        reason = (
-            f"is more than the {items} training items, so no batch can be that large without "
-            f"repeating items; give batch_size at most {items}"
-        )
-        raise SettingError("training setting", "batch_size", config.batch_size, reason)
 
 
 def check_patience_has_validation(config: TrainConfig, validates: bool) -> None:

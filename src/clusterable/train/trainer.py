@@ -61,7 +61,6 @@ from clusterable.train.checkpoint import (
 )
 from clusterable.train.config import (
     TrainConfig,
-    check_batch_within_items,
     check_batches_hold_pairs,
     check_eval_metric_of_loss,
     check_patience_has_validation,
@@ -183,7 +182,6 @@ class Trainer:
             )
         self.network = self._distribute(self.model)
         self.sampler = self._build_sampler()
-        check_batch_within_items(self.config, train_set.labels)
         check_batches_hold_pairs(self.config, self.sampler, train_set.labels, self.loss)
         check_patience_has_validation(self.config, val_set is not None)
         check_eval_metric_of_loss(self.config, self.loss)
