@@ -159,3 +159,16 @@ def test_a_trained_run_loads_after_its_pretrained_weights_file_is_gone(tmp_path,
     assert loaded_spec.model_args == {"weights": str(weights)}  # the record is the run's own
     x = torch.rand(4, 1, 8, 8)
     torch.testing.assert_close(model(x), trainer.model.eval()(x), rtol=0, atol=0)
+
+
+def test_the_banner_gives_the_batch_as_drawn(tmp_path, capsys):
+    """Class-balanced batches of whole classes: digits' 10 classes at batch_size 128 and 4
+    items per class draw 10 classes x 12 items, 120, and the banner says so, not 128."""
+    argv = ["train", "--data", "digits", "--model", "mlp", "--epochs", "1", "--no-report"]
+    assert main([*argv, "--no-progress", "--out", str(tmp_path / "a")]) == 0
+    out = capsys.readouterr().out
+    expected = "batch 120 (class-balanced, 10 classes x 12 items: batch_size 128 rounded down"
+    assert expected in out
+    argv += ["--no-progress", "--batch-size", "40", "--out", str(tmp_path / "b")]
+    assert main(argv) == 0
+    assert "batch 40 (class-balanced, 10 classes x 4 items), " in capsys.readouterr().out

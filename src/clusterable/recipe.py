@@ -46,6 +46,7 @@ from clusterable.losses import (
     loss_class,
 )
 from clusterable.metric_table import format_metric_table
+from clusterable.mining import ClassBalancedBatchSampler, DistributedBatchSampler
 from clusterable.models import (
     available_models,
     build_decoder,
@@ -493,11 +494,13 @@ def describe_start(
     train: LabelledDataset,
     sizes: dict[str, int],
     loss: nn.Module,
+    sampler: DistributedBatchSampler,
     device: torch.device,
     out: Path | None,
     resume: bool,
 ) -> str:
-    """The banner a run prints before its first step: what it trains on, with what, where."""
+    """The banner a run prints before its first step: what it trains on, with what (the
+    batches ``sampler`` draws), where."""
     counts = ", ".join(f"{name} {n}" for name, n in sizes.items())
     labels = "pseudo-labels of t-SNE + AAS" if spec.unsupervised else f"{spec.labels} labels"
     loss_args = ", ".join(f"{k}={v}" for k, v in spec.loss_args.items())
@@ -512,12 +515,24 @@ def describe_start(
         + (", with a decoder (autoencoder)" if spec.autoencoder else ""),
         f"loss      {spec.loss} ({type(loss).__name__}{': ' + loss_args if loss_args else ''})",
         f"training  {config.epochs} epoch{'' if config.epochs == 1 else 's'}, "
-        f"batch {config.batch_size} ({config.sampler}), "
+        f"{_describe_batches(config, sampler)}, "
         f"{config.optimizer} lr {config.lr:g}, seed {config.seed}, on {device}",
         f"output    {out if out is not None else 'nothing written (no run folder)'}"
         + (" (resuming)" if resume else ""),
     ]
     return "\n".join(lines)
+
+
+def _describe_batches(config: TrainConfig, sampler: DistributedBatchSampler) -> str:
+    """The batches as drawn: ``batch 128 (random)``, or for a sampler of classes its classes
+    and items, and where whole classes round ``batch_size`` down, that they do (10 classes of
+    digits at batch_size 128 and 4 items per class: 10 classes x 12 items, 120)."""
+    if not isinstance(sampler, ClassBalancedBatchSampler):
+        return f"batch {sampler.batch_size} ({config.sampler})"
+    drawn = f"{sampler.classes_per_batch} classes x {sampler.items_per_class} items"
+    if sampler.batch_size != config.batch_size:
+        drawn += f": batch_size {config.batch_size} rounded down to whole classes"
+    return f"batch {sampler.batch_size} ({config.sampler}, {drawn})"
 
 
 def train_run(
@@ -559,7 +574,15 @@ def train_run(
         sizes = {"train": len(train), "validation": len(val) if val else 0, "test": len(test)}
         print(
             describe_start(
-                spec, config, train, sizes, trainer.loss, trainer.env.device, out, resume
+                spec,
+                config,
+                train,
+                sizes,
+                trainer.loss,
+                trainer.sampler,
+                trainer.env.device,
+                out,
+                resume,
             )
         )
         sys.stdout.flush()

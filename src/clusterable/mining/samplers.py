@@ -192,6 +192,10 @@ class DistributedBatchSampler(Sampler[list[int]]):
     #: set before each epoch (hard-negative mining); samplers that leave it False never get them.
     requires_embeddings: bool = False
 
+    #: The global batch size the sampler draws (every process's slices together), which its
+    #: constructor sets.
+    batch_size: int
+
     #: Constructor arguments :meth:`for_training` fills in from the labels and the
     #: :class:`SamplerSettings`; the constructor's other keywords are the sampler's own
     #: arguments (``TrainConfig.sampler_args``).
