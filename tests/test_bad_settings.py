@@ -681,3 +681,10 @@ def test_settings_next_to_those_refused_still_train():
     spec = RunSpec(loss="cross-entropy", embedding_dim=8)
     config = TrainConfig(batch_size=100, eval_metric="classification_accuracy", progress=False)
     build_trainer(spec, config, train, train)
+
+
+def test_a_diverging_run_names_lr_in_one_line(tmp_path, capsys):
+    argv = ["train", "--data", "digits", "--model", "mlp", "--epochs", "1", "--no-report"]
+    argv += ["--lr", "1e30", "--optimizer", "sgd", "--out", str(tmp_path / "run")]
+    line = refusal(capsys, argv, "--lr")
+    assert "made the training diverge at epoch 1, step" in line and "lower it" in line

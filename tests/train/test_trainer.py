@@ -412,3 +412,22 @@ def test_only_the_main_process_shows_the_image_decoding_bar(digits, rank, monkey
     assert trainer.batches.progress is (rank == 0)
     quiet_trainer = Trainer(make_model(train), loss, train, config=quiet(epochs=1), env=env)
     assert quiet_trainer.batches.progress is False
+
+
+def test_a_diverging_run_stops_naming_lr_the_epoch_and_the_step(digits, tmp_path):
+    """Embeddings gone NaN or inf after a step too large: a setting error of lr with where it
+    happened, and the epochs before kept; items that hold NaN are named as the cause instead."""
+    from clusterable._ranges import SettingError
+
+    train, _ = digits
+    config = quiet(epochs=2, batch_size=64, eval_every=0, lr=1e30, optimizer="sgd")
+    loss = build_loss("lifted", num_classes=10, embedding_dim=8)
+    with pytest.raises(SettingError, match=r"diverge at epoch 1, step \d+ \(the model gave") as e:
+        Trainer(make_model(train), loss, train, config=config, out=tmp_path / "run").fit()
+    assert (e.value.setting, e.value.value) == ("lr", 1e30)
+    x = train.x.copy()
+    x[:, 0] = np.nan
+    poisoned = LabelledDataset("nan", x, train.labels)
+    with pytest.raises(ValueError, match="step 1 holds NaN or inf items") as e:
+        Trainer(make_model(train), loss, poisoned, config=quiet(epochs=1, eval_every=0)).fit()
+    assert not isinstance(e.value, SettingError)

@@ -8,7 +8,7 @@ reconstruction term to any loss. A loss of one's own subclasses :class:`Embeddin
 (and a memory's references).
 """
 
-from clusterable.losses._base import EmbeddingLoss
+from clusterable.losses._base import EmbeddingLoss, NonFiniteEmbeddings
 from clusterable.losses._registry import (
     available_losses,
     build_loss,
@@ -49,6 +49,7 @@ __all__ = [
     "GaussianCORELLoss",
     "LiftedStructureLoss",
     "MsDNNLoss",
+    "NonFiniteEmbeddings",
     "OPMLLoss",
     "PairLoss",
     "Pairs",

@@ -73,11 +73,19 @@ def check_embeddings(embeddings: Tensor) -> None:
         )
     # max |x| is NaN or inf exactly when an entry is: one reduction and one read back.
     if host_readable(embeddings) and not math.isfinite(peak_magnitude(embeddings)):
-        bad = int((~torch.isfinite(embeddings.detach())).any(dim=1).sum())
-        raise ValueError(
-            f"embeddings has {bad} rows with NaN or inf; check the model output "
+        raise NonFiniteEmbeddings(int((~torch.isfinite(embeddings.detach())).any(dim=1).sum()))
+
+
+class NonFiniteEmbeddings(ValueError):
+    """Embeddings with ``rows`` NaN or infinite rows: the model's output is at fault, not the
+    loss (a diverging model, or items that hold NaN); the trainer says which, with the step."""
+
+    def __init__(self, rows: int) -> None:
+        super().__init__(
+            f"embeddings has {rows} rows with NaN or inf; check the model output "
             "(learning rate too high, or bad input data)"
         )
+        self.rows = rows
 
 
 def check_embeddings_and_labels(embeddings: Tensor, labels: Tensor) -> None:

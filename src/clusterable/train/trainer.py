@@ -43,9 +43,10 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from clusterable._atomic import atomic_write_text
+from clusterable._ranges import SettingError
 from clusterable.data import LabelledDataset
 from clusterable.data.device_augment import CropBatch, crops_on_device, resized_crops
-from clusterable.losses import DistributedLoss, EmbeddingLoss
+from clusterable.losses import DistributedLoss, EmbeddingLoss, NonFiniteEmbeddings
 from clusterable.mining import DistributedBatchSampler
 from clusterable.models import EmbeddingNet
 from clusterable.seeding import seed_everything
@@ -300,7 +301,10 @@ class Trainer:
         elif self._channels_last and x.dim() == 4:
             x = x.contiguous(memory_format=torch.channels_last)
         self.optimizer.zero_grad(set_to_none=True)
-        value = self._backward(self._step_parts, x, y)
+        try:
+            value = self._backward(self._step_parts, x, y)
+        except NonFiniteEmbeddings as error:
+            raise self._diverged(x, error) from None
         if self.loss.takes_inputs and self.env.enabled:
             # Its terms on this process's items give each process its own gradient (DDP's
             # average for the model); the loss's parameters need the same average.
@@ -313,6 +317,20 @@ class Trainer:
         self.scaler.update()
         self.scheduler.step()
         return float(value.detach())
+
+    def _diverged(self, x: Tensor, error: NonFiniteEmbeddings) -> ValueError:
+        """The error of a step whose model gave NaN or infinite embeddings of batch ``x``: the
+        items themselves where they hold NaN or inf, else the training diverged, said as a
+        setting error of ``lr`` (the command line names ``--lr``), with the epoch and step."""
+        where = f"at epoch {self.epoch + 1}, step {self.step + 1}"
+        gave = f"the model gave {error.rows} NaN or inf embeddings"
+        if x.is_floating_point() and not bool(torch.isfinite(x).all()):
+            return ValueError(f"a training batch {where} holds NaN or inf items: {gave}")
+        reason = (
+            f"made the training diverge {where} ({gave}): lower it, or clip the gradients; "
+            "the checkpoints of the epochs before are kept"
+        )
+        return SettingError("training setting", "lr", self.config.lr, reason)
 
     # ----------------------------------------------------------------------------------------
     # epochs
