@@ -96,6 +96,24 @@ def test_a_model_on_a_gpu_with_tf32_convolutions_exports_from_a_cpu_copy(tmp_pat
     assert sidecar["parity_max_abs_difference"] <= PARITY_TOLERANCE
 
 
+def test_a_missing_onnxruntime_is_named_before_the_run_is_loaded(digits_run, tmp_path, monkeypatch):
+    """The parity check needs onnxruntime: said before any model is loaded or file written."""
+    import sys
+
+    from clusterable import trained_run
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the run was loaded before the packages were checked")
+
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime: ImportError
+    monkeypatch.setattr(trained_run.TrainedRun, "load", no_loading)
+    with pytest.raises(ImportError, match="onnxruntime"):
+        export_run(digits_run, tmp_path / "m", "onnx")
+    with pytest.raises(ImportError, match="onnxruntime"):
+        export_model(nn.Linear(4, 2), (4,), tmp_path / "n", "onnx")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_export_that_differs_from_pytorch_is_refused_and_not_written(tmp_path):
     with pytest.warns(torch.jit.TracerWarning), pytest.raises(RuntimeError, match="differs from"):
         export_model(FrozenBatch(), (4,), tmp_path / "frozen", "torchscript")

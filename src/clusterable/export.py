@@ -86,6 +86,7 @@ def export_model(
     """
     if format not in SUFFIX:
         raise ValueError(f"format must be 'onnx' or 'torchscript', got {format!r}")
+    _require_format(format)
     target = Path(out)
     if target.suffix != SUFFIX[format]:
         target = target.with_name(target.name + SUFFIX[format])
@@ -137,6 +138,7 @@ def export_run(
     example and parity batches."""
     from clusterable.trained_run import TrainedRun
 
+    _require_format(format)
     trained = TrainedRun.load(run, device=HOST)
     spec = trained.spec
     assert spec is not None and trained.checkpoint is not None  # load() reads both from the run
@@ -155,9 +157,17 @@ def export_run(
     )
 
 
+def _require_format(format: str) -> None:
+    """Import what writing and checking ``format`` needs, or say what to install, before any
+    model is loaded or file written (ONNX: the exporter's packages, and onnxruntime for the
+    parity check)."""
+    if format == "onnx":
+        for package in ("onnx", "onnxscript"):
+            require(package, "ONNX export")
+        require("onnxruntime", "the ONNX export's parity check")
+
+
 def _onnx_writer(model: nn.Module, example: torch.Tensor, path: Path) -> None:
-    for package in ("onnx", "onnxscript"):
-        require(package, "ONNX export")
     batch = torch.export.Dim("batch")
     with _exporter_quiet():
         program = torch.onnx.export(
