@@ -1,0 +1,121 @@
+"""The seams between verbs, for each loss family: a pair loss, the losses with a classification
+head, DSCL spectral, MsDNN with its decoder and unsupervised OPML each train on digits (report
+included), and every later verb reads the run as the trainer left it: `evaluate RUN` reproduces
+the run's test table, `index` holds the vectors `embed` writes, and search, classify, assign and
+export take the run.
+
+`tests/test_run_seams.py` does the same for the data and model families (with one loss).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from clusterable.cli import main
+from clusterable.index import EmbeddingIndex
+
+#: Each loss family's training flags. Spectral needs a batch above its embedding size.
+LOSS_FAMILIES = {
+    "lifted": ["--loss", "lifted", "--embedding-dim", "8"],
+    "cross-entropy": ["--loss", "cross-entropy", "--embedding-dim", "8"],
+    "center": ["--loss", "center", "--embedding-dim", "8"],
+    "cosine-corel": ["--loss", "cosine-corel", "--embedding-dim", "8"],
+    "spectral": ["--loss", "spectral", "--embedding-dim", "16"],
+    "msdnn-autoencoder": ["--loss", "msdnn", "--autoencoder", "--embedding-dim", "8"],
+    "opml-unsupervised": ["--unsupervised", "--loss", "opml", "--embedding-dim", "8"],
+}
+
+
+def cli(*argv: str | Path) -> int:
+    return main([str(a) for a in argv])
+
+
+@pytest.fixture(scope="module", params=sorted(LOSS_FAMILIES))
+def family(request, tmp_path_factory):
+    """A digits run of one loss family, its test split embedded (``emb/``), and indexes of its
+    train and test splits."""
+    root = tmp_path_factory.mktemp(request.param)
+    run = root / "run"
+    status = cli(
+        "train", "--data", "digits", "--model", "mlp", *LOSS_FAMILIES[request.param],
+        "--epochs", "1", "--batch-size", "64", "--device", "cpu", "--no-progress",
+        "--seed", "3", "--out", run,
+    )  # fmt: skip
+    assert status == 0
+    assert cli("embed", run, "--split", "test", "--out", root / "emb", "--device", "cpu") == 0
+    for split in ("train", "test"):
+        argv = ("--data", "digits", "--split", split, "--device", "cpu")
+        assert cli("index", run, *argv, "--out", root / f"{split}.npz") == 0
+    return root
+
+
+def test_train_writes_its_report_and_report_writes_it_again(family, tmp_path):
+    assert "<html" in (family / "run" / "report.html").read_text()[:500].lower()
+    assert cli("report", family / "run", "--out", tmp_path / "again.html", "--device", "cpu") == 0
+    assert (tmp_path / "again.html").is_file()
+
+
+def test_evaluate_run_reproduces_the_runs_test_table_and_its_knn(family, tmp_path):
+    own = json.loads((family / "run" / "test_metrics.json").read_text())
+    table = tmp_path / "t.json"
+    assert cli("evaluate", family / "run", "--json", table, "--device", "cpu") == 0
+    evaluated = json.loads(table.read_text())
+    assert list(evaluated) == list(own) and evaluated == own
+    assert cli("evaluate", family / "run", "--metrics", "knn@3", "--json", table) == 0
+    assert json.loads(table.read_text()) == {"knn@3": own["knn@3"]}
+
+
+def test_index_holds_the_vectors_embed_writes(family):
+    """The same vectors, and the same classes: `embed` writes class codes and their names."""
+    emb = family / "emb"
+    index = EmbeddingIndex.load(family / "test.npz")
+    np.testing.assert_array_equal(index.vectors, np.load(emb / "embeddings.npy"))
+    names = np.load(emb / "class_names.npy")[np.load(emb / "labels.npy")]
+    assert index.labels is not None and index.labels.tolist() == names.tolist()
+
+
+def test_search_and_classify_take_the_embeddings_against_the_train_index(family, tmp_path):
+    queries, gallery = family / "emb" / "embeddings.npy", family / "train.npz"
+    assert cli("search", gallery, queries, "-k", "3", "--device", "cpu") == 0
+    test_labels = np.load(family / "emb" / "labels.npy")
+    for method in ("knn", "class-mean"):
+        labelled = tmp_path / f"{method}.json"
+        argv = ("--method", method, "--output", labelled, "--device", "cpu")
+        assert cli("classify", gallery, queries, *argv) == 0
+        items = json.loads(labelled.read_text())["items"]
+        assert len(items) == len(test_labels)
+
+
+def test_a_saved_partition_assigns_the_runs_items_within_an_automatic_distance(
+    family, tmp_path, capsys
+):
+    """The distance is calibrated on the run's validation split; an unsupervised run keeps
+    none, says so, and calibrates on a split it is given."""
+    emb = family / "emb"
+    argv = ("--n-clusters", "10", "--out", tmp_path / "c.npy", "--save", tmp_path / "p.npz")
+    assert cli("cluster", emb / "embeddings.npy", *argv, "--device", "cpu") == 0
+    auto = ("--max-distance", "auto", "--json", tmp_path / "a.json", "--device", "cpu")
+    assign = ("assign", tmp_path / "p.npz", family / "run", "digits", *auto)
+    if family.name.startswith("opml-unsupervised"):
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as stop:
+            cli(*assign)
+        assert stop.value.code == 2
+        err = capsys.readouterr().err.strip()
+        assert "kept no validation split" in err and "--calibration" in err and "\n" not in err
+        assign = (*assign, "--calibration", "test")
+    assert cli(*assign) == 0
+    assert json.loads((tmp_path / "a.json").read_text())["max_distance"] > 0
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("onnxruntime") is None, reason="onnxruntime is not installed"
+)
+def test_export_onnx_of_the_run(family, tmp_path):
+    assert cli("export", family / "run", "--format", "onnx", "--out", tmp_path / "m.onnx") == 0
+    assert (tmp_path / "m.onnx").is_file()
