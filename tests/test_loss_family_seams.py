@@ -119,3 +119,26 @@ def test_a_saved_partition_assigns_the_runs_items_within_an_automatic_distance(
 def test_export_onnx_of_the_run(family, tmp_path):
     assert cli("export", family / "run", "--format", "onnx", "--out", tmp_path / "m.onnx") == 0
     assert (tmp_path / "m.onnx").is_file()
+
+
+def test_classify_by_a_run_refuses_a_bad_split_before_embedding_its_gallery(tmp_path, capsys):
+    """`classify RUN DATA --split S` embeds the items before the run's training split, so a
+    split the data set lacks is refused without embedding the gallery first."""
+    run = tmp_path / "run"
+    status = cli(
+        "train", "--data", "digits", "--loss", "contrastive", "--embedding-dim", "4",
+        "--epochs", "1", "--device", "cpu", "--no-progress", "--no-report", "--out", run,
+    )  # fmt: skip
+    assert status == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        cli("classify", run, "digits", "--split", "validation", "--device", "cpu")
+    assert stop.value.code == 2
+    out, err = capsys.readouterr()
+    assert "gallery:" not in out
+    err = err.strip()
+    assert err.startswith("clusterable classify: error:") and "split='validation'" in err
+    assert "\n" not in err
+    assert cli("classify", run, "digits", "--split", "test", "--device", "cpu") == 0
+    out = capsys.readouterr().out
+    assert "gallery: 1258 items of digits/train" in out and "classified 539 items" in out

@@ -204,8 +204,11 @@ def command_classify(args: argparse.Namespace) -> int:
     from clusterable.cli.use import query_embeddings
 
     out = check_output(args)
-    index, run = _labelled_gallery(args)
-    embeddings, ids = query_embeddings(index, args.items, args, source=args.source, run=run)
+    index, run, queries = _labelled_gallery(args)
+    if queries is None:
+        embeddings, ids = query_embeddings(index, args.items, args, source=args.source, run=run)
+    else:
+        embeddings, ids = queries.embeddings, queries.ids
     decided = index.classify(embeddings, args.k, args.weighting, args.method, args.max_distance)
     # Confidence 0 only where nothing was within --max-distance (a found neighbour has a vote).
     none = np.zeros(len(ids), bool) if args.max_distance is None else decided.confidence == 0.0
@@ -239,9 +242,12 @@ def command_classify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _labelled_gallery(args: argparse.Namespace) -> tuple[EmbeddingIndex, Any]:
-    """The index ``classify`` decides by, and the run already loaded for it (or None): a saved
-    index with labels, or a run's training split embedded as one (exact, Euclidean)."""
+def _labelled_gallery(args: argparse.Namespace) -> tuple[EmbeddingIndex, Any, Any]:
+    """The index ``classify`` decides by, the run already loaded for it (or None), and the items
+    that run embedded (or None: `query_embeddings` reads or embeds them): a saved index with
+    labels, or a run's training split embedded as one (exact, Euclidean). A run embeds the items
+    before its gallery, so that items it cannot embed (a data set without the ``--split``) are
+    refused before the whole training split is embedded."""
     from clusterable.cli.use import check_items_model
     from clusterable.index import EmbeddingIndex
 
@@ -258,11 +264,15 @@ def _labelled_gallery(args: argparse.Namespace) -> tuple[EmbeddingIndex, Any]:
                 f"{source} holds no labels, so it cannot classify: build the index from "
                 "labelled items (`clusterable index RUN --data DATA`)"
             )
-        return index, None
+        return index, None, None
     run = load_run(source, args)
     saved = Path(args.items[0])
+    queries = None
     if len(args.items) == 1 and saved.suffix == ".npy":  # another model's: before the gallery
         check_items_model(saved, run.model_id, str(source))
+    else:
+        items = args.items if len(args.items) > 1 else args.items[0]
+        queries = run.embed(items, split=args.split)
     gallery = run.embed(run.split("train"))
     if gallery.labels is None:
         raise ValueError(f"the training split of {source} has no labels to classify by")
@@ -274,7 +284,7 @@ def _labelled_gallery(args: argparse.Namespace) -> tuple[EmbeddingIndex, Any]:
         model=run.model_id,
         run=str(run.folder),
     )
-    return index, run
+    return index, run, queries
 
 
 def _write_decisions(out: Path, rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
