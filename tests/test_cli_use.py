@@ -305,3 +305,28 @@ def test_evaluate_refuses_counts_beyond_the_split_before_embedding_it(work, caps
             main(["evaluate", str(run), *flags])
         printed = capsys.readouterr()
         assert said in printed.err and "embedding" not in printed.out, printed
+
+
+def test_search_and_assign_take_the_split_of_a_data_set(work, tmp_path, capsys):
+    """``--split`` picks the queries of a data set, as classify's does: digits' 539 test items,
+    not all of them; beside saved embeddings it is refused."""
+    folder, run, _ = work
+    gallery = str(folder / "gallery.npz")
+    hits = tmp_path / "hits.json"
+    argv = ["search", gallery, "digits", "--split", "test", "-k", "1", "--json", str(hits)]
+    assert main(argv) == 0
+    assert len(json.loads(hits.read_text())["queries"]) == 539
+    assert main(["embed", str(run), "--split", "test", "--out", str(tmp_path / "emb")]) == 0
+    emb = tmp_path / "emb" / "embeddings.npy"
+    partition = tmp_path / "part.npz"
+    argv = ["cluster", str(emb), "--n-clusters", "10", "--out", str(tmp_path / "c.npy")]
+    assert main([*argv, "--save", str(partition)]) == 0
+    out = tmp_path / "assigned.json"
+    argv = ["assign", str(partition), str(run), "digits", "--split", "test", "--json", str(out)]
+    assert main(argv) == 0
+    assert len(json.loads(out.read_text())["items"]) == 539
+    capsys.readouterr()
+    err = one_line_error(capsys, ["search", gallery, str(emb), "--split", "test"], "search")
+    assert "drop --split" in err
+    argv = ["assign", str(partition), str(emb), "--split", "test"]
+    assert "drop --split" in one_line_error(capsys, argv, "assign")

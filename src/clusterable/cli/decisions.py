@@ -79,6 +79,14 @@ def criterion_flag(text: str) -> Criterion:
     return ("fmr", eps)
 
 
+def add_items_split(parser: argparse.ArgumentParser, items: str) -> None:
+    """``--split`` on ``parser``: the split of its ``items`` argument when they name a data set
+    (``classify``, ``search`` and ``assign`` embed only it, not every item)."""
+    parser.add_argument(
+        "--split", help=f"split of {items} when they are a data set (default: every item)"
+    )
+
+
 def add_max_distance(parser: argparse.ArgumentParser, help: str, auto: bool = False) -> None:
     """``--max-distance`` on ``parser``: a distance, or (``auto``) also the word auto."""
     parser.add_argument(
@@ -333,9 +341,7 @@ def add_classify(verbs: Verbs) -> argparse.ArgumentParser:
         help="image files, a folder of images, a table file, a data-set name, or a .npy of "
         "embeddings",
     )
-    classify.add_argument(
-        "--split", help="split of ITEMS when they are a data set (default: every item)"
-    )
+    add_items_split(classify, "ITEMS")
     classify.add_argument(
         "-k",
         "--k",

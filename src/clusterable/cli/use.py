@@ -40,7 +40,12 @@ from clusterable.cli._files import (
 )
 from clusterable.cli._flag_types import fraction, whole_number
 from clusterable.cli._parser import Verbs
-from clusterable.cli.decisions import DEFAULT_CRITERION, add_max_distance, criterion_flag
+from clusterable.cli.decisions import (
+    DEFAULT_CRITERION,
+    add_items_split,
+    add_max_distance,
+    criterion_flag,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -405,6 +410,7 @@ def query_embeddings(
     first = Path(items[0])
     saved = saved_embeddings(first, index.dim) if len(items) == 1 else None
     if saved is not None:
+        _refuse_split_of_saved(args, first)
         if not check_items_model(first, index.model, source):
             print(f"note: {first} does not say which model embedded it ({MODEL_IDENTITY})")
         return saved, ids_beside(first, len(saved))
@@ -422,6 +428,15 @@ def query_embeddings(
     return embedded.embeddings, embedded.ids
 
 
+def _refuse_split_of_saved(args: argparse.Namespace, saved: Path) -> None:
+    """Refuse ``--split`` beside saved embeddings: it picks the split of a data set to embed."""
+    if getattr(args, "split", None) is not None:
+        raise ValueError(
+            f"--split {args.split} picks the split of a data set to embed; {saved} holds "
+            "embeddings already: drop --split"
+        )
+
+
 def add_search(verbs: Verbs) -> argparse.ArgumentParser:
     """The ``search`` verb's parser: its flags, defaults and help."""
     search = verbs(
@@ -435,8 +450,10 @@ def add_search(verbs: Verbs) -> argparse.ArgumentParser:
     search.add_argument(
         "queries",
         nargs="+",
-        help="image files, a folder of images, a table file, or a .npy of embeddings",
+        help="image files, a folder of images, a table file, a data-set name, or a .npy of "
+        "embeddings",
     )
+    add_items_split(search, "QUERIES")
     search.add_argument(
         "-k",
         "--k",
@@ -516,9 +533,10 @@ def _assigned_items(
     if args.items is not None:
         run = load_run(args.source, args)
         run.check_identity(partition.model, f"the partition {args.partition}", remedy)
-        embedded = run.embed(args.items)
+        embedded = run.embed(args.items, split=args.split)
         return embedded.embeddings, embedded.ids, run
     source = Path(args.source)
+    _refuse_split_of_saved(args, source)
     points = partition_embeddings(
         source,
         partition,
@@ -542,6 +560,7 @@ def add_assign(verbs: Verbs) -> argparse.ArgumentParser:
     assign.add_argument(
         "items", nargs="?", help="with a run: images, a folder, a table or a dataset name"
     )
+    add_items_split(assign, "ITEMS")
     add_max_distance(
         assign,
         "an item farther than D from the cluster it is assigned goes to -1, none of these; auto: "
