@@ -6,6 +6,7 @@ Parametrised over ``available_models()``: a model is tested here the moment it i
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import types
 
@@ -252,3 +253,12 @@ def test_timm_backbone_passes_the_local_file_to_timm(
     build_model("timm:tiny", (3, 16, 16), DIM, weights=path)
     assert calls["pretrained"] is True
     assert calls["pretrained_cfg_overlay"] == {"file": str(path)}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("timm") is None, reason="timm is not installed")
+@pytest.mark.parametrize("arch", ["vit_tiny_patch16_224", "resnet18"])
+def test_a_timm_backbone_takes_images_of_the_runs_size(arch: str) -> None:
+    # A ViT is built for its config's 224 px; --image-size 48 must build it for 48 px (a
+    # convolutional network, which takes no img_size, takes any size as it is).
+    model = build_model(f"timm:{arch}", (3, 48, 40), DIM)
+    assert model(torch.rand(2, 3, 48, 40)).shape == (2, DIM)

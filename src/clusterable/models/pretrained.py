@@ -155,14 +155,18 @@ def _timm_backbone(
         if not Path(weights).is_file():
             raise FileNotFoundError(f"weights file for model 'timm:{arch}' not found: {weights}")
         pretrained = {"pretrained": True, "pretrained_cfg_overlay": {"file": str(weights)}}
-    model = _built(
-        timm.create_model,
-        f"timm:{arch}",
-        arch,
-        num_classes=0,
-        in_chans=input_shape[0],
-        **{**pretrained, **kwargs},
-    )
+    arguments = {"num_classes": 0, "in_chans": input_shape[0], **pretrained, **kwargs}
+    # A vision transformer is built for its config's input size and refuses any other; built
+    # with the run's (height, width), it takes them (timm resamples the weights' position
+    # embeddings). A convolutional network takes no img_size and takes any size as it is.
+    model: nn.Module | None = None
+    if len(input_shape) == 3 and "img_size" not in kwargs:
+        try:
+            model = timm.create_model(arch, img_size=tuple(input_shape[1:]), **arguments)
+        except TypeError:
+            pass  # no img_size keyword, or another argument refused: the build below says which
+    if model is None:
+        model = _built(timm.create_model, f"timm:{arch}", arch, **arguments)
     # torch's stub types an unknown Module attribute as Tensor | Module; timm's is an int.
     return model, int(model.num_features)  # type: ignore[arg-type]
 
