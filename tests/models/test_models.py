@@ -262,3 +262,18 @@ def test_a_timm_backbone_takes_images_of_the_runs_size(arch: str) -> None:
     # convolutional network, which takes no img_size, takes any size as it is).
     model = build_model(f"timm:{arch}", (3, 48, 40), DIM)
     assert model(torch.rand(2, 3, 48, 40)).shape == (2, DIM)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("torchvision") is None, reason="torchvision is not installed"
+)
+def test_a_torchvision_vision_transformer_takes_images_of_the_runs_size(tmp_path) -> None:
+    from torchvision.models import vit_b_32
+
+    # A 224 px weights file: its position embeddings are resampled to the run's 64 px.
+    path = tmp_path / "vit_b_32.pth"
+    torch.save(vit_b_32().state_dict(), path)
+    model = build_model("torchvision:vit_b_32", (3, 64, 64), DIM, weights=path)
+    assert model(torch.rand(2, 3, 64, 64)).shape == (2, DIM)
+    with pytest.raises(ValueError, match=r"--image-size 48: .* multiple of 32"):
+        build_model("torchvision:vit_b_32", (3, 48, 48), DIM)
