@@ -211,14 +211,17 @@ def test_a_backbone_runs_description_is_the_view_its_images_get(tmp_path):
     flat = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 48 * 48, 4))
     view = TrainedRun(flat, (3, 48, 48), spec=spec, device="cpu").view_description()
     assert view["size"] == [48, 48] and view["channels"] == "RGB"
-    resize = int(view["resize"].split("resized (bilinear) to ")[1].split(" px")[0])
+    # "shorter side resized (bicubic) to 50 px, ...": timm's resnet18 config is bicubic, crop 0.95
+    interpolation, _, rest = view["resize"].split("resized (")[1].partition(") to ")
+    resize = int(rest.split(" px")[0])
+    resampling = {"bilinear": Image.Resampling.BILINEAR, "bicubic": Image.Resampling.BICUBIC}
     assert "centre 48x48 cropped" in view["resize"] and "mean" in view["normalisation"]
     rng = np.random.default_rng(0)
     path = tmp_path / "wide.png"
     Image.fromarray(rng.integers(0, 255, (70, 120, 3), dtype=np.uint8)).save(path)
     image = Image.open(path).convert("RGB")
     width, height = image.size
-    scaled = image.resize((int(resize * width / height), resize), Image.Resampling.BILINEAR)
+    scaled = image.resize((int(resize * width / height), resize), resampling[interpolation])
     left, top = round((scaled.width - 48) / 2), round((scaled.height - 48) / 2)
     by_hand = np.asarray(scaled.crop((left, top, left + 48, top + 48)), np.float32) / 255
     files = ImageFiles([path], 48, 3, preprocessing=backbone_preprocessing(spec.model))

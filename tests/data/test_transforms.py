@@ -98,3 +98,20 @@ def test_the_normalisation_is_the_backbones_first_step():
     assert math.isclose(
         float(InputNormalization(IMAGENET_MEAN, (1, 1, 1), 1).mean), 0.449, rel_tol=1e-6
     )
+
+
+@pytest.mark.skipif(importlib.util.find_spec("timm") is None, reason="timm is not installed")
+@pytest.mark.parametrize("arch", ["test_vit", "resnet18"])
+def test_a_timm_backbone_gets_its_own_data_config(arch):
+    import timm
+
+    # timm's own answer, from the model it builds (its pretrained config as a dataclass)
+    config = timm.data.resolve_model_data_config(timm.create_model(arch, pretrained=False))
+    prep = backbone_preprocessing(f"timm:{arch}")
+    assert prep == Preprocessing(
+        size=config["input_size"][-1],
+        mean=tuple(config["mean"]),
+        std=tuple(config["std"]),
+        interpolation=config["interpolation"],
+        crop_fraction=config["crop_pct"],
+    )

@@ -6,6 +6,7 @@ Parametrised over ``available_models()``: a model is tested here the moment it i
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import types
 
@@ -252,3 +253,27 @@ def test_timm_backbone_passes_the_local_file_to_timm(
     build_model("timm:tiny", (3, 16, 16), DIM, weights=path)
     assert calls["pretrained"] is True
     assert calls["pretrained_cfg_overlay"] == {"file": str(path)}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("timm") is None, reason="timm is not installed")
+@pytest.mark.parametrize("arch", ["vit_tiny_patch16_224", "resnet18"])
+def test_a_timm_backbone_takes_images_of_the_runs_size(arch: str) -> None:
+    # A ViT is built for its config's 224 px; --image-size 48 must build it for 48 px (a
+    # convolutional network, which takes no img_size, takes any size as it is).
+    model = build_model(f"timm:{arch}", (3, 48, 40), DIM)
+    assert model(torch.rand(2, 3, 48, 40)).shape == (2, DIM)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("torchvision") is None, reason="torchvision is not installed"
+)
+def test_a_torchvision_vision_transformer_takes_images_of_the_runs_size(tmp_path) -> None:
+    from torchvision.models import vit_b_32
+
+    # A 224 px weights file: its position embeddings are resampled to the run's 64 px.
+    path = tmp_path / "vit_b_32.pth"
+    torch.save(vit_b_32().state_dict(), path)
+    model = build_model("torchvision:vit_b_32", (3, 64, 64), DIM, weights=path)
+    assert model(torch.rand(2, 3, 64, 64)).shape == (2, DIM)
+    with pytest.raises(ValueError, match=r"--image-size 48: .* multiple of 32"):
+        build_model("torchvision:vit_b_32", (3, 48, 48), DIM)

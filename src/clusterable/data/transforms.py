@@ -55,7 +55,14 @@ def _timm_preprocessing(arch: str) -> Preprocessing | None:
         timm = importlib.import_module("timm")
     except ImportError:
         return None
-    config = timm.data.resolve_data_config(pretrained_cfg=timm.models.get_pretrained_cfg(arch))
+    pretrained_cfg = timm.models.get_pretrained_cfg(arch)
+    if pretrained_cfg is None:  # a name timm does not register: the caller's defaults
+        return None
+    # timm 0.9 and later give a PretrainedCfg dataclass, which resolve_data_config reads only
+    # as a dict; earlier versions give the dict.
+    if hasattr(pretrained_cfg, "to_dict"):
+        pretrained_cfg = pretrained_cfg.to_dict()
+    config = timm.data.resolve_data_config(pretrained_cfg=pretrained_cfg)
     interpolation = config.get("interpolation", "bilinear")
     return Preprocessing(
         size=int(config["input_size"][-1]),

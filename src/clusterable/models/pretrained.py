@@ -155,16 +155,43 @@ def _timm_backbone(
         if not Path(weights).is_file():
             raise FileNotFoundError(f"weights file for model 'timm:{arch}' not found: {weights}")
         pretrained = {"pretrained": True, "pretrained_cfg_overlay": {"file": str(weights)}}
-    model = _built(
-        timm.create_model,
-        f"timm:{arch}",
-        arch,
-        num_classes=0,
-        in_chans=input_shape[0],
-        **{**pretrained, **kwargs},
-    )
+    arguments = {"num_classes": 0, "in_chans": input_shape[0], **pretrained, **kwargs}
+    # A vision transformer is built for its config's input size and refuses any other; built
+    # with the run's (height, width), it takes them (timm resamples the weights' position
+    # embeddings). A convolutional network takes no img_size and takes any size as it is.
+    model: nn.Module | None = None
+    if len(input_shape) == 3 and "img_size" not in kwargs:
+        try:
+            model = timm.create_model(arch, img_size=tuple(input_shape[1:]), **arguments)
+        except TypeError:
+            pass  # no img_size keyword, or another argument refused: the build below says which
+    if model is None:
+        model = _built(timm.create_model, f"timm:{arch}", arch, **arguments)
     # torch's stub types an unknown Module attribute as Tensor | Module; timm's is an int.
     return model, int(model.num_features)  # type: ignore[arg-type]
+
+
+def _resized_vision_transformer(
+    models: ModuleType,
+    model: nn.Module,
+    name: str,
+    input_shape: tuple[int, ...],
+    kwargs: dict[str, object],
+) -> int | None:
+    """The image size to build a torchvision vision transformer for, where the run's images
+    are not the size it was built for (it refuses any other); None for any other model."""
+    vision_transformer = getattr(models, "VisionTransformer", None)
+    if vision_transformer is None or not isinstance(model, vision_transformer):
+        return None
+    size = input_shape[1] if len(input_shape) == 3 else model.image_size
+    if size == model.image_size or "image_size" in kwargs:
+        return None
+    if size % model.patch_size:
+        raise ValueError(
+            f"--image-size {size}: {name} cuts images into {model.patch_size} px patches; give "
+            f"a multiple of {model.patch_size}"
+        )
+    return int(size)
 
 
 def _torchvision_backbone(
@@ -176,10 +203,17 @@ def _torchvision_backbone(
     name = f"torchvision:{arch}"
     models = _import_optional("torchvision.models", name)
     model = _built(models.get_model, name, arch, weights=None, **kwargs)
+    resized = _resized_vision_transformer(models, model, name, input_shape, kwargs)
+    if resized is not None:
+        model = _built(models.get_model, name, arch, weights=None, image_size=resized, **kwargs)
     if weights is not None:
+        state = _load_state_dict(weights, name)
+        if resized is not None:  # the file's position embeddings are for its own image size
+            vision_transformer = importlib.import_module("torchvision.models.vision_transformer")
+            state = vision_transformer.interpolate_embeddings(resized, model.patch_size, state)
         # Extra keys (e.g. GoogLeNet's auxiliary heads when built with aux_logits=False) are
         # harmless; a missing key means the file is for another architecture.
-        missing, _ = model.load_state_dict(_load_state_dict(weights, name), strict=False)
+        missing, _ = model.load_state_dict(state, strict=False)
         if missing:
             raise ValueError(
                 f"weights file {weights} lacks {len(missing)} tensors of {name}: {missing[:5]}"
