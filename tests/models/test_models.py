@@ -277,3 +277,15 @@ def test_a_torchvision_vision_transformer_takes_images_of_the_runs_size(tmp_path
     assert model(torch.rand(2, 3, 64, 64)).shape == (2, DIM)
     with pytest.raises(ValueError, match=r"--image-size 48: .* multiple of 32"):
         build_model("torchvision:vit_b_32", (3, 48, 48), DIM)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("torchvision") is None, reason="torchvision is not installed"
+)
+def test_a_backbone_that_cannot_take_the_runs_size_is_refused_when_built() -> None:
+    """MaxViT's attention windows do not fit 64 px images: one line naming the size when the
+    model is built, not torchvision's reshape error at the first training batch; the built
+    model stays in training mode."""
+    with pytest.raises(ValueError, match=r"^--image-size 64: torchvision:maxvit_t cannot take"):
+        build_model("torchvision:maxvit_t", (3, 64, 64), DIM)
+    assert build_model("torchvision:resnet18", (3, 64, 64), DIM).training

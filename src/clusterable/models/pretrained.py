@@ -270,5 +270,26 @@ def pretrained_backbone(
     """
     build = _timm_backbone if source == "timm" else _torchvision_backbone
     backbone, width = build(arch, input_shape, weights, **kwargs)
+    _check_takes_the_size(backbone, f"{source}:{arch}", input_shape)
     channels = input_shape[0] if input_shape else 3
     return _normalize_inputs(backbone, source, arch, channels), width
+
+
+def _check_takes_the_size(backbone: nn.Module, name: str, input_shape: tuple[int, ...]) -> None:
+    """Run one blank image of ``input_shape`` ``(C, H, W)`` through ``backbone`` (in eval mode,
+    without gradient): an architecture that cannot take images of that size (its downsampling
+    or attention windows do not fit them) is refused here, in one line naming the size, instead
+    of at the first training batch with the library's own error."""
+    training = backbone.training
+    backbone.eval()
+    try:
+        with torch.no_grad():
+            backbone(torch.zeros(1, *input_shape))
+    except (RuntimeError, AssertionError, ValueError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(
+            f"--image-size {input_shape[-1]}: {name} cannot take images of "
+            f"{input_shape[-2]} x {input_shape[-1]} px ({reason}); give another image size"
+        ) from None
+    finally:
+        backbone.train(training)
