@@ -70,6 +70,30 @@ def test_evaluate_run_reproduces_the_runs_test_table_and_its_knn(family, tmp_pat
     assert json.loads(table.read_text()) == {"knn@3": own["knn@3"]}
 
 
+#: The families whose loss has its own classifier (``loss.predict``).
+CLASSIFIERS = ("center", "cosine-corel", "cross-entropy")
+
+
+def test_a_classifier_runs_table_holds_its_classification_accuracy(family):
+    """The trained loss's own classifier scores the test split in the run's table (so in
+    ``evaluate RUN``'s, equal above): the share of test items ``loss.predict`` gets right."""
+    import numpy as np
+    import torch
+
+    from clusterable.recipe import load_trained
+
+    own = json.loads((family / "run" / "test_metrics.json").read_text())
+    if family.name.rstrip("0123456789") not in CLASSIFIERS:
+        assert "classification_accuracy" not in own
+        return
+    loss = load_trained(family / "run").loss
+    embeddings = torch.from_numpy(np.load(family / "emb" / "embeddings.npy"))
+    labels = np.load(family / "emb" / "labels.npy")
+    with torch.no_grad():
+        predicted = loss.predict(embeddings).numpy()
+    assert own["classification_accuracy"] == pytest.approx(float((predicted == labels).mean()))
+
+
 def test_index_holds_the_vectors_embed_writes(family):
     """The same vectors, and the same classes: `embed` writes class codes and their names."""
     emb = family / "emb"

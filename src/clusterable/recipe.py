@@ -34,7 +34,7 @@ from clusterable.data import (
 from clusterable.data.registry import standard_recall_ks
 from clusterable.data.splits import check_enough_items
 from clusterable.data.transforms import backbone_preprocessing
-from clusterable.device import DeviceSpec, module_device
+from clusterable.device import DeviceSpec, module_device, resolve_device
 from clusterable.evaluate import Evaluation, EvaluationOptions, evaluate_embeddings, knn_accuracy
 from clusterable.losses import (
     AutoencoderLoss,
@@ -60,11 +60,13 @@ from clusterable.train.answerable import Answerable, answerable_table, ks_within
 from clusterable.train.callbacks import TrainerCallback
 from clusterable.train.checkpoint import load_run_record, load_weights, resolve_checkpoint
 from clusterable.train.config import (
+    CLASSIFICATION_ACCURACY,
     TrainConfig,
     check_batches_exceed_dimensions,
     check_patience_has_validation,
 )
 from clusterable.train.config_typing import field_types, parameter_types, typed_settings
+from clusterable.train.distributed import Distributed
 from clusterable.train.embed import embed_dataset
 from clusterable.train.run_folder import (
     RUN_RECORD,
@@ -73,6 +75,7 @@ from clusterable.train.run_folder import (
     prepare_run_folder,
 )
 from clusterable.train.trainer import Trainer, TrainResult
+from clusterable.train.validation import classification_accuracy
 from clusterable.unsupervised import (  # OPML: Algorithm 1 (RCGD on R, L), pseudo-labels
     OPMLDiagnostics,
     PseudoLabelRefresh,
@@ -407,10 +410,14 @@ def score_test_table(
     n_clusters: int | Literal["auto"] | None = None,
     device: DeviceSpec = "auto",
     clustering_options: dict[str, Any] | None = None,
+    classifier: EmbeddingLoss | None = None,
 ) -> Evaluation:
     """The test table of the labelled items ``emb`` ``(m, d)``, ``labels`` ``(m,)``: what
     ``table`` asks of :func:`~clusterable.evaluate.evaluate_embeddings`, then ``knn@K``, k-NN
-    accuracy from the training items of ``knn`` for each of its ks, then, where ``fine_labels``
+    accuracy from the training items of ``knn`` for each of its ks, and, with ``knn`` (the items
+    are of the training classes), ``classification_accuracy`` of the run's trained loss
+    ``classifier`` where it predicts classes (cross-entropy, center, COREL), then, where
+    ``fine_labels``
     ``(m,)`` hold more classes than ``labels`` (a coarse label view), ``subclass_nmi``,
     ``subclass_accuracy`` and ``subclass_f1``: the same clustering method (k = the fine
     classes, its own ``clustering_options`` too) scored against the fine classes.
@@ -438,6 +445,11 @@ def score_test_table(
             metrics[f"knn@{k}"] = knn_accuracy(
                 knn.embeddings, knn.labels, emb, truth, k=k, device=device
             )
+        if classifier is not None:
+            alone = Distributed(device=resolve_device(device))  # every process scores it all
+            accuracy = classification_accuracy(classifier, emb, truth, alone)
+            if accuracy is not None:
+                metrics[CLASSIFICATION_ACCURACY] = accuracy
     if fine_labels is not None and len(set(fine_labels.tolist())) > len(set(labels.tolist())):
         fine_table = evaluate_embeddings(
             emb,
@@ -459,10 +471,12 @@ def evaluate_on_test(
     test: LabelledDataset,
     seed: int,
     recall_ks: Sequence[int] = TEST_RECALL_KS,
+    classifier: EmbeddingLoss | None = None,
 ) -> Evaluation:
     """The evaluation table on the test split, k-NN accuracy (k = 1, 3, 5, 7) from the training
-    items ``train``, and, when labels are coarse, clustering scores against the fine classes
-    (sub-class NMI): :func:`score_test_table` of the embeddings.
+    items ``train`` (with the trained ``classifier``'s accuracy where it predicts classes), and,
+    when labels are coarse, clustering scores against the fine classes (sub-class NMI):
+    :func:`score_test_table` of the embeddings.
 
     Everything runs where the model is (the run's device). A test split with query and gallery
     roles (``test.is_query``: In-Shop) is scored as its protocol says: each query ranks the
@@ -485,6 +499,7 @@ def evaluate_on_test(
         fine_labels=test.fine_labels[keep],
         queries=None if test.is_query is None else test.is_query[keep],
         device=device,
+        classifier=classifier,
     )
 
 
@@ -596,7 +611,9 @@ def train_run(
         load_weights(result.checkpoint, trainer.model, trainer.loss)
     recall_ks = standard_recall_ks(spec.data) or TEST_RECALL_KS
     reference = training_items(spec, full_train, config.seed)  # as `evaluate RUN` rebuilds them
-    metrics = evaluate_on_test(trainer.model, reference, test, config.seed, recall_ks)
+    metrics = evaluate_on_test(
+        trainer.model, reference, test, config.seed, recall_ks, classifier=trainer.loss
+    )
     if out is not None and trainer.env.is_main:
         atomic_write_text(out / TEST_METRICS, json.dumps(metrics, indent=2))
     trainer.log_after_fit({"event": "test", **metrics})
@@ -625,7 +642,7 @@ class Trained(NamedTuple):
     the run's spec, the checkpoint folder, and what the model was built for."""
 
     model: nn.Module
-    loss: nn.Module
+    loss: EmbeddingLoss
     spec: RunSpec
     checkpoint: Path
     input_shape: tuple[int, ...]

@@ -53,6 +53,7 @@ from clusterable.data.transforms import backbone_preprocessing
 from clusterable.device import DeviceSpec, resolve_device
 
 if TYPE_CHECKING:
+    from clusterable.losses import EmbeddingLoss
     from clusterable.recipe import KnnReference, RunSpec
 
 #: File suffixes read as tables of feature rows.
@@ -161,6 +162,9 @@ class TrainedRun:
         The checkpoint the weights were read from.
     device : str or torch.device
         Where the model runs (:mod:`clusterable.device`).
+    loss : EmbeddingLoss, optional
+        The run's trained loss, whose own classifier (cross-entropy, center, COREL) scores the
+        test table's ``classification_accuracy``; None where it is not known.
 
     Examples
     --------
@@ -181,9 +185,11 @@ class TrainedRun:
         folder: Path | None = None,
         checkpoint: Path | None = None,
         device: DeviceSpec = "auto",
+        loss: EmbeddingLoss | None = None,
     ) -> None:
         self.device = resolve_device(device)
         self.model = model.eval().to(self.device)
+        self.loss = None if loss is None else loss.eval().to(self.device)
         self.input_shape = tuple(int(s) for s in input_shape)
         self.spec = spec
         self.config = dict(config or {})
@@ -225,6 +231,7 @@ class TrainedRun:
             folder=folder,
             checkpoint=trained.checkpoint,
             device=device,
+            loss=trained.loss,
         )
 
     # ---- what the run is -------------------------------------------------------------------

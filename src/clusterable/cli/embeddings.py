@@ -142,6 +142,8 @@ def command_evaluate(args: argparse.Namespace) -> int:
         n_clusters=k,
         device=args.device,
         clustering_options=options,
+        # The run's trained classifier scores as in its own table (the default table only).
+        classifier=source.run.loss if source.run is not None and args.metrics is None else None,
     )
     heading = f"evaluated: {len(labels)} items"
     if table.partition is not None:  # the partition the scores were computed on
