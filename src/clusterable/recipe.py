@@ -417,10 +417,9 @@ def score_test_table(
     accuracy from the training items of ``knn`` for each of its ks, and, with ``knn`` (the items
     are of the training classes), ``classification_accuracy`` of the run's trained loss
     ``classifier`` where it predicts classes (cross-entropy, center, COREL), then, where
-    ``fine_labels``
-    ``(m,)`` hold more classes than ``labels`` (a coarse label view), ``subclass_nmi``,
-    ``subclass_accuracy`` and ``subclass_f1``: the same clustering method (k = the fine
-    classes, its own ``clustering_options`` too) scored against the fine classes.
+    ``fine_labels`` ``(m,)`` hold more classes than ``labels`` (a coarse label view),
+    ``subclass_nmi``, ``subclass_accuracy`` and ``subclass_f1``: the same clustering method
+    (k = the fine classes, its own ``clustering_options`` too) scored against the fine classes.
 
     The one place a run's test table is computed: ``clusterable train``'s
     (:func:`evaluate_on_test`) and ``clusterable evaluate RUN``'s. ``table.metrics`` empty asks

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 from sklearn.metrics import roc_auc_score
+from test_verification import NOT_RATES  # tests/evaluate: fmr values that are no rate
 
 from clusterable.evaluate import evaluate_embeddings, fnmr_at_fmr, pair_scores
 from clusterable.evaluate import pair_metrics as pm
@@ -250,14 +251,7 @@ def test_the_command_line_evaluates_them_on_saved_embeddings(tmp_path):
     assert typo.returncode == 2 and "did you mean fnmr@fmr" in typo.stderr
 
 
-@pytest.mark.parametrize(
-    ("fmr", "message"),
-    [
-        ("0.1", r"^fmr must be a false match rate in \[0, 1\] or a sequence of them"),
-        ([True], r"^each fmr must be a number in \[0, 1\], got True"),
-        ([[0.1]], r"^each fmr must be a number in \[0, 1\], got \[0\.1\]"),
-    ],
-)
+@pytest.mark.parametrize(("fmr", "message"), NOT_RATES)
 def test_pair_scores_reads_fmr_as_fnmr_at_fmr_does(fmr, message):
     """ "0.1" was float('.')'s error, [True] a rate of 1, [[0.1]] float()'s TypeError."""
     x, y = np.random.default_rng(0).normal(size=(12, 3)), np.arange(12) % 3

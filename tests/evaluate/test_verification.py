@@ -327,14 +327,16 @@ def test_docstring_examples_run():
     assert result.attempted >= 3 and result.failed == 0
 
 
-@pytest.mark.parametrize(
-    ("fmr", "message"),
-    [
-        ("0.1", r"^fmr must be a false match rate in \[0, 1\] or a sequence of them, e\.g\. fmr="),
-        ([True], r"^each fmr must be a number in \[0, 1\], got True"),
-        ([[0.1]], r"^each fmr must be a number in \[0, 1\], got \[0\.1\]"),
-    ],
-)
+#: ``fmr`` values that are no rate, and the start of the one error every reader of them gives
+#: (`verification.as_rates`): a string, a bool, a nested list.
+NOT_RATES = [
+    ("0.1", r"^fmr must be a false match rate in \[0, 1\] or a sequence of them, e\.g\. fmr="),
+    ([True], r"^each fmr must be a number in \[0, 1\], got True"),
+    ([[0.1]], r"^each fmr must be a number in \[0, 1\], got \[0\.1\]"),
+]
+
+
+@pytest.mark.parametrize(("fmr", "message"), NOT_RATES)
 def test_an_fmr_that_is_no_rate_is_named_as_given(fmr, message):
     """fmr="0.1" was read character by character: "each fmr ... got '0'"."""
     with pytest.raises(ValueError, match=message):
