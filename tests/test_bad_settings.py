@@ -672,6 +672,30 @@ def test_a_setting_the_data_or_loss_cannot_honour_is_refused_before_training(
     assert not (out / "log.jsonl").exists()
 
 
+@pytest.mark.parametrize(
+    ("argv", "flag", "words"),
+    [
+        (["--precision", "fp16", "--device", "cpu"], "--precision", ["needs a CUDA device"]),
+        (["--model", "mlp", "--freeze-batchnorm"], "--freeze-batchnorm", ["has no BatchNorm"]),
+    ],
+    ids=["fp16-on-the-cpu", "frozen-batchnorm-of-mlp"],
+)
+def test_a_setting_this_machine_or_model_cannot_run_is_refused_before_the_data(
+    argv, flag, words, tmp_path, capsys, monkeypatch
+):
+    """The audit: fp16 on the CPU and frozen BatchNorm of a model without any were refused only
+    once the data had loaded and the model was built."""
+
+    def tripwire(*args, **kwargs):
+        raise AssertionError("the data was read before the refusal")
+
+    monkeypatch.setattr(RunSpec, "load", tripwire)
+    out = tmp_path / "run"
+    line = refusal(capsys, ["train", "--epochs", "1", *argv, "--out", str(out)], flag)
+    assert all(word in line for word in words), line
+    assert not out.exists()
+
+
 def test_settings_next_to_those_refused_still_train():
     TrainConfig(patience=2, eval_every=1, warmup_epochs=3, epochs=3, amp=False, precision="32")
     TrainConfig(eval_embeddings=False, eval_metric="classification_accuracy")

@@ -57,6 +57,7 @@ from clusterable.models import (
 from clusterable.seeding import seed_everything
 from clusterable.spec_rules import AUTOENCODER_BOUNDS, check_run_spec
 from clusterable.train.answerable import Answerable, answerable_table, ks_within
+from clusterable.train.batchnorm import check_freezable
 from clusterable.train.callbacks import TrainerCallback
 from clusterable.train.checkpoint import load_run_record, load_weights, resolve_checkpoint
 from clusterable.train.config import (
@@ -68,6 +69,7 @@ from clusterable.train.config import (
 from clusterable.train.config_typing import field_types, parameter_types, typed_settings
 from clusterable.train.distributed import Distributed
 from clusterable.train.embed import embed_dataset
+from clusterable.train.precision import resolve_precision
 from clusterable.train.run_folder import (
     RUN_RECORD,
     TEST_METRICS,
@@ -549,6 +551,16 @@ def _describe_batches(config: TrainConfig, sampler: DistributedBatchSampler) -> 
     return f"batch {sampler.batch_size} ({config.sampler}, {drawn})"
 
 
+def check_before_data(spec: RunSpec, config: TrainConfig) -> None:
+    """Refuse, before the run folder is touched or any data read, the training settings that
+    this machine or the model cannot run: a device it lacks, a precision the device cannot
+    train in (fp16 off CUDA), and frozen BatchNorm for a model registered without any. The
+    trainer resolves the same settings again when built (under torchrun, each process its GPU)."""
+    resolve_precision(config.precision, resolve_device(config.device), amp=config.amp)
+    if config.freeze_batchnorm:
+        check_freezable(spec.model)
+
+
 def train_run(
     spec: RunSpec,
     config: TrainConfig,
@@ -565,6 +577,7 @@ def train_run(
     on what and where. Training, the test embeddings and their evaluation all run on
     ``config.device``.
     """
+    check_before_data(spec, config)
     main_process = os.environ.get("RANK", "0") == "0"
     if out is not None:
         out = Path(out)

@@ -23,6 +23,7 @@ from clusterable.models import (
     register_model,
 )
 from clusterable.models._registry import MODELS as MODEL_REGISTRY
+from clusterable.models._registry import has_no_batchnorm
 
 # digits (scikit-learn), USPS, MNIST / Fashion-MNIST, and an odd non-square colour image.
 SHAPES = [(1, 8, 8), (1, 16, 16), (1, 28, 28), (3, 9, 13)]
@@ -79,6 +80,16 @@ def test_initialisation_is_seeded(name: str) -> None:
     other = build_model(name, (1, 28, 28), DIM).state_dict()
     assert all(torch.equal(first[k], second[k]) for k in first)
     assert not all(torch.equal(first[k], other[k]) for k in first)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_a_model_registered_without_batchnorm_builds_none(name: str) -> None:
+    """``has_no_batchnorm`` answers from the registration, before any data is read (a run that
+    freezes BatchNorm is refused on it): the built model must bear it out."""
+    model = build_model(name, (1, 28, 28), DIM)
+    assert has_no_batchnorm(name) is not any(
+        isinstance(module, nn.modules.batchnorm._BatchNorm) for module in model.modules()
+    )
 
 
 @pytest.mark.parametrize("name", MODELS)

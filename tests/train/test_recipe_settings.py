@@ -121,7 +121,7 @@ def test_precision_resolves_per_device_and_refuses_fp16_on_the_cpu():
     assert resolve_precision("auto", CPU) == "32"
     assert resolve_precision("bf16", CPU) == "bf16"
     assert resolve_precision("auto", CPU, amp=False) == "32"
-    with pytest.raises(ValueError, match="fp16 needs a CUDA device"):
+    with pytest.raises(ValueError, match="precision='fp16' needs a CUDA device"):
         resolve_precision("fp16", CPU)
     with pytest.raises(ValueError, match="precision"):
         TrainConfig(precision="fp8")

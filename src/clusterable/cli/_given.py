@@ -53,6 +53,8 @@ def named_as_given(error: SettingError, args: argparse.Namespace) -> str:
     flag = flags.get(error.setting)
     given = getattr(args, error.setting, None) if flag is not None else None
     if flag is not None and given is not None:
+        if error.value is True:  # a switch given: its flag alone says it
+            return error.as_given(flag.flag)
         if not flag.is_keywords:
             return error.as_given(f"{flag.flag} {_shown(error.value)}")
         keywords = dict(given)

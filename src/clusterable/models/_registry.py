@@ -51,7 +51,9 @@ def register_model(
         :func:`build_model` and :func:`build_decoder` refuse a value outside it, and so does a
         run's spec for ``--model-arg NAME=VALUE``, before any data is read.
     **metadata
-        Anything else to keep with the entry (``MODELS.metadata(name)``).
+        Anything else to keep with the entry (``MODELS.metadata(name)``); ``batchnorm=False``
+        says the backbone holds no BatchNorm layer, so that a run freezing BatchNorm is refused
+        before its data is read (:func:`has_no_batchnorm`).
     """
     if argument_bounds:
         metadata["argument_bounds"] = dict(argument_bounds)
@@ -85,6 +87,14 @@ def model_argument_bounds(name: str) -> Mapping[str, Bounds]:
     if _split_pretrained(name) is not None:
         return {}
     return _entry(name).metadata.get("argument_bounds", {})
+
+
+def has_no_batchnorm(name: str) -> bool:
+    """Whether model ``name`` was registered as holding no BatchNorm layer (``batchnorm=False``);
+    False for a pretrained backbone or a model that did not say, whose built layers tell."""
+    if _split_pretrained(name) is not None:
+        return False
+    return _entry(name).metadata.get("batchnorm") is False
 
 
 def check_model_arguments(name: str, kwargs: Mapping[str, Any], field: str | None = None) -> None:

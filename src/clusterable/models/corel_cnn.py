@@ -47,7 +47,9 @@ _ARGUMENT_BOUNDS = {
 }
 
 
-@register_model("corel-cnn", decoder=corel_cnn_decoder, argument_bounds=_ARGUMENT_BOUNDS)
+@register_model(
+    "corel-cnn", decoder=corel_cnn_decoder, argument_bounds=_ARGUMENT_BOUNDS, batchnorm=False
+)
 def corel_cnn(
     input_shape: tuple[int, ...],
     *,

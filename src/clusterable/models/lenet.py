@@ -40,7 +40,7 @@ def lenet_decoder(
 _ARGUMENT_BOUNDS = {"channels": Bounds(1), "kernel_size": Bounds(1), "hidden_dim": Bounds(1)}
 
 
-@register_model("lenet", decoder=lenet_decoder, argument_bounds=_ARGUMENT_BOUNDS)
+@register_model("lenet", decoder=lenet_decoder, argument_bounds=_ARGUMENT_BOUNDS, batchnorm=False)
 def lenet(
     input_shape: tuple[int, ...],
     *,

@@ -40,7 +40,7 @@ def mlp_decoder(
 _ARGUMENT_BOUNDS = {"hidden_dims": Bounds(1), "negative_slope": Bounds(0, 1)}
 
 
-@register_model("mlp", decoder=mlp_decoder, argument_bounds=_ARGUMENT_BOUNDS)
+@register_model("mlp", decoder=mlp_decoder, argument_bounds=_ARGUMENT_BOUNDS, batchnorm=False)
 def mlp(
     input_shape: tuple[int, ...],
     *,

@@ -45,7 +45,9 @@ def msdnn_cnn_decoder(
 _ARGUMENT_BOUNDS = {"channels": Bounds(1), "kernel_size": Bounds(1)}
 
 
-@register_model("msdnn-cnn", decoder=msdnn_cnn_decoder, argument_bounds=_ARGUMENT_BOUNDS)
+@register_model(
+    "msdnn-cnn", decoder=msdnn_cnn_decoder, argument_bounds=_ARGUMENT_BOUNDS, batchnorm=False
+)
 def msdnn_cnn(
     input_shape: tuple[int, ...],
     *,

@@ -18,6 +18,8 @@ from contextlib import AbstractContextManager, nullcontext
 import torch
 from torch import nn
 
+from clusterable._ranges import SettingError
+
 PRECISIONS = ("auto", "32", "bf16", "fp16")
 
 _DTYPES = {"32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -33,8 +35,8 @@ def resolve_precision(precision: str, device: torch.device, amp: bool = True) ->
     Raises
     ------
     ValueError
-        An unknown name, fp16 off CUDA, or bf16 on a CUDA device without it; the message says
-        which precision the device takes.
+        An unknown name, fp16 off CUDA (a ``SettingError`` naming ``precision``), or bf16 on a
+        CUDA device without it; the message says which precision the device takes.
     """
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r} unknown; choose one of {', '.join(PRECISIONS)}")
@@ -43,10 +45,11 @@ def resolve_precision(precision: str, device: torch.device, amp: bool = True) ->
             return "32"
         return "bf16" if _cuda_has_bf16(device) else "fp16"
     if precision == "fp16" and device.type != "cuda":
-        raise ValueError(
-            f"precision fp16 needs a CUDA device (its GradScaler runs there), and this run is on "
-            f"{device}; choose precision bf16 (CPU autocast) or 32"
+        reason = (
+            f"needs a CUDA device (its GradScaler runs there), and this run is on {device}; "
+            "choose precision bf16 (CPU autocast) or 32"
         )
+        raise SettingError("training setting", "precision", precision, reason)
     if precision == "bf16" and device.type == "cuda" and not _cuda_has_bf16(device):
         raise ValueError(
             f"precision bf16: {torch.cuda.get_device_name(device)} has no bfloat16; choose fp16"
