@@ -94,6 +94,36 @@ def test_a_classifier_runs_table_holds_its_classification_accuracy(family):
     assert own["classification_accuracy"] == pytest.approx(float((predicted == labels).mean()))
 
 
+def test_evaluate_run_gives_the_classification_accuracy_asked_or_says_why_not(family, capsys):
+    """``evaluate RUN --metrics classification_accuracy`` gives the table's value alone; a run
+    whose loss has no classifier, the training items, or saved embeddings are refused in one
+    line before any embedding."""
+    own = json.loads((family / "run" / "test_metrics.json").read_text())
+    table = family / "asked.json"
+    argv = ("evaluate", family / "run", "--json", table, "--metrics", "classification_accuracy")
+    if family.name.rstrip("0123456789") not in CLASSIFIERS:
+        with pytest.raises(SystemExit):
+            cli(*argv)
+        assert "has none; ask it of a run of center" in capsys.readouterr().err
+        return
+    assert cli(*argv, "--device", "cpu") == 0
+    scores = {"classification_accuracy": own["classification_accuracy"]}
+    assert json.loads(table.read_text()) == scores
+    assert cli(*argv, "map@r", "knn@3", "--device", "cpu") == 0
+    assert json.loads(table.read_text()) == {**scores, "map@r": own["map@r"], "knn@3": own["knn@3"]}
+    capsys.readouterr()
+    for refused, words in (
+        (("--split", "train"), "the train split holds the training items themselves"),
+        ((), "saved embeddings come without it"),
+    ):
+        source = family / "emb" / "embeddings.npy" if not refused else family / "run"
+        extra = () if refused else (family / "emb" / "labels.npy",)
+        with pytest.raises(SystemExit):
+            cli("evaluate", source, *extra, "--metrics", "classification_accuracy", *refused)
+        out, err = capsys.readouterr()
+        assert words in err and "Traceback" not in err and "embedding" not in out, err
+
+
 def test_index_holds_the_vectors_embed_writes(family):
     """The same vectors, and the same classes: `embed` writes class codes and their names."""
     emb = family / "emb"

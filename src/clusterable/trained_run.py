@@ -418,7 +418,11 @@ class TrainedRun:
         return training_items(spec, train_split, self.seed)
 
     def knn_reference(
-        self, items: LabelledDataset, data: str | None = None, split: str = "test"
+        self,
+        items: LabelledDataset,
+        data: str | None = None,
+        split: str = "test",
+        voters: bool = True,
     ) -> tuple[KnnReference | None, list[str]]:
         """The reference of k-NN accuracy from training items for the labelled ``items``, a
         ``split`` of ``data`` (None: the run's own data) in the run's view, as the run's test
@@ -430,6 +434,10 @@ class TrainedRun:
         - a lone checkpoint whose training items cannot be rebuilt;
         - no class of the items is a training class (zero-shot). The classes of another data
           set are the training classes of the same name (``class_names``).
+
+        ``voters`` False leaves the training items unembedded (an empty ``(0, 0)`` array), for
+        the trained classifier's accuracy alone: it reads only which items are of the training
+        classes, in their codes (``item_labels``).
         """
         from clusterable.data import labelled_mask
         from clusterable.recipe import KnnReference, describe_knn, knn_to_report
@@ -466,7 +474,7 @@ class TrainedRun:
         notes = [] if note is None else [note]
         if not ks:
             return None, notes
-        embedded = self.embed(training).embeddings
+        embedded = self.embed(training).embeddings if voters else np.empty((0, 0), np.float32)
         reference = KnnReference(embedded, training.labels, ks, codes)
         return reference, [*notes, describe_knn(len(training), len(whole) - len(training))]
 

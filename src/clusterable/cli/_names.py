@@ -55,6 +55,9 @@ METRIC_NAMES = (
 OFF_BY_DEFAULT = ("v_measure", "roc_auc", "fnmr@fmr")
 #: Those asked with a rate, ``NAME=EPS`` (the registry's table keys ending in ``=EPS``).
 PARAMETERISED_METRICS = ("fnmr@fmr",)
+#: The accuracy of a run's trained classifier (`clusterable.train.config.CLASSIFICATION_ACCURACY`),
+#: which ``evaluate RUN --metrics`` takes beside the registry's.
+CLASSIFICATION_ACCURACY = "classification_accuracy"
 
 LISTINGS: dict[str, Listing] = {
     "datasets": Listing(

@@ -39,7 +39,7 @@ from clusterable.cli._files import (
     write_json,
 )
 from clusterable.cli._flag_types import ks_list, metric_name
-from clusterable.cli._names import registry_names
+from clusterable.cli._names import CLASSIFICATION_ACCURACY, registry_names
 from clusterable.cli._parser import Verbs
 from clusterable.cli._settings import assignment
 from clusterable.cli.report import write_evaluation_page
@@ -98,6 +98,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
         Output("report", "--report", HTML, "the page is"),
     )
     asked, knn_asked = knn_of_metrics(args.metrics)
+    asked, classifier_asked = classifier_of_metrics(asked)
     options = clustering_options(args.clustering, args.clustering_args)
     if knn_asked is not None and Path(args.source).suffix == ".npy":
         raise ValueError(
@@ -106,6 +107,12 @@ def command_evaluate(args: argparse.Namespace) -> int:
             f"evaluate RUN --metrics {knn_asked.spelled}), or ask precision@1, the leave-one-out "
             "1-NN"
         )
+    if classifier_asked and Path(args.source).suffix == ".npy":
+        raise ValueError(
+            f"--metrics {CLASSIFICATION_ACCURACY}: the accuracy of a run's trained classifier, "
+            "and saved embeddings come without it; evaluate the run instead (clusterable "
+            f"evaluate RUN --metrics {CLASSIFICATION_ACCURACY}), or ask knn@K of the run"
+        )
     # A run's default table is its test table's (`score_test_table`, the one owner): k-NN
     # accuracy from its training items, and a coarse run's scores against the fine classes.
     reference: list[tuple[KnnReference | None, list[str]]] = []
@@ -113,7 +120,9 @@ def command_evaluate(args: argparse.Namespace) -> int:
     def before_embedding(run: TrainedRun, split: LabelledDataset) -> None:
         check_counts(args, split)
         check_classes(split.labels, f"the {split.name} items")
-        if args.metrics is None or knn_asked is not None:
+        if classifier_asked:
+            reference.append(classifier_reference(run, split, args, knn_asked))
+        elif args.metrics is None or knn_asked is not None:
             reference.append(knn_to_score(run, split, args, knn_asked))
 
     source = embeddings_of(args, before_embedding=before_embedding)
@@ -142,8 +151,12 @@ def command_evaluate(args: argparse.Namespace) -> int:
         n_clusters=k,
         device=args.device,
         clustering_options=options,
-        # The run's trained classifier scores as in its own table (the default table only).
-        classifier=source.run.loss if source.run is not None and args.metrics is None else None,
+        # The run's trained classifier scores as in its own table (the default table), or asked.
+        classifier=(
+            source.run.loss
+            if source.run is not None and (args.metrics is None or classifier_asked)
+            else None
+        ),
     )
     heading = f"evaluated: {len(labels)} items"
     if table.partition is not None:  # the partition the scores were computed on
@@ -226,6 +239,46 @@ def knn_to_score(
     return knn._replace(ks=ks), notes
 
 
+def classifier_of_metrics(metrics: list[str] | None) -> tuple[list[str] | None, bool]:
+    """``--metrics`` (less its ``knn@K``) parted into the registry's metrics and whether
+    ``classification_accuracy``, the run's trained classifier's, is asked."""
+    if metrics is None or CLASSIFICATION_ACCURACY not in metrics:
+        return metrics, False
+    return [name for name in metrics if name != CLASSIFICATION_ACCURACY], True
+
+
+def classifier_reference(
+    run: TrainedRun, split: LabelledDataset, args: argparse.Namespace, knn: KnnAsked | None
+) -> tuple[KnnReference | None, list[str]]:
+    """The k-NN reference that ``--metrics classification_accuracy`` scores the run's classifier
+    by (:func:`knn_to_score`: which items are of the training classes, in its codes), with only
+    the ``knn@K`` asked beside it; refused before any embedding where the run's loss has no
+    classifier, and where the items have no training class or are the training items."""
+    from clusterable.train.config import losses_with_a_classifier, without_classifier
+
+    spelled = f"--metrics {CLASSIFICATION_ACCURACY}"
+    lacking = without_classifier(run.loss)
+    if lacking is not None:
+        raise ValueError(
+            f"{spelled}: the accuracy of a run's trained classifier, and this run's loss "
+            f"({lacking}) has none; ask it of a run of "
+            f"{', '.join(losses_with_a_classifier())}, or ask knn@K"
+        )
+    if knn is not None:
+        reference, notes = knn_to_score(run, split, args, knn)
+    else:  # the training items' classes only: none of them is embedded
+        reference, notes = run.knn_reference(split, args.data, args.split, voters=False)
+    if reference is None:
+        why = notes[0].partition(" left out: ")[2]
+        raise ValueError(
+            f"{spelled} is scored as the run's test table scores it, on items of the training "
+            f"classes that are not the training items, and here {why}"
+        )
+    if knn is not None:
+        return reference, notes
+    return reference._replace(ks=()), []  # the notes say who votes, and no one does
+
+
 def table_asked(
     args: argparse.Namespace,
     asked: list[str] | None,
@@ -292,11 +345,12 @@ def add_evaluate(verbs: Verbs) -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--metrics",
         nargs="+",
-        type=metric_name([*metrics, KNN_METRIC]),
+        type=metric_name([*metrics, KNN_METRIC, CLASSIFICATION_ACCURACY]),
         metavar="METRIC",
         help=f"the scores to compute, among {', '.join(metrics)}, or a table's own names "
         "(recall@1, recall@4: the K joins --ks), and for a run knn@K, k-NN accuracy from its "
-        "training items; only what they read is computed (default: all "
+        "training items, and classification_accuracy, its trained classifier's (cross-entropy, "
+        "center, COREL); only what they read is computed (default: all "
         f"but {', '.join(left_out)}; a run's items add knn@1,3,5,7, "
         "and a coarse run's sub-class scores)",
     )

@@ -358,20 +358,25 @@ def check_eval_metric_of_loss(config: TrainConfig, loss: Any) -> None:
     SettingError
         Naming ``eval_metric``, and the losses that have a classifier.
     """
-    inner = getattr(loss, "loss", loss)  # the wrapped loss of an autoencoder
-    if (
-        config.eval_metric == CLASSIFICATION_ACCURACY
-        and type(inner).predict is EmbeddingLoss.predict
-    ):
+    lacking = without_classifier(loss)
+    if config.eval_metric == CLASSIFICATION_ACCURACY and lacking is not None:
         reason = (
-            f"is the accuracy of a loss's own classifier, and {type(inner).__name__} has none; "
+            f"is the accuracy of a loss's own classifier, and {lacking} has none; "
             "give a key of the evaluation table (recall@1, map@r, nmi, ...), or a loss with a "
-            f"classifier: {', '.join(_losses_with_a_classifier())}"
+            f"classifier: {', '.join(losses_with_a_classifier())}"
         )
         raise SettingError("training setting", "eval_metric", config.eval_metric, reason)
 
 
-def _losses_with_a_classifier() -> list[str]:
+def without_classifier(loss: Any) -> str | None:
+    """The class name of ``loss`` where it has no classifier of its own (its ``predict`` is
+    :class:`~clusterable.losses.EmbeddingLoss`'s, which predicts nothing), so no
+    ``classification_accuracy``; None where it has one. An autoencoder's wrapped loss decides."""
+    inner = getattr(loss, "loss", loss)
+    return type(inner).__name__ if type(inner).predict is EmbeddingLoss.predict else None
+
+
+def losses_with_a_classifier() -> list[str]:
     """The registered losses whose ``predict`` gives classes (their own classifier)."""
     return [
         name for name in available_losses() if loss_class(name).predict is not EmbeddingLoss.predict
