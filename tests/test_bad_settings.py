@@ -696,6 +696,15 @@ def test_a_setting_this_machine_or_model_cannot_run_is_refused_before_the_data(
     assert not out.exists()
 
 
+def test_a_default_the_run_cannot_train_with_is_named_by_its_flag(tmp_path, capsys):
+    """DSCL's spectral loss at the defaults: batch 128, 128 dimensions. The refusal named the
+    field (``training setting batch_size=128``), which no command line user typed."""
+    out = tmp_path / "run"
+    line = refusal(capsys, ["train", "--loss", "spectral", "--out", str(out)], "--batch-size")
+    assert "--batch-size 128 (its default) is not above the 128 embedding dimensions" in line
+    assert not (out / "log.jsonl").exists()
+
+
 def test_settings_next_to_those_refused_still_train():
     TrainConfig(patience=2, eval_every=1, warmup_epochs=3, epochs=3, amp=False, precision="32")
     TrainConfig(eval_embeddings=False, eval_metric="classification_accuracy")

@@ -10,7 +10,10 @@ wraps a verb's handler so that the one-line error names what was typed instead:
 - ``--set grad_clip=-1 must be above 0, ...``;
 - ``run.yaml, line 4: training setting grad_clip=-1.0 must be above 0, ...``.
 
-A value that came from none of these (a resumed run's own ``run.json``) keeps the field's name.
+A value that came from none of these is named by its flag as the default
+(``--batch-size 128 (its default) is not above the 128 embedding dimensions ...``), unless it may
+have come from a file or a search (``--config``, ``--param``, a resumed run's own ``run.json``):
+then it keeps the field's name.
 """
 
 from __future__ import annotations
@@ -73,4 +76,7 @@ def named_as_given(error: SettingError, args: argparse.Namespace) -> str:
         line = settings_file_line(config, keys)
         if line is not None:
             return f"{config}, line {line}: {error}"
+    settings_read = ("config", "param", "resume")  # files or a search that may hold the value
+    if flag is not None and not any(getattr(args, name, None) for name in settings_read):
+        return error.as_given(f"{flag.flag} {_shown(error.value)} (its default)")
     return str(error)
