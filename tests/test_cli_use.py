@@ -104,7 +104,9 @@ def test_search_images_prints_and_writes_the_neighbours(work, capsys):
         np.testing.assert_allclose(
             [n["distance"] for n in result["neighbours"]], distances[q], rtol=1e-6
         )
-    assert f"query {pngs[0]}" in printed and printed.count("\n") == 5 * 4 + 1  # + "wrote"
+    heading = f"the 3 nearest items of {folder / 'gallery.npz'} (euclidean) to each query: rank, "
+    assert printed.startswith(heading + "distance, id, label\n"), printed  # what the columns are
+    assert f"query {pngs[0]}" in printed and printed.count("\n") == 1 + 5 * 4 + 1  # + "wrote"
 
 
 def test_search_takes_saved_embeddings_and_checks_their_model(work, tmp_path, capsys):
@@ -123,7 +125,7 @@ def test_search_takes_saved_embeddings_and_checks_their_model(work, tmp_path, ca
         )
         == 0
     )
-    assert capsys.readouterr().out.startswith("query 0\n")
+    assert capsys.readouterr().out.splitlines()[1] == "query 0"  # row numbers name the queries
 
     identity = tmp_path / "emb" / "model.json"
     identity.write_text(json.dumps({"model": "0" * 64, "run": "elsewhere"}))

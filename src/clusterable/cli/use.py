@@ -338,6 +338,12 @@ def command_search(args: argparse.Namespace) -> int:
     index = EmbeddingIndex.load(args.index)
     queries, query_ids = query_embeddings(index, args.queries, args, source=args.index)
     distances, rows, ids = index.search(queries, args.k, args.max_distance)
+    columns = "rank, distance, id" + ("" if index.labels is None else ", label")
+    within = "" if args.max_distance is None else f" within {args.max_distance:g}"
+    print(
+        f"the {args.k} nearest items{within} of {args.index} ({index.distance}) to each query: "
+        f"{columns}"
+    )
     results = []
     for q, query_id in enumerate(query_ids):
         print(f"query {query_id}")
