@@ -167,6 +167,20 @@ def test_evaluate_embed_cluster_plot_a_trained_run(trained_run, tmp_path, capsys
     labels = np.load(tmp_path / "emb" / "labels.npy")
     assert embeddings.shape == (len(labels), 16)
 
+    # embed's labels.npy beside its embeddings: given or not, the same table
+    saved, beside = str(tmp_path / "emb" / "embeddings.npy"), str(tmp_path / "emb" / "labels.npy")
+    tables = []
+    for argv in ([saved, beside], [saved]):
+        assert main(["evaluate", *argv, "--metrics", "nmi", "map@r", "--json", str(table)]) == 0
+        tables.append(json.loads(table.read_text()))
+    assert tables[0] == tables[1] and set(tables[0]) == {"nmi", "map@r"}
+    assert f"labels: {beside} (beside the embeddings)" in capsys.readouterr().out
+    moved = tmp_path / "elsewhere.npy"
+    moved.write_bytes((tmp_path / "emb" / "embeddings.npy").read_bytes())
+    with pytest.raises(SystemExit):
+        main(["evaluate", str(moved)])
+    assert "no labels.npy lies beside it: give its labels too" in capsys.readouterr().err
+
     clusters = tmp_path / "clusters.npy"
     args = ["cluster", str(tmp_path / "emb" / "embeddings.npy"), "--clustering", "spectral"]
     assert (

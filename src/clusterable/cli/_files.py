@@ -312,7 +312,10 @@ def add_source(parser: argparse.ArgumentParser, split_default: str | None = "tes
     (``split_default`` None: the verb resolves it, as ``embed`` does for ``--items``)."""
     parser.add_argument("source", help="a run folder or checkpoint, or an embeddings .npy file")
     parser.add_argument(
-        "labels", nargs="?", help="labels .npy, integers or text (when source is an .npy file)"
+        "labels",
+        nargs="?",
+        help="labels .npy, integers or text, when source is an .npy file (default: the "
+        "labels.npy that embed wrote beside it)",
     )
     parser.add_argument("--data", help="dataset to embed (default: the one the run trained on)")
     parser.add_argument(
@@ -344,6 +347,20 @@ class Embedded:
     run: TrainedRun | None = None
     is_query: np.ndarray | None = None
     ids: np.ndarray | None = None
+    labels_file: Path | None = None  # the file of saved arrays' labels
+
+
+def labels_beside(embeddings: Path) -> Path:
+    """The labels that ``clusterable embed`` saved beside ``embeddings`` (`LABELS_FILE`), for a
+    verb given the embeddings alone, said in a note; refused in one line where there are none."""
+    beside = embeddings.with_name(LABELS_FILE)
+    if not beside.is_file():
+        raise ValueError(
+            f"{embeddings} is an array and no {LABELS_FILE} lies beside it: give its labels too "
+            "(clusterable VERB EMB LAB)"
+        )
+    print(f"labels: {beside} (beside the embeddings)")
+    return beside
 
 
 def load_run(source: str | Path, args: argparse.Namespace) -> TrainedRun:
@@ -372,13 +389,11 @@ def embeddings_of(
     roles), and what else it needs of the run, refused now rather than after the embedding."""
     source = Path(args.source)
     if source.suffix == ".npy":
-        if args.labels is None:
-            raise ValueError(
-                f"{source} is an array: give its labels too (clusterable VERB EMB LAB)"
-            )
+        labels_file = Path(args.labels) if args.labels is not None else labels_beside(source)
         embeddings = load_embeddings(source)
-        labels = load_labels(args.labels, len(embeddings))
-        return Embedded(embeddings, labels, fine_labels_beside(source, labels))
+        labels = load_labels(labels_file, len(embeddings))
+        fine_labels = fine_labels_beside(source, labels)
+        return Embedded(embeddings, labels, fine_labels, labels_file=labels_file)
     if args.labels is not None:  # a run embeds a split, which brings its own labels
         raise ValueError(
             f"LABELS {args.labels} goes with an embeddings .npy, and {source} is a run: drop it "

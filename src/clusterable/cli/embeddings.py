@@ -127,7 +127,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
 
     source = embeddings_of(args, before_embedding=before_embedding)
     if source.run is None:  # saved arrays: their labels file, named
-        check_classes(source.labels, f"labels file {args.labels}")
+        check_classes(source.labels, f"labels file {source.labels_file}")
     keep = labelled_mask(source.labels)
     embeddings, labels = source.embeddings[keep], source.labels[keep]
     queries = query_roles(args, source)
