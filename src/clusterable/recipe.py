@@ -526,6 +526,11 @@ def describe_start(
         f"files     {train.source or 'in memory'}",
         f"model     {spec.model}"
         + "".join(f", {k}={v}" for k, v in spec.model_args.items())
+        + (
+            ", RANDOM initial weights (no --model-arg weights=PATH; nothing is downloaded)"
+            if model_builder(spec.model) is None and "weights" not in spec.model_args
+            else ""
+        )
         + f", {spec.embedding_dim}-d embeddings"
         + (", l2-normalised" if spec.normalize else "")
         + (", with a decoder (autoencoder)" if spec.autoencoder else ""),

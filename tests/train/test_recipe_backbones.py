@@ -86,3 +86,41 @@ def test_a_backbone_fine_tunes_on_photos_resumes_bit_exactly_and_beats_its_start
     _, model_a = assert_resume_is_exact(fit, tmp_path, kill_at=3)
     trained = recall_at_1(model_a)
     assert trained > untrained, (untrained, trained)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        pytest.param("torchvision:resnet18", marks=_needs("torchvision")),
+        pytest.param("timm:resnet18", marks=_needs("timm")),
+    ],
+)
+def test_the_banner_says_a_pretrained_name_without_weights_starts_from_random_ones(tmp_path, model):
+    """A pretrained backbone's name without ``--model-arg weights=PATH`` trains from random
+    weights (nothing is downloaded): the banner says so, and names the file when one is given."""
+    import torch
+
+    from clusterable.recipe import describe_start
+
+    photos = stripe_photos(tmp_path / "photos", classes=2, per_class=4)
+    config = TrainConfig(epochs=1, batch_size=8, device="cpu", workers=0, progress=False)
+
+    def model_line(**model_args):
+        spec = RunSpec(data=f"folder:{photos}", model=model, image_size=32, model_args=model_args)
+        train = spec.load("train")
+        trainer = build_trainer(spec, config, train)
+        banner = describe_start(
+            spec, config, train, {"train": len(train)}, trainer.loss, trainer.sampler,
+            trainer.env.device, None, False,
+        )  # fmt: skip
+        return next(line for line in banner.splitlines() if line.startswith("model"))
+
+    line = model_line()
+    assert "RANDOM initial weights (no --model-arg weights=PATH" in line, line
+    weights = tmp_path / "weights.pth"
+    source, _, arch = model.partition(":")
+    library = importlib.import_module("torchvision.models" if source == "torchvision" else "timm")
+    built = library.get_model(arch) if source == "torchvision" else library.create_model(arch)
+    torch.save(built.state_dict(), weights)  # the library's own file: what a user downloads
+    line = model_line(weights=str(weights))
+    assert f"weights={weights}" in line and "RANDOM" not in line, line
