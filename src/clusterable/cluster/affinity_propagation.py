@@ -22,6 +22,14 @@ __all__ = ["ClusterCountWarning", "affinity_propagation"]
 #: Above this many points the three dense n x n float64 matrices of affinity propagation pass 10 GB.
 MAX_POINTS = 20_000
 
+#: A run stops once its exemplars have held for this many iterations, or after the most: Frey and
+#: Dueck's own ``apcluster`` (``convits`` 100, ``maxits`` 1000 with damping 0.9, as in the R
+#: package of the same name). scikit-learn's 15 suits its damping of 0.5: at 0.9 the messages
+#: move a tenth as far a step, and 15 steady iterations stopped runs before far points became
+#: exemplars: a third of the counts asked of small random sets went unreached, against 1 in 40
+#: with 100 (``tests/cluster/test_affinity_propagation.py``).
+CONVERGENCE_ITERATIONS, MAX_ITERATIONS = 100, 1000
+
 
 def _run(
     similarity: np.ndarray, preference: float, damping: float
@@ -36,8 +44,8 @@ def _run(
             similarity,
             preference=preference,
             damping=damping,
-            max_iter=1000,
-            convergence_iter=15,
+            max_iter=MAX_ITERATIONS,
+            convergence_iter=CONVERGENCE_ITERATIONS,
             random_state=0,  # sklearn's tie-breaking noise on S; fixed so runs are reproducible
         )
     if labels.size and labels[0] == -1:
