@@ -172,3 +172,11 @@ def test_the_banner_gives_the_batch_as_drawn(tmp_path, capsys):
     argv += ["--no-progress", "--batch-size", "40", "--out", str(tmp_path / "b")]
     assert main(argv) == 0
     assert "batch 40 (class-balanced, 10 classes x 4 items), " in capsys.readouterr().out
+    assert "repeat" not in out
+    # A class of fewer training items than a batch takes of it fills up with repeats.
+    argv[argv.index("40")] = "1200"
+    argv[-1] = str(tmp_path / "c")
+    assert main(argv) == 0
+    banner = capsys.readouterr().out
+    assert "10 classes x 120 items; the smallest class has 1" in banner, banner
+    assert "training items, so its items repeat within a batch" in banner

@@ -553,6 +553,12 @@ def _describe_batches(config: TrainConfig, sampler: DistributedBatchSampler) -> 
     drawn = f"{sampler.classes_per_batch} classes x {sampler.items_per_class} items"
     if sampler.batch_size != config.batch_size:
         drawn += f": batch_size {config.batch_size} rounded down to whole classes"
+    smallest = min(len(members) for members in sampler.members.values())
+    if smallest < sampler.items_per_class:  # the sampler fills up with repeats
+        drawn += (
+            f"; the smallest class has {smallest} training items, so its items repeat within "
+            "a batch"
+        )
     return f"batch {sampler.batch_size} ({config.sampler}, {drawn})"
 
 
