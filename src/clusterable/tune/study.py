@@ -153,7 +153,8 @@ def tune(
     seed : int
         Seed of the folds, of the sampler of trial values and of every training.
     report : callable
-        Receives one line per trial (and the resume notice).
+        Receives what the search is about to do once every check has passed, the resume
+        notice, and one line per trial.
 
     Raises
     ------
@@ -198,7 +199,11 @@ def tune(
         "metric": metric,
         "seed": seed,
     }
-    study = _open_study(folder, settings, seed, report, minimise=lower_is_better(metric))
+    study, resumed = _open_study(folder, settings, seed, minimise=lower_is_better(metric))
+    # Said once every check has passed: a refused search says its error alone.
+    report(_start_line(spec, space, trials, folds, protocol, metric, folder))
+    if resumed:
+        _rerun_interrupted(study, folder, report)
 
     def objective(trial: Any) -> float:
         values = {f"{p.target}.{p.name}": p.suggest(trial) for p in space}
@@ -250,11 +255,30 @@ def _optuna() -> Any:
     return require("optuna", "clusterable tune (hyper-parameter search)")
 
 
+def _start_line(
+    spec: RunSpec,
+    space: Sequence[Parameter],
+    trials: int,
+    folds: int,
+    protocol: str,
+    metric: str,
+    folder: Path | None,
+) -> str:
+    """What the search is about to do, in one line: its space, run, folds and metric."""
+    aim = "minimising" if lower_is_better(metric) else "maximising"
+    kept = f"study in {folder}" if folder is not None else "study kept in memory only"
+    return (
+        f"searching {', '.join(p.describe() for p in space)} for {spec.loss} on {spec.data}: "
+        f"{trials} trials, {folds} {protocol} folds of the training split, {aim} {metric}; {kept}"
+    )
+
+
 def _open_study(
-    folder: Path | None, settings: dict[str, Any], seed: int, report: Any, minimise: bool
-) -> Any:
-    """A new study, or the one in ``folder`` when it was started with the same settings;
-    ``minimise`` for an error rate (FNMR), whose best trial is the smallest."""
+    folder: Path | None, settings: dict[str, Any], seed: int, minimise: bool
+) -> tuple[Any, bool]:
+    """A new study, or the one in ``folder`` when it was started with the same settings, and
+    whether it is that one (resumed); ``minimise`` for an error rate (FNMR), whose best trial is
+    the smallest."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -278,15 +302,14 @@ def _open_study(
     settings = json.loads(json.dumps(settings))  # as SQLite gives it back (tuples as lists)
     if stored is None:
         study.set_user_attr("settings", settings)
-    elif _compared(stored) != _compared(settings):
+        return study, False
+    if _compared(stored) != _compared(settings):
         changed = sorted(k for k in settings if _compared(settings)[k] != _compared(stored).get(k))
         raise ValueError(
             f"{folder} holds a search with other settings ({', '.join(changed)} differ): give "
             "the same settings to resume it, or another --out for a new search"
         )
-    else:
-        _rerun_interrupted(study, folder, report)
-    return study
+    return study, True
 
 
 def _sampler_seed(seed: int, held: int) -> int:
