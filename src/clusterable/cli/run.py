@@ -197,9 +197,10 @@ def add_tune(verbs: Verbs) -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME=KIND:...",
-        help="a searched setting: NAME=log:LOW:HIGH, float:LOW:HIGH, int:LOW:HIGH or "
-        "choice:A,B,C (repeatable; or a `search:` mapping in --config); NAME a loss keyword, "
-        "a training setting or run.embedding_dim",
+        help="a searched setting: NAME=log:LOW:HIGH, float:LOW:HIGH, int:LOW:HIGH, "
+        "logint:LOW:HIGH (whole numbers on a log scale) or choice:A,B,C (repeatable; or a "
+        "`search:` mapping in --config); NAME a loss keyword, a training setting or "
+        "run.embedding_dim",
     )
     tune.add_argument(
         "--trials", type=whole_number(1), default=20, help="trials in all (default: %(default)s)"

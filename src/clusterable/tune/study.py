@@ -552,17 +552,18 @@ def _check_trains(
 def _checked_values(parameter: Parameter) -> list[Any]:
     """The values of ``parameter`` checked before the first trial: every choice; every value of
     an integer range of at most `_MOST_WHOLE_VALUES`, else the `_END_VALUES` at each end and
-    `_SPREAD_VALUES` between; the ends of a float range and a fraction inside it (a setting of
-    whole numbers refuses it)."""
+    `_SPREAD_VALUES` between (evenly on the range's scale, log for ``logint``); the ends of a
+    float range and a fraction inside it (a setting of whole numbers refuses it)."""
     if parameter.kind == "choice":
         return list(parameter.choices)
     low, high = parameter.low, parameter.high
-    if parameter.kind == "int":
+    if parameter.kind in ("int", "logint"):
         first, last = int(low), int(high)
         if last - first < _MOST_WHOLE_VALUES:
             return list(range(first, last + 1))
         ends = [*range(first, first + _END_VALUES), *range(last - _END_VALUES + 1, last + 1)]
-        spread = np.linspace(first + _END_VALUES, last - _END_VALUES, _SPREAD_VALUES)
+        between = np.geomspace if parameter.kind == "logint" else np.linspace
+        spread = between(first + _END_VALUES, last - _END_VALUES, _SPREAD_VALUES)
         return sorted({*ends, *(int(v) for v in spread.round())})
     return [low, _fraction_inside(low, high, log=parameter.kind == "log"), high]
 
@@ -585,7 +586,7 @@ def _whole_numbers_refused(
     for parameter in space:
         key = f"{parameter.target}.{parameter.name}"
         value = drawn[key]
-        if parameter.kind in ("choice", "int") or float(value).is_integer():
+        if parameter.kind in ("choice", "int", "logint") or float(value).is_integer():
             continue
         whole = [w for w in (math.floor(value), math.ceil(value)) if parameter.low <= w]
         whole = [w for w in whole if w <= parameter.high]
@@ -593,10 +594,11 @@ def _whole_numbers_refused(
             continue
         if _settings_refuse(spec, config, {key: whole[0]}) is None:
             low, high = math.ceil(parameter.low), math.floor(parameter.high)
+            kind = "logint" if parameter.kind == "log" else "int"  # the range's scale kept
             return (
                 f"{parameter.name} refuses: it takes whole numbers, and a {parameter.kind} range "
-                f"draws fractions; search it as int:{low}:{high} (YAML {{int: [{low}, {high}]}}) "
-                "or as a choice of whole numbers"
+                f"draws fractions; search it as {kind}:{low}:{high} (YAML {{{kind}: [{low}, "
+                f"{high}]}}) or as a choice of whole numbers"
             )
     return None
 
@@ -778,7 +780,7 @@ def plot_search(study: Any, space: Sequence[Parameter], metric: str, path: Path)
             ax.set_xticks(range(len(labels)), labels)
         else:
             ax.scatter(values, scores)
-            ax.set_xscale("log" if parameter.kind == "log" else "linear")
+            ax.set_xscale("log" if parameter.kind in ("log", "logint") else "linear")
         ax.set(xlabel=parameter.name, ylabel=f"{metric} (mean over folds)")
     figure.suptitle(f"{len(done)} completed trials")
     return save_figure(figure, path)
