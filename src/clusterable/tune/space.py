@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import yaml
 
+from clusterable._yaml import load_yaml
 from clusterable.train.config import TrainConfig
 from clusterable.train.config_typing import typed_settings
 
@@ -176,8 +177,6 @@ def _scalar(text: str) -> Any:
     except ValueError:
         pass
     try:
-        return yaml.safe_load(text)
-    except (
-        yaml.YAMLError
-    ):  # "[64" of a list split at its comma: the text, for its setting to refuse
-        return text
+        return load_yaml(text)
+    except yaml.YAMLError:
+        return text  # "[64" of a list split at its comma: the text, for its setting to refuse
