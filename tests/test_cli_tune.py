@@ -99,6 +99,32 @@ def test_a_refused_search_says_its_error_alone(flags, words, tmp_path, capsys, m
     assert said.out == "" and words in said.err and said.err.count("\n") == 1, said
 
 
+def test_a_resumed_search_says_which_trials_failed_and_why(tmp_path, capsys, monkeypatch):
+    calls = []
+
+    def fold_score(spec, config, train, fit_rows, held_rows, metric, seed):
+        calls.append(1)
+        if len(calls) == 1:
+            raise ValueError("the loss was NaN")
+        return 0.5
+
+    monkeypatch.setattr(study, "_fold_score", fold_score)
+    out = tmp_path / "study"
+    argv = [*DIGITS, "--param", "margin=log:0.1:2", "--folds", "2", "--out", str(out)]
+    with pytest.raises(SystemExit):
+        main([*argv, "--trials", "2"])
+    said = capsys.readouterr()
+    assert said.err.strip() == "clusterable tune: error: the loss was NaN"
+    assert said.out.splitlines()[1].startswith("a trial failed (margin=")
+
+    assert main([*argv, "--trials", "2"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert ", 1 failed one(s) not run again (margin=" in printed[1], printed
+    assert printed[1].endswith(": ValueError: the loss was NaN)")
+    assert "2 trials completed, 0 pruned, 1 failed (margin=" in printed[4], printed
+    assert printed[4].endswith(": ValueError: the loss was NaN))")
+
+
 def test_the_best_yaml_leaves_how_trials_reported_to_train(tmp_path, capsys):
     """The audit: best.yaml held the search's `progress: false`, so `train --config best.yaml`
     trained without progress bars."""

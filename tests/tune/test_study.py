@@ -94,6 +94,45 @@ def test_a_killed_search_resumes_and_reruns_the_interrupted_trial(tmp_path, monk
     assert result.completed + result.pruned == 4 and len(after) == 5
 
 
+def test_a_trial_that_failed_is_kept_and_not_run_again_on_resume(tmp_path, monkeypatch):
+    """A resume ran a trial that had raised an error again, as it runs an interrupted one: the
+    same values failed the same way, and a search with such a trial could never go on."""
+    calls = []
+
+    def fold_score(spec, config, train, fit_rows, held_rows, metric, seed):
+        calls.append(1)
+        if len(calls) == 3:  # trial 2, fold 1
+            raise RuntimeError("CUDA out of memory.\n  Tried to allocate 2 GiB")
+        return float(spec.loss_args["margin"])
+
+    monkeypatch.setattr(study, "_fold_score", fold_score)
+    lines = []
+    with pytest.raises(RuntimeError, match="CUDA out of memory"):
+        search(tmp_path, 3, lines)
+    failed_lines = lines[-1:]
+    lines.clear()
+    result = search(tmp_path, 3, lines)
+    after = stored_trials(tmp_path)
+    failed = after[1]
+    assert [t.state.name for t in after[:2]] == ["COMPLETE", "FAIL"] and len(after) == 4
+    assert all(t.params != failed.params for t in after[2:])  # new values, not the failed ones
+    assert result.completed + result.pruned == 3
+
+    values = ", ".join(f"{k.split('.')[1]}={v:.4g}" for k, v in failed.params.items())
+    error = "RuntimeError: CUDA out of memory. Tried to allocate 2 GiB"
+    assert failed_lines == [
+        f"a trial failed ({values}); it is kept as failed in {tmp_path / study.STUDY_FILE}, and "
+        "the same command again goes on with new trials"
+    ]
+    assert lines[1] == (
+        f"resuming the search in {tmp_path}: 1 earlier trials kept, 1 failed one(s) not run "
+        f"again ({values}: {error})"
+    )
+    assert result.failed == [(failed.params, error)]
+    assert result.tally().endswith(f", 1 failed ({values}: {error})")
+    assert "(0 pruned, 1 failed)" in (tmp_path / study.BEST_FILE).read_text().splitlines()[0]
+
+
 KILLED = """
 import os, sys
 from clusterable.tune import study

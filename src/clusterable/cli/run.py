@@ -167,7 +167,7 @@ def command_tune(args: argparse.Namespace) -> int:
     )
     print(
         f"best: {values} ({args.metric} {result.best_score:.4f}, mean over {args.folds} folds; "
-        f"{result.completed} trials completed, {result.pruned} pruned)\n"
+        f"{result.tally()})\n"
         f"wrote {out / 'best.yaml'} and the search plot {out / 'search.png'}; train it with "
         f"`clusterable train --config {out / 'best.yaml'}`"
     )
