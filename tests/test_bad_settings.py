@@ -548,6 +548,55 @@ def test_a_refused_value_in_a_config_file_names_its_line(
     assert f"{config}, line {line}" in error and all(w in error for w in words), error
 
 
+@pytest.mark.parametrize(
+    ("verb", "text", "line", "key"),
+    [
+        ("train", "loss: lifted\ntrain:\n  lr: 0.1\n  epochs: 2\n  lr: 0.001\n", 5, "lr"),
+        ("train", "loss: lifted\nloss: contrastive\n", 2, "loss"),
+        ("tune", "loss: lifted\ntrain:\n  lr: 0.1\n  epochs: 2\n  lr: 0.001\n", 5, "lr"),
+        (
+            "tune",
+            "loss: contrastive\nsearch:\n  margin: {log: [0.1, 2]}\n  margin: {float: [0.1, 2]}\n",
+            4,
+            "margin",
+        ),
+    ],
+    ids=["train-setting", "train-run-key", "tune-setting", "tune-search"],
+)
+def test_a_setting_given_twice_in_a_config_file_is_one_line_naming_it(
+    verb, text, line, key, tmp_path, capsys, no_training
+):
+    """YAML kept the last of the two without a word: the `lr: 0.1` a reader sees trained at
+    0.001."""
+    config = tmp_path / "run.yaml"
+    config.write_text(text)
+    with pytest.raises(SystemExit) as stop:
+        main([verb, "--config", str(config), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"{config}, line {line}: {key} is set twice (also on line" in err, err
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match=rf"{re.escape(str(config))}, line {line}: {key} is set"):
+        TrainConfig.from_yaml(config)
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag", "words"),
+    [
+        (["train", "--set", "lr=[1"], "--set", "the value is not YAML"),
+        (["train", "--loss-arg", "margin=[1"], "--loss-arg", "the value is not YAML"),
+        (["train", "--set", "lr={a: 1, a: 2}"], "--set", "a is set twice"),
+    ],
+    ids=["set", "loss-arg", "a-key-twice"],
+)
+def test_a_flag_value_that_is_not_yaml_is_one_line_naming_the_flag(
+    argv, flag, words, capsys, no_training
+):
+    """`--set lr=[1` ended in a YAML traceback."""
+    error = refusal(capsys, argv, flag)
+    assert words in error, error
+
+
 def test_train_config_from_yaml_names_the_line_of_a_refused_value(tmp_path):
     path = tmp_path / "train.yaml"
     path.write_text("epochs: 3\nlr: -1e-3\n")

@@ -6,7 +6,9 @@ import pytest
 import yaml
 
 from clusterable.cli import main
+from clusterable.tune import study
 
+DIGITS = ["tune", "--data", "digits", "--loss", "contrastive", "--embedding-dim", "8"]
 RUN = {
     "data": "digits",
     "loss": "contrastive",
@@ -73,6 +75,54 @@ def test_a_refused_search_leaves_no_folder(flags, words, tmp_path, capsys):
     assert stop.value.code == 2 and words in said.err and said.err.count("\n") == 1, said.err
     assert "None" not in said.out
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "words"),
+    [
+        (["--param", "batch_size=choice:1,2"], "the search can draw batch_size=1"),
+        (["--param", "margin=log:0.1:2", "--folds", "3"], "other settings (folds differ)"),
+    ],
+    ids=["a-space-train-refuses", "a-resume-of-other-settings"],
+)
+def test_a_refused_search_says_its_error_alone(flags, words, tmp_path, capsys, monkeypatch):
+    """tune printed "searching batch_size in {1, 2} ... study in DIR" and only then the error of
+    the checks of its space (or of the study it was to resume)."""
+    monkeypatch.setattr(study, "_fold_score", lambda *a, **k: 0.5)
+    out = tmp_path / "study"
+    argv = [*DIGITS, "--epochs", "1", "--trials", "1", "--out", str(out)]
+    assert main([*argv, "--param", "margin=log:0.1:2", "--folds", "2"]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main([*argv, "--folds", "2", *flags])
+    said = capsys.readouterr()
+    assert said.out == "" and words in said.err and said.err.count("\n") == 1, said
+
+
+def test_a_resumed_search_says_which_trials_failed_and_why(tmp_path, capsys, monkeypatch):
+    calls = []
+
+    def fold_score(spec, config, train, fit_rows, held_rows, metric, seed):
+        calls.append(1)
+        if len(calls) == 1:
+            raise ValueError("the loss was NaN")
+        return 0.5
+
+    monkeypatch.setattr(study, "_fold_score", fold_score)
+    out = tmp_path / "study"
+    argv = [*DIGITS, "--param", "margin=log:0.1:2", "--folds", "2", "--out", str(out)]
+    with pytest.raises(SystemExit):
+        main([*argv, "--trials", "2"])
+    said = capsys.readouterr()
+    assert said.err.strip() == "clusterable tune: error: the loss was NaN"
+    assert said.out.splitlines()[1].startswith("a trial failed (margin=")
+
+    assert main([*argv, "--trials", "2"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert ", 1 failed one(s) not run again (margin=" in printed[1], printed
+    assert printed[1].endswith(": ValueError: the loss was NaN)")
+    assert "2 trials completed, 0 pruned, 1 failed (margin=" in printed[4], printed
+    assert printed[4].endswith(": ValueError: the loss was NaN))")
 
 
 def test_the_best_yaml_leaves_how_trials_reported_to_train(tmp_path, capsys):

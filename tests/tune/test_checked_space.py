@@ -48,8 +48,8 @@ def test_a_range_whose_inside_the_sampler_refuses_is_refused_before_any_trial(
     ("param", "advice"),
     [
         ("batch_size=float:16:64", "search it as int:16:64 (YAML {int: [16, 64]})"),
-        ("embedding_dim=log:8:64", "search it as int:8:64"),
-        ("epochs=log:1:3", "search it as int:1:3"),
+        ("embedding_dim=log:8:64", "search it as logint:8:64 (YAML {logint: [8, 64]})"),
+        ("epochs=log:1:3", "search it as logint:1:3"),
     ],
 )
 def test_a_float_range_of_a_whole_number_setting_says_to_search_integers(
@@ -68,6 +68,15 @@ def test_a_long_integer_range_is_checked_at_consecutive_values_of_each_end():
     assert values[-study._END_VALUES :] == list(range(513 - study._END_VALUES, 513))
     assert len(values) <= 2 * study._END_VALUES + study._SPREAD_VALUES
     assert study._checked_values(parse_parameter("batch_size=int:16:40")) == list(range(16, 41))
+
+
+def test_a_long_log_integer_range_is_checked_on_its_log_scale():
+    """Its inside is checked where it draws: as many values in each decade."""
+    values = study._checked_values(parse_parameter("batch_size=logint:1:10000"))
+    assert values[: study._END_VALUES] == list(range(1, 1 + study._END_VALUES))
+    spread = values[study._END_VALUES : -study._END_VALUES]
+    decades = [sum(low < v <= 10 * low for v in spread) for low in (10, 100, 1000)]
+    assert min(decades) >= 3, values
 
 
 @pytest.mark.parametrize(

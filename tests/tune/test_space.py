@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from optuna.distributions import IntDistribution
 from test_cli_use import one_line_error  # tests/: one line, exit 2, no traceback
+from test_study import CONFIG, SPEC, stored_trials
 
-from clusterable.tune import Parameter, parse_parameter, parse_space
+from clusterable.tune import Parameter, parse_parameter, parse_space, study, tune
 
 
 def test_every_kind_and_target_from_the_command_line():
     assert parse_parameter("sigma=log:0.001:1000") == Parameter("sigma", "loss", "log", 1e-3, 1e3)
     assert parse_parameter("lr=float:1e-4:1e-2") == Parameter("lr", "train", "float", 1e-4, 1e-2)
     assert parse_parameter("epochs=int:5:30") == Parameter("epochs", "train", "int", 5, 30)
+    assert parse_parameter("batch_size=logint:32:512") == Parameter(
+        "batch_size", "train", "logint", 32, 512
+    )
     assert parse_parameter("embedding_dim=choice:16,32") == Parameter(
         "embedding_dim", "run", "choice", choices=(16, 32)
     )
@@ -27,11 +32,27 @@ def test_every_kind_and_target_from_the_command_line():
 
 
 def test_the_yaml_form_gives_the_same_space():
-    search = yaml.safe_load("sigma: {log: [0.001, 1000]}\nlam: {choice: [0.1, 0.5, 1, 10]}\n")
+    search = yaml.safe_load(
+        "sigma: {log: [0.001, 1000]}\nlam: {choice: [0.1, 0.5, 1, 10]}\n"
+        "batch_size: {logint: [32, 512]}\n"
+    )
     assert parse_space(search) == [
         parse_parameter("sigma=log:0.001:1000"),
         parse_parameter("lam=choice:0.1,0.5,1,10"),
+        parse_parameter("batch_size=logint:32:512"),
     ]
+
+
+def test_a_log_integer_range_draws_whole_numbers_on_a_log_scale(tmp_path, monkeypatch):
+    """There was no log-scale integer range: batch_size or embedding_dim over 32..512 searched
+    as int spends most trials above 100, as log draws fractions the setting refuses."""
+    monkeypatch.setattr(study, "_fold_score", lambda *a, **k: 0.5)
+    space = [parse_parameter("embedding_dim=logint:4:64")]
+    assert space[0].describe() == "embedding_dim logint [4, 64]"
+    tune(SPEC, space, config=CONFIG, folds=2, trials=3, out=tmp_path, report=lambda line: None)
+    for trial in stored_trials(tmp_path):
+        assert trial.distributions == {"run.embedding_dim": IntDistribution(4, 64, log=True)}
+        assert isinstance(trial.params["run.embedding_dim"], int)
 
 
 @pytest.mark.parametrize(
@@ -42,6 +63,9 @@ def test_the_yaml_form_gives_the_same_space():
         ("sigma=float:2:1", "LOW must be below HIGH"),
         ("sigma=float:1", "two numbers LOW and HIGH"),
         ("n=int:1.5:3", "whole numbers"),
+        ("n=logint:0:8", "a logint range needs LOW >= 1"),
+        ("n=logint:2:8.5", "a logint range needs whole numbers"),
+        ("n=logint:8:8", "LOW must be below HIGH"),
         ("x=normal:0:1", "unknown kind 'normal'"),
         ("layers.width=choice:1,2", "train., run., loss. or model."),
     ],

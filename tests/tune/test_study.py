@@ -37,7 +37,11 @@ def stored_trials(out):
 def test_a_search_writes_its_study_best_yaml_and_plot(tmp_path):
     lines = []
     result = search(tmp_path, 4, lines)
-    assert [line.split(":")[0] for line in lines] == [f"trial {n}/4" for n in range(1, 5)]
+    assert lines[0] == (
+        "searching margin log [0.1, 2], lr in {0.001, 0.003} for contrastive on digits: 4 trials, "
+        f"2 stratified folds of the training split, maximising map@r; study in {tmp_path}"
+    )
+    assert [line.split(":")[0] for line in lines[1:]] == [f"trial {n}/4" for n in range(1, 5)]
     assert result.completed + result.pruned == 4
     trials = stored_trials(tmp_path)
     best = max(
@@ -82,12 +86,51 @@ def test_a_killed_search_resumes_and_reruns_the_interrupted_trial(tmp_path, monk
     lines = []
     result = search(tmp_path, 4, lines)
     assert (
-        lines[0].startswith("resuming the search") and "1 interrupted one(s) run again" in lines[0]
+        lines[1].startswith("resuming the search") and "1 interrupted one(s) run again" in lines[1]
     )
     after = stored_trials(tmp_path)
     assert [t.value for t in after[:2]] == [t.value for t in before[:2]]  # kept, not rerun
     assert after[2].state.name == "FAIL" and after[3].params == before[2].params
     assert result.completed + result.pruned == 4 and len(after) == 5
+
+
+def test_a_trial_that_failed_is_kept_and_not_run_again_on_resume(tmp_path, monkeypatch):
+    """A resume ran a trial that had raised an error again, as it runs an interrupted one: the
+    same values failed the same way, and a search with such a trial could never go on."""
+    calls = []
+
+    def fold_score(spec, config, train, fit_rows, held_rows, metric, seed):
+        calls.append(1)
+        if len(calls) == 3:  # trial 2, fold 1
+            raise RuntimeError("CUDA out of memory.\n  Tried to allocate 2 GiB")
+        return float(spec.loss_args["margin"])
+
+    monkeypatch.setattr(study, "_fold_score", fold_score)
+    lines = []
+    with pytest.raises(RuntimeError, match="CUDA out of memory"):
+        search(tmp_path, 3, lines)
+    failed_lines = lines[-1:]
+    lines.clear()
+    result = search(tmp_path, 3, lines)
+    after = stored_trials(tmp_path)
+    failed = after[1]
+    assert [t.state.name for t in after[:2]] == ["COMPLETE", "FAIL"] and len(after) == 4
+    assert all(t.params != failed.params for t in after[2:])  # new values, not the failed ones
+    assert result.completed + result.pruned == 3
+
+    values = ", ".join(f"{k.split('.')[1]}={v:.4g}" for k, v in failed.params.items())
+    error = "RuntimeError: CUDA out of memory. Tried to allocate 2 GiB"
+    assert failed_lines == [
+        f"a trial failed ({values}); it is kept as failed in {tmp_path / study.STUDY_FILE}, and "
+        "the same command again goes on with new trials"
+    ]
+    assert lines[1] == (
+        f"resuming the search in {tmp_path}: 1 earlier trials kept, 1 failed one(s) not run "
+        f"again ({values}: {error})"
+    )
+    assert result.failed == [(failed.params, error)]
+    assert result.tally().endswith(f", 1 failed ({values}: {error})")
+    assert "(0 pruned, 1 failed)" in (tmp_path / study.BEST_FILE).read_text().splitlines()[0]
 
 
 KILLED = """
@@ -113,14 +156,14 @@ def test_a_search_killed_outright_resumes_too(tmp_path):
     interrupted = stored_trials(tmp_path)[1].params
     lines = []
     result = search(tmp_path, 3, lines)
-    assert "1 interrupted one(s) run again" in lines[0]
+    assert "1 interrupted one(s) run again" in lines[1]
     after = stored_trials(tmp_path)
     assert [t.state.name for t in after[:2]] == ["COMPLETE", "FAIL"]
     assert after[2].params == interrupted and result.completed + result.pruned == 3
     # A second resume does not run the same interrupted trial again.
     lines.clear()
     search(tmp_path, 3, lines)
-    assert lines == [f"resuming the search in {tmp_path}: 3 earlier trials kept"]
+    assert lines[1:] == [f"resuming the search in {tmp_path}: 3 earlier trials kept"]
 
 
 def test_another_search_in_the_same_folder_is_refused(tmp_path):
@@ -228,31 +271,20 @@ def test_an_error_rate_is_minimised(monkeypatch):
     assert result.best_score == 0.2 and result.completed == 3
 
 
-def test_the_tune_flag_takes_a_rate_in_any_spelling_and_says_it_minimises(monkeypatch, capsys):
-    seen = {}
+def test_the_tune_flag_takes_a_rate_in_any_spelling_and_says_it_minimises(
+    tmp_path, monkeypatch, capsys
+):
+    seen = []
 
-    def fake_tune(spec, space, **options):
-        seen.update(options)
-        raise SystemExit(0)
+    def fold_score(spec, config, train, fit_rows, held_rows, metric, seed):
+        seen.append(metric)
+        return 0.1
 
-    monkeypatch.setattr("clusterable.tune.tune", fake_tune)
-    with pytest.raises(SystemExit):
-        main(
-            [
-                "tune",
-                "--data",
-                "digits",
-                "--loss",
-                "contrastive",
-                "--param",
-                "margin=log:0.1:2",
-                "--metric",
-                "fnmr@fmr=1e-3",
-                "--trials",
-                "1",
-            ]
-        )
-    assert seen["metric"] == "fnmr@fmr=0.001"
+    monkeypatch.setattr(study, "_fold_score", fold_score)
+    argv = ["tune", "--data", "digits", "--loss", "contrastive", "--param", "margin=log:0.1:2"]
+    argv += ["--metric", "fnmr@fmr=1e-3", "--trials", "1", "--folds", "2"]
+    assert main([*argv, "--out", str(tmp_path / "study")]) == 0
+    assert set(seen) == {"fnmr@fmr=0.001"}
     assert "minimising fnmr@fmr=0.001" in capsys.readouterr().out
 
 

@@ -54,7 +54,7 @@ def test_an_extended_search_draws_new_values_and_counts_to_trials(tmp_path, monk
     searched(tmp_path, 2, lines)
     lines.clear()
     result = searched(tmp_path, 4, lines)
-    assert [line.split(":")[0] for line in lines[1:]] == ["trial 3/4", "trial 4/4"]
+    assert [line.split(":")[0] for line in lines[2:]] == ["trial 3/4", "trial 4/4"]
     values = drawn(tmp_path)
     assert len(values) == 4 and len(set(values)) == 4, values
     assert result.completed + result.pruned == 4
@@ -87,8 +87,8 @@ def test_a_resumed_search_reruns_the_interrupted_trial_once_and_never_counts_pas
     scored(monkeypatch)
     lines = []
     result = searched(tmp_path, 4, lines)
-    assert "1 interrupted one(s) run again" in lines[0]
-    assert [line.split(":")[0] for line in lines[1:]] == ["trial 3/4", "trial 4/4"]
+    assert "1 interrupted one(s) run again" in lines[1]
+    assert [line.split(":")[0] for line in lines[2:]] == ["trial 3/4", "trial 4/4"]
     trials = stored_trials(tmp_path)
     assert trials[3].params == interrupted.params  # the interrupted trial, run again
     finished = [tuple(sorted(t.params.items())) for t in trials if t.state.name != "FAIL"]
@@ -108,8 +108,8 @@ def test_a_trial_left_running_by_a_kill_is_rerun_within_trials(tmp_path, monkeyp
     trial.suggest_float("train.lr", 1e-4, 1e-2, log=True)
     lines = []
     result = searched(tmp_path, 3, lines)
-    assert [line.split(":")[0] for line in lines[1:]] == ["trial 2/3", "trial 3/3"]
-    assert "lr=0.001" in lines[1] and "margin=0.5" in lines[1]
+    assert [line.split(":")[0] for line in lines[2:]] == ["trial 2/3", "trial 3/3"]
+    assert "lr=0.001" in lines[2] and "margin=0.5" in lines[2]
     assert result.completed + result.pruned == 3
 
 

@@ -394,15 +394,32 @@ def assignment(flag: str, example: str = "margin=0.5") -> Callable[[str], tuple[
 
 
 def parse_assignments(pairs: list[str], flag: str, example: str = "margin=0.5") -> dict[str, Any]:
-    """``["margin=0.5", "mining=all"]`` -> ``{"margin": 0.5, "mining": "all"}`` (YAML values)."""
+    """``["margin=0.5", "mining=all"]`` -> ``{"margin": 0.5, "mining": "all"}`` (YAML values).
+
+    Raises
+    ------
+    ValueError
+        One line naming ``flag``: a pair that is no ``name=value``, or a value that is not YAML.
+    """
     import yaml
+
+    from clusterable._yaml import DuplicateKeyError, load_yaml
 
     values = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")
         if not sep or not name:
             raise ValueError(f"{flag} takes name=value, got {pair!r}; e.g. {flag} {example}")
-        values[name.replace("-", "_")] = yaml.safe_load(text)
+        try:
+            values[name.replace("-", "_")] = load_yaml(text)
+        except DuplicateKeyError as error:
+            raise ValueError(f"{flag} {pair!r}: {error.problem}") from None
+        except yaml.YAMLError as error:
+            problem = " ".join(str(getattr(error, "problem", None) or "not YAML").split())
+            raise ValueError(
+                f"{flag} {pair!r}: the value is not YAML ({problem}); quote a text value, or "
+                f"write it as YAML, e.g. {flag} {example}"
+            ) from None
     return values
 
 
@@ -487,7 +504,7 @@ def given_settings(
         if flag.is_keywords:  # the flags' keywords update the file's
             value = {**section.get(flag.name, {}), **value}
         section[flag.name] = value
-    settings["train"].update(parse_assignments(args.set, "--set"))
+    settings["train"].update(parse_assignments(args.set, "--set", "lr=0.001"))
     return settings["spec"], settings["train"]
 
 

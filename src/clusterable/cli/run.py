@@ -124,7 +124,6 @@ def add_train(verbs: Verbs) -> argparse.ArgumentParser:
 @settings_named_as_given
 def command_tune(args: argparse.Namespace) -> int:
     """Run ``clusterable tune`` with the parsed ``args``; its exit status."""
-    from clusterable.evaluate.registry import lower_is_better
     from clusterable.recipe import RunSpec
     from clusterable.train import TrainConfig
     from clusterable.train.run_folder import check_writable, default_run_folder
@@ -149,13 +148,7 @@ def command_tune(args: argparse.Namespace) -> int:
     # Proved writable, then left as it was: the study's first write makes it, after the search's
     # own checks (a refused search leaves no empty folder).
     out = check_writable(out, keep=False)
-    print(
-        f"searching {', '.join(p.describe() for p in space)} for {spec.loss} on {spec.data}: "
-        f"{args.trials} trials, {args.folds} {args.protocol} folds of the training split, "
-        f"{'minimising' if lower_is_better(args.metric) else 'maximising'} {args.metric}; "
-        f"study in {out}"
-    )
-    result = tune(
+    result = tune(  # says what it searches once it has checked everything
         spec,
         space,
         config=config,
@@ -174,7 +167,7 @@ def command_tune(args: argparse.Namespace) -> int:
     )
     print(
         f"best: {values} ({args.metric} {result.best_score:.4f}, mean over {args.folds} folds; "
-        f"{result.completed} trials completed, {result.pruned} pruned)\n"
+        f"{result.tally()})\n"
         f"wrote {out / 'best.yaml'} and the search plot {out / 'search.png'}; train it with "
         f"`clusterable train --config {out / 'best.yaml'}`"
     )
@@ -204,9 +197,10 @@ def add_tune(verbs: Verbs) -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME=KIND:...",
-        help="a searched setting: NAME=log:LOW:HIGH, float:LOW:HIGH, int:LOW:HIGH or "
-        "choice:A,B,C (repeatable; or a `search:` mapping in --config); NAME a loss keyword, "
-        "a training setting or run.embedding_dim",
+        help="a searched setting: NAME=log:LOW:HIGH, float:LOW:HIGH, int:LOW:HIGH, "
+        "logint:LOW:HIGH (whole numbers on a log scale) or choice:A,B,C (repeatable; or a "
+        "`search:` mapping in --config); NAME a loss keyword, a training setting or "
+        "run.embedding_dim",
     )
     tune.add_argument(
         "--trials", type=whole_number(1), default=20, help="trials in all (default: %(default)s)"

@@ -272,16 +272,21 @@ def read_settings_file(path: str | Path) -> dict[str, Any]:
     Raises
     ------
     ValueError
-        One line naming the file, the line and the problem: YAML that does not parse, or a file
-        that holds no mapping of ``setting: value``.
+        One line naming the file, the line and the problem: YAML that does not parse, a setting
+        given twice in one mapping (:func:`clusterable._yaml.load_yaml`), or a file that holds
+        no mapping of ``setting: value``.
     FileNotFoundError
         No such file.
     """
     import yaml
 
+    from clusterable._yaml import DuplicateKeyError, load_yaml
+
     path = Path(path)
     try:
-        values = yaml.safe_load(path.read_text())
+        values = load_yaml(path.read_text())
+    except DuplicateKeyError as error:
+        raise ValueError(f"{path}, line {error.line}: {error.problem}") from None
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
         where = f", line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -306,8 +311,10 @@ def settings_file_line(path: str | Path, keys: Sequence[str]) -> int | None:
     ``lr`` in the ``train:`` mapping); None where the file does not hold it."""
     import yaml
 
+    from clusterable._yaml import UniqueKeyLoader
+
     try:
-        node = yaml.compose(Path(path).read_text(), Loader=yaml.SafeLoader)
+        node = yaml.compose(Path(path).read_text(), Loader=UniqueKeyLoader)
     except (OSError, yaml.YAMLError):
         return None
     for key in keys:

@@ -2,11 +2,12 @@
 
 Forms (the command line, then YAML)::
 
-    --param sigma=log:0.001:1000        sigma: {log: [0.001, 1000]}     log-uniform float
-    --param margin=float:0.1:2          margin: {float: [0.1, 2]}       uniform float
-    --param epochs=int:5:30             epochs: {int: [5, 30]}          uniform integer
+    --param sigma=log:0.001:1000        sigma: {log: [0.001, 1000]}       log-uniform float
+    --param margin=float:0.1:2          margin: {float: [0.1, 2]}         uniform float
+    --param epochs=int:5:30             epochs: {int: [5, 30]}            uniform integer
+    --param batch_size=logint:32:512    batch_size: {logint: [32, 512]}   log-uniform integer
     --param lam=choice:0.1,0.5,1,10     lam: {choice: [0.1, 0.5, 1, 10]}
-    --param model.hidden_dims=choice:[64],[128,64]                 a choice of lists
+    --param model.hidden_dims=choice:[64],[128,64]                   a choice of lists
 
 A name is a field of :class:`~clusterable.train.TrainConfig` (``lr``, ``batch_size``, ...), of
 :class:`~clusterable.recipe.RunSpec` (``embedding_dim``, ...), or a keyword of the loss
@@ -23,10 +24,11 @@ from typing import Any, Literal
 
 import yaml
 
+from clusterable._yaml import load_yaml
 from clusterable.train.config import TrainConfig
 from clusterable.train.config_typing import typed_settings
 
-Kind = Literal["log", "float", "int", "choice"]
+Kind = Literal["log", "float", "int", "logint", "choice"]
 Target = Literal["train", "run", "loss", "model"]
 
 #: RunSpec fields a search may set (data and names of pieces are not hyper-parameters).
@@ -49,8 +51,8 @@ class Parameter:
         key = f"{self.target}.{self.name}"
         if self.kind == "choice":
             return trial.suggest_categorical(key, list(self.choices))
-        if self.kind == "int":
-            return trial.suggest_int(key, int(self.low), int(self.high))
+        if self.kind in ("int", "logint"):
+            return trial.suggest_int(key, int(self.low), int(self.high), log=self.kind == "logint")
         return trial.suggest_float(key, self.low, self.high, log=self.kind == "log")
 
     def describe(self) -> str:
@@ -66,8 +68,8 @@ def parse_parameter(text: str) -> Parameter:
     kind, sep2, values = rest.partition(":")
     if not sep or not sep2 or not name.strip():
         raise ValueError(
-            f"--param {text!r}: write NAME=log:LOW:HIGH, NAME=float:LOW:HIGH, NAME=int:LOW:HIGH "
-            "or NAME=choice:A,B,C"
+            f"--param {text!r}: write NAME=log:LOW:HIGH, NAME=float:LOW:HIGH, NAME=int:LOW:HIGH, "
+            "NAME=logint:LOW:HIGH or NAME=choice:A,B,C"
         )
     parts = _choices(values) if kind == "choice" else values.split(":")
     if not all(part.strip() for part in parts):
@@ -90,7 +92,8 @@ def parse_space(search: Mapping[str, Any]) -> list[Parameter]:
         if not isinstance(form, Mapping) or len(form) != 1:
             raise ValueError(
                 f"search: {name}: write one of {{log: [LOW, HIGH]}}, {{float: [LOW, HIGH]}}, "
-                f"{{int: [LOW, HIGH]}} or {{choice: [A, B, ...]}}, got {form!r}"
+                f"{{int: [LOW, HIGH]}}, {{logint: [LOW, HIGH]}} or {{choice: [A, B, ...]}}, "
+                f"got {form!r}"
             )
         ((kind, values),) = form.items()
         if not isinstance(values, (list, tuple)):
@@ -121,8 +124,8 @@ def _parameter(name: str, kind: str, values: Sequence[Any]) -> Parameter:
         if not values:
             raise ValueError(f"{name}: choice needs at least one value")
         return Parameter(key, target, "choice", choices=tuple(values))
-    if kind not in ("log", "float", "int"):
-        raise ValueError(f"{name}: unknown kind {kind!r}; use log, float, int or choice")
+    if kind not in ("log", "float", "int", "logint"):
+        raise ValueError(f"{name}: unknown kind {kind!r}; use log, float, int, logint or choice")
     if len(values) != 2 or not all(isinstance(v, (int, float)) for v in values):
         raise ValueError(f"{name}: {kind} needs two numbers LOW and HIGH, got {list(values)}")
     low, high = float(values[0]), float(values[1])
@@ -130,8 +133,13 @@ def _parameter(name: str, kind: str, values: Sequence[Any]) -> Parameter:
         raise ValueError(f"{name}: LOW must be below HIGH, got {low:g} and {high:g}")
     if kind == "log" and low <= 0:
         raise ValueError(f"{name}: a log range needs LOW > 0, got {low:g}")
-    if kind == "int" and (low != int(low) or high != int(high)):
-        raise ValueError(f"{name}: an int range needs whole numbers, got {low:g} and {high:g}")
+    if kind in ("int", "logint") and (low != int(low) or high != int(high)):
+        article = "an" if kind == "int" else "a"
+        raise ValueError(
+            f"{name}: {article} {kind} range needs whole numbers, got {low:g} and {high:g}"
+        )
+    if kind == "logint" and low < 1:
+        raise ValueError(f"{name}: a logint range needs LOW >= 1 (a log scale), got {low:g}")
     return Parameter(key, target, kind, low, high)  # type: ignore[arg-type]
 
 
@@ -169,8 +177,6 @@ def _scalar(text: str) -> Any:
     except ValueError:
         pass
     try:
-        return yaml.safe_load(text)
-    except (
-        yaml.YAMLError
-    ):  # "[64" of a list split at its comma: the text, for its setting to refuse
-        return text
+        return load_yaml(text)
+    except yaml.YAMLError:
+        return text  # "[64" of a list split at its comma: the text, for its setting to refuse

@@ -6,9 +6,11 @@ fold's training items); the trial's value is the mean over folds. After each fol
 mean is reported, so that Optuna's median pruner stops a trial that is already worse than the
 median of earlier trials at the same fold, while folds are left to train (after its last, the
 trial has its score). The study lives in SQLite (``study.db`` in the output folder): a killed
-search resumes where it stopped, and a trial that was running when it was killed runs again. The
-best configuration is written as a YAML file that ``clusterable train --config`` takes, and the
-search as a plot of the objective against each parameter.
+search resumes where it stopped, and a trial that was running when it was killed runs again; one
+that raised an error ends the search, is kept as failed and is never run again (as Optuna never
+retries a failed trial), and the resumed search says why it failed. The best configuration is
+written as a YAML file that ``clusterable train --config`` takes, and the search as a plot of the
+objective against each parameter.
 
 Reference: T. Akiba et al., "Optuna: a next-generation hyperparameter optimization framework",
 KDD 2019. Protocols: K. Musgrave, S. Belongie and S.-N. Lim, "A metric learning reality check",
@@ -24,7 +26,7 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +95,14 @@ def searchable_metrics() -> list[str]:
 
 #: The study's name inside its SQLite file.
 STUDY_NAME = "clusterable-tune"
+#: The user attribute of a trial that raised an error: the error, in one line. A failed trial
+#: without it was interrupted (Ctrl-C), and runs again on resume; one with it does not, as
+#: Optuna never retries a failed trial: the same values would most likely fail the same way.
+ERROR_ATTR = "error"
+#: Failed trials named in a line (their values and error); more are counted.
+_FAILURES_SHOWN = 3
+#: The longest error of a failed trial kept, in characters.
+_ERROR_CHARACTERS = 200
 
 
 @dataclass
@@ -106,6 +116,17 @@ class TuneResult:
     completed: int  # trials that ran every fold
     pruned: int  # trials stopped early by the pruner
     folder: Path | None  # study.db, best.yaml, search.png
+    #: Each trial that raised an error (not Ctrl-C), of this search or an earlier one in
+    #: ``folder``: its values and the error in one line. Never run again.
+    failed: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+
+    def tally(self) -> str:
+        """The trials in words: ``3 trials completed, 1 pruned, 1 failed (lr=0.1: ValueError:
+        ...)``; failures only where there are any."""
+        said = f"{self.completed} trials completed, {self.pruned} pruned"
+        if not self.failed:
+            return said
+        return f"{said}, {len(self.failed)} failed ({_failed_in_words(self.failed)})"
 
 
 def tune(
@@ -153,7 +174,8 @@ def tune(
     seed : int
         Seed of the folds, of the sampler of trial values and of every training.
     report : callable
-        Receives one line per trial (and the resume notice).
+        Receives what the search is about to do once every check has passed, the resume
+        notice, and one line per trial.
 
     Raises
     ------
@@ -166,6 +188,9 @@ def tune(
         before the first trial: :func:`_check_space`).
     SearchInterrupted
         On Ctrl-C: the interrupted trial is kept as failed and runs again on resume.
+    Exception
+        Any error a trial raises ends the search: the trial is kept as failed, with the error
+        (`ERROR_ATTR`), and a resumed search goes on with new trials.
     """
     optuna = _optuna()
     folder = Path(out) if out is not None else None
@@ -198,9 +223,13 @@ def tune(
         "metric": metric,
         "seed": seed,
     }
-    study = _open_study(folder, settings, seed, report, minimise=lower_is_better(metric))
+    study, resumed = _open_study(folder, settings, seed, minimise=lower_is_better(metric))
+    # Said once every check has passed: a refused search says its error alone.
+    report(_start_line(spec, space, trials, folds, protocol, metric, folder))
+    if resumed:
+        _rerun_interrupted(study, folder, report)
 
-    def objective(trial: Any) -> float:
+    def scored(trial: Any) -> float:
         values = {f"{p.target}.{p.name}": p.suggest(trial) for p in space}
         run, settings_of_trial = _apply(spec, config, values, train)
         scores = []
@@ -213,6 +242,20 @@ def tune(
             if fold < len(splits) - 1 and trial.should_prune():
                 raise optuna.TrialPruned(f"pruned after fold {fold + 1}")
         return float(np.mean(scores))
+
+    def objective(trial: Any) -> float:
+        try:
+            return scored(trial)
+        except optuna.TrialPruned:
+            raise
+        except Exception as error:  # not Ctrl-C: a KeyboardInterrupt leaves the trial unmarked
+            trial.set_user_attr(ERROR_ATTR, _error_line(error))
+            if folder is not None:  # the error itself goes on to the caller
+                report(
+                    f"a trial failed ({_values_in_words(trial.params)}); it is kept as failed in "
+                    f"{folder / STUDY_FILE}, and the same command again goes on with new trials"
+                )
+            raise
 
     done = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
     # Each trial run here finishes (complete or pruned) or raises: the search ends with
@@ -239,6 +282,7 @@ def tune(
         completed=len(finished),
         pruned=len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.PRUNED,))),
         folder=folder,
+        failed=_failures(study),
     )
     if folder is not None:
         write_best_yaml(result, folder / BEST_FILE, metric)
@@ -250,11 +294,30 @@ def _optuna() -> Any:
     return require("optuna", "clusterable tune (hyper-parameter search)")
 
 
+def _start_line(
+    spec: RunSpec,
+    space: Sequence[Parameter],
+    trials: int,
+    folds: int,
+    protocol: str,
+    metric: str,
+    folder: Path | None,
+) -> str:
+    """What the search is about to do, in one line: its space, run, folds and metric."""
+    aim = "minimising" if lower_is_better(metric) else "maximising"
+    kept = f"study in {folder}" if folder is not None else "study kept in memory only"
+    return (
+        f"searching {', '.join(p.describe() for p in space)} for {spec.loss} on {spec.data}: "
+        f"{trials} trials, {folds} {protocol} folds of the training split, {aim} {metric}; {kept}"
+    )
+
+
 def _open_study(
-    folder: Path | None, settings: dict[str, Any], seed: int, report: Any, minimise: bool
-) -> Any:
-    """A new study, or the one in ``folder`` when it was started with the same settings;
-    ``minimise`` for an error rate (FNMR), whose best trial is the smallest."""
+    folder: Path | None, settings: dict[str, Any], seed: int, minimise: bool
+) -> tuple[Any, bool]:
+    """A new study, or the one in ``folder`` when it was started with the same settings, and
+    whether it is that one (resumed); ``minimise`` for an error rate (FNMR), whose best trial is
+    the smallest."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -278,15 +341,14 @@ def _open_study(
     settings = json.loads(json.dumps(settings))  # as SQLite gives it back (tuples as lists)
     if stored is None:
         study.set_user_attr("settings", settings)
-    elif _compared(stored) != _compared(settings):
+        return study, False
+    if _compared(stored) != _compared(settings):
         changed = sorted(k for k in settings if _compared(settings)[k] != _compared(stored).get(k))
         raise ValueError(
             f"{folder} holds a search with other settings ({', '.join(changed)} differ): give "
             "the same settings to resume it, or another --out for a new search"
         )
-    else:
-        _rerun_interrupted(study, folder, report)
-    return study
+    return study, True
 
 
 def _sampler_seed(seed: int, held: int) -> int:
@@ -391,7 +453,8 @@ def _interrupted_message(study: Any, folder: Path | None, trials: int) -> str:
 
 
 def _rerun_interrupted(study: Any, folder: Path | None, report: Callable[[str], None]) -> None:
-    """Queue again the values of trials a kill (left running) or Ctrl-C (failed) cut short."""
+    """Queue again the values of trials a kill (left running) or Ctrl-C (failed, without an
+    `ERROR_ATTR`) cut short; a trial that raised an error is not run again, and said."""
     import optuna
 
     state = optuna.trial.TrialState
@@ -399,7 +462,7 @@ def _rerun_interrupted(study: Any, folder: Path | None, report: Callable[[str], 
     interrupted = [
         t
         for t in study.get_trials(deepcopy=False, states=(state.RUNNING, state.FAIL))
-        if t.number not in rerun
+        if t.number not in rerun and ERROR_ATTR not in t.user_attrs
     ]
     for trial in interrupted:
         if trial.state == state.RUNNING:
@@ -407,10 +470,39 @@ def _rerun_interrupted(study: Any, folder: Path | None, report: Callable[[str], 
         study.enqueue_trial(trial.params)
     study.set_user_attr("rerun", sorted(rerun | {t.number for t in interrupted}))
     kept = sum(t.state in (state.COMPLETE, state.PRUNED) for t in study.get_trials(deepcopy=False))
+    failed = _failures(study)
     report(
         f"resuming the search in {folder}: {kept} earlier trials kept"
         + (f", {len(interrupted)} interrupted one(s) run again" if interrupted else "")
+        + (
+            f", {len(failed)} failed one(s) not run again ({_failed_in_words(failed)})"
+            if failed
+            else ""
+        )
     )
+
+
+def _failures(study: Any) -> list[tuple[dict[str, Any], str]]:
+    """The values and error of each trial of ``study`` that raised an error (`ERROR_ATTR`)."""
+    import optuna
+
+    failed = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.FAIL,))
+    return [
+        (dict(t.params), t.user_attrs[ERROR_ATTR]) for t in failed if ERROR_ATTR in t.user_attrs
+    ]
+
+
+def _failed_in_words(failed: Sequence[tuple[dict[str, Any], str]]) -> str:
+    """``lr=0.1: ValueError: ...; lr=0.2: ...``, the first `_FAILURES_SHOWN` of ``failed``."""
+    said = [f"{_values_in_words(values)}: {error}" for values, error in failed[:_FAILURES_SHOWN]]
+    more = len(failed) - _FAILURES_SHOWN
+    return "; ".join(said) + (f"; and {more} more" if more > 0 else "")
+
+
+def _error_line(error: BaseException) -> str:
+    """``error`` in one line: its type and message, cut at `_ERROR_CHARACTERS`."""
+    line = " ".join(f"{type(error).__name__}: {error}".split())
+    return line if len(line) <= _ERROR_CHARACTERS else line[: _ERROR_CHARACTERS - 3] + "..."
 
 
 def _progress(trials: int, metric: str, report: Callable[[str], None]) -> Callable:
@@ -425,7 +517,7 @@ def _progress(trials: int, metric: str, report: Callable[[str], None]) -> Callab
             t.number
             for t in study.get_trials(deepcopy=False, states=(state.COMPLETE, state.PRUNED))
         ]
-        values = ", ".join(f"{k.split('.', 1)[1]}={_short(v)}" for k, v in trial.params.items())
+        values = _values_in_words(trial.params)
         if trial.state == optuna.trial.TrialState.PRUNED:
             steps = trial.intermediate_values
             outcome = f"pruned after fold {len(steps)} ({metric} {steps[max(steps)]:.4f} so far)"
@@ -438,6 +530,11 @@ def _progress(trials: int, metric: str, report: Callable[[str], None]) -> Callab
         )
 
     return after_trial
+
+
+def _values_in_words(values: dict[str, Any]) -> str:
+    """A trial's values (``"target.name"`` -> value) as ``margin=0.5, lr=0.001``."""
+    return ", ".join(f"{k.split('.', 1)[1]}={_short(v)}" for k, v in values.items())
 
 
 def _short(value: Any) -> str:
@@ -498,7 +595,7 @@ def _check_space(
         try:
             _check_trains(spec, config, drawn, train, fold_labels, losses)
         except ValueError as error:
-            named = ", ".join(f"{k.split('.', 1)[1]}={_short(v)}" for k, v in drawn.items())
+            named = _values_in_words(drawn)
             reason = _whole_numbers_refused(spec, config, space, drawn) or f"train refuses: {error}"
             raise ValueError(f"the search can draw {named}, which {reason}") from None
 
@@ -529,17 +626,18 @@ def _check_trains(
 def _checked_values(parameter: Parameter) -> list[Any]:
     """The values of ``parameter`` checked before the first trial: every choice; every value of
     an integer range of at most `_MOST_WHOLE_VALUES`, else the `_END_VALUES` at each end and
-    `_SPREAD_VALUES` between; the ends of a float range and a fraction inside it (a setting of
-    whole numbers refuses it)."""
+    `_SPREAD_VALUES` between (evenly on the range's scale, log for ``logint``); the ends of a
+    float range and a fraction inside it (a setting of whole numbers refuses it)."""
     if parameter.kind == "choice":
         return list(parameter.choices)
     low, high = parameter.low, parameter.high
-    if parameter.kind == "int":
+    if parameter.kind in ("int", "logint"):
         first, last = int(low), int(high)
         if last - first < _MOST_WHOLE_VALUES:
             return list(range(first, last + 1))
         ends = [*range(first, first + _END_VALUES), *range(last - _END_VALUES + 1, last + 1)]
-        spread = np.linspace(first + _END_VALUES, last - _END_VALUES, _SPREAD_VALUES)
+        between = np.geomspace if parameter.kind == "logint" else np.linspace
+        spread = between(first + _END_VALUES, last - _END_VALUES, _SPREAD_VALUES)
         return sorted({*ends, *(int(v) for v in spread.round())})
     return [low, _fraction_inside(low, high, log=parameter.kind == "log"), high]
 
@@ -562,7 +660,7 @@ def _whole_numbers_refused(
     for parameter in space:
         key = f"{parameter.target}.{parameter.name}"
         value = drawn[key]
-        if parameter.kind in ("choice", "int") or float(value).is_integer():
+        if parameter.kind in ("choice", "int", "logint") or float(value).is_integer():
             continue
         whole = [w for w in (math.floor(value), math.ceil(value)) if parameter.low <= w]
         whole = [w for w in whole if w <= parameter.high]
@@ -570,10 +668,11 @@ def _whole_numbers_refused(
             continue
         if _settings_refuse(spec, config, {key: whole[0]}) is None:
             low, high = math.ceil(parameter.low), math.floor(parameter.high)
+            kind = "logint" if parameter.kind == "log" else "int"  # the range's scale kept
             return (
                 f"{parameter.name} refuses: it takes whole numbers, and a {parameter.kind} range "
-                f"draws fractions; search it as int:{low}:{high} (YAML {{int: [{low}, {high}]}}) "
-                "or as a choice of whole numbers"
+                f"draws fractions; search it as {kind}:{low}:{high} (YAML {{{kind}: [{low}, "
+                f"{high}]}}) or as a choice of whole numbers"
             )
     return None
 
@@ -731,7 +830,8 @@ def write_best_yaml(result: TuneResult, path: Path, metric: str) -> Path:
     trained = result.config.to_dict()
     settings["train"] = {k: v for k, v in trained.items() if k not in _FREE_ON_RESUME}
     header = (
-        f"# best of {result.completed} completed trials ({result.pruned} pruned): "
+        f"# best of {result.completed} completed trials ({result.pruned} pruned"
+        f"{f', {len(result.failed)} failed' if result.failed else ''}): "
         f"{metric} {result.best_score:.4f} by cross-validation\n"
         f"# searched: {', '.join(f'{k}={_short(v)}' for k, v in result.best_values.items())}\n"
     )
@@ -755,7 +855,7 @@ def plot_search(study: Any, space: Sequence[Parameter], metric: str, path: Path)
             ax.set_xticks(range(len(labels)), labels)
         else:
             ax.scatter(values, scores)
-            ax.set_xscale("log" if parameter.kind == "log" else "linear")
+            ax.set_xscale("log" if parameter.kind in ("log", "logint") else "linear")
         ax.set(xlabel=parameter.name, ylabel=f"{metric} (mean over folds)")
     figure.suptitle(f"{len(done)} completed trials")
     return save_figure(figure, path)
