@@ -49,7 +49,7 @@ from clusterable._atomic import atomic_write_text
 from clusterable.data import ImageFiles, LabelledDataset
 from clusterable.data.generic import IMAGE_EXTENSIONS, images_in, load_table
 from clusterable.data.registry import available_datasets, dataset_items, names_a_path
-from clusterable.data.transforms import backbone_preprocessing
+from clusterable.data.transforms import backbone_preprocessing, describe_evaluation_view
 from clusterable.device import DeviceSpec, resolve_device
 
 if TYPE_CHECKING:
@@ -334,14 +334,7 @@ class TrainedRun:
             )
             view["normalisation"] = "none"
             return view
-        resize = math.floor(height / preprocessing.crop_fraction)  # as ImageFiles reads them
-        resampling = f"Image.Resampling.{preprocessing.interpolation.upper()}"
-        view["resize"] = (
-            f"shorter side resized ({preprocessing.interpolation}) to {resize} px, the longer "
-            f"to int({resize} * longer / shorter) (image.resize((w, h), {resampling})), then "
-            f"the centre {height}x{width} cropped: image.crop((left, top, left + {width}, top + "
-            f"{height})) with left = round((w - {width}) / 2), top = round((h - {height}) / 2)"
-        )
+        view["resize"] = describe_evaluation_view(preprocessing, channels, height, width)
         view["normalisation"] = (
             f"inside the model: (x - mean) / std with mean {list(preprocessing.mean)} and std "
             f"{list(preprocessing.std)}; feed [0, 1] pixels"
