@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import importlib
 import math
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -72,6 +74,39 @@ class Preprocessing:
         ``floor(size / crop_pct)``): the shorter side, the square's, or the longer side, as
         :attr:`crop_mode` says."""
         return math.floor(self.size / self.crop_fraction)
+
+    def to_record(self) -> dict[str, Any]:
+        """Every field, as a run stores its view (JSON values); :meth:`from_record` reads it."""
+        return {**asdict(self), "mean": list(self.mean), "std": list(self.std)}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], where: str) -> Preprocessing:
+        """The view a run stored (:meth:`to_record`), read from ``where``.
+
+        Raises
+        ------
+        ValueError
+            A record that lacks a field or holds a value no view has; the message names
+            ``where``.
+        """
+        try:
+            interpolation = str(record["interpolation"])
+            if interpolation not in RESAMPLING:
+                raise ValueError(f"interpolation {interpolation!r} is none of {list(RESAMPLING)}")
+            return cls(
+                size=int(record["size"]),
+                mean=tuple(float(m) for m in record["mean"]),
+                std=tuple(float(s) for s in record["std"]),
+                interpolation=interpolation,
+                crop_fraction=float(record["crop_fraction"]),
+                crop_mode=str(record["crop_mode"]),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            reason = f"no {error}" if isinstance(error, KeyError) else str(error)
+            raise ValueError(
+                f"{where} records a damaged image view ({reason}); give another checkpoint of "
+                "the run, or train it again"
+            ) from None
 
     def padding_fill(self, channels: int) -> int | tuple[int, ...]:
         """The pixel value around an image smaller than the crop: the mean colour for
