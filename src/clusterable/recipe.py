@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -33,7 +33,7 @@ from clusterable.data import (
 )
 from clusterable.data.registry import standard_recall_ks
 from clusterable.data.splits import check_enough_items
-from clusterable.data.transforms import backbone_preprocessing
+from clusterable.data.transforms import Preprocessing, backbone_preprocessing
 from clusterable.device import DeviceSpec, module_device, resolve_device
 from clusterable.evaluate import Evaluation, EvaluationOptions, evaluate_embeddings, knn_accuracy
 from clusterable.losses import (
@@ -182,12 +182,13 @@ class RunSpec:
             )
         return cls(**values)
 
-    def load(self, split: str) -> LabelledDataset:
+    def load(self, split: str, preprocessing: Preprocessing | None = None) -> LabelledDataset:
         """The split of the data this spec names, with its label view and image settings.
 
         Image files fed to an image backbone (``timm:``, ``torchvision:``) take its
-        preprocessing (:func:`~clusterable.data.transforms.backbone_preprocessing`): its input
-        size unless ``image_size`` says otherwise, and the evaluation view (resize, centre crop);
+        ``preprocessing``, the run's view (:func:`run_preprocessing`; None: the installed
+        library's, :func:`~clusterable.data.transforms.backbone_preprocessing`): its input size
+        unless ``image_size`` says otherwise, and the evaluation view (resize, centre crop);
         :meth:`training_view` gives the training split its augmentation."""
         ds = load_dataset(
             self.data,
@@ -197,7 +198,7 @@ class RunSpec:
             image_size=self.image_size,
             channels=self.channels,
         )
-        preprocessing = backbone_preprocessing(self.model)
+        preprocessing = preprocessing or run_preprocessing(self)
         if preprocessing is None or not isinstance(ds.x, ImageFiles):
             return ds
         size = self.image_size or preprocessing.size
@@ -210,6 +211,20 @@ class RunSpec:
         if self.augment == "none" or not isinstance(x, ImageFiles) or x.preprocessing is None:
             return train
         return train.replace(x=x.replace(augment_seed=seed))
+
+
+def run_preprocessing(
+    spec: RunSpec, record: Mapping[str, Any] | None = None, where: str = "the checkpoint"
+) -> Preprocessing | None:
+    """The view of a run's images (None: its model is no image backbone): the one its
+    checkpoint's ``record`` (read from ``where``) stores, which wins over what the installed
+    timm or torchvision would give now, so that upgrading them never changes how a run embeds;
+    for a new run, and a run recorded before runs stored their view, the installed library's
+    (:func:`~clusterable.data.transforms.backbone_preprocessing`)."""
+    if record is None or "preprocessing" not in record:
+        return backbone_preprocessing(spec.model)
+    stored = record["preprocessing"]
+    return None if stored is None else Preprocessing.from_record(stored, where)
 
 
 def split_validation(
@@ -232,7 +247,11 @@ class Pieces:
 
 
 def build(
-    spec: RunSpec, input_shape: tuple[int, ...], num_classes: int, seed: int | None = None
+    spec: RunSpec,
+    input_shape: tuple[int, ...],
+    num_classes: int,
+    seed: int | None = None,
+    preprocessing: Preprocessing | None = None,
 ) -> Pieces:
     """The model, the loss and (MsDNN-AE) the decoder ``spec`` describes, freshly initialised.
 
@@ -246,6 +265,9 @@ def build(
     seed : int, optional
         :func:`~clusterable.seeding.seed_everything` first, so that the same seed gives the same
         initial weights; None draws from the generators as they stand.
+    preprocessing : Preprocessing, optional
+        The run's view (:func:`run_preprocessing`), whose mean and std an image backbone
+        normalises by; None: the installed library's.
     """
     loss_args = dict(spec.loss_args)
     # MsDNN-AE's lambda weighs the wrapper's term, not the inner loss.
@@ -260,7 +282,12 @@ def build(
     if seed is not None:
         seed_everything(seed)
     model = build_model(
-        spec.model, input_shape, spec.embedding_dim, normalize=spec.normalize, **spec.model_args
+        spec.model,
+        input_shape,
+        spec.embedding_dim,
+        normalize=spec.normalize,
+        preprocessing=preprocessing,
+        **spec.model_args,
     )
     loss: EmbeddingLoss
     if spec.unsupervised and spec.loss == "opml":
@@ -286,20 +313,25 @@ def build_trainer(
     *,
     num_classes: int | None = None,
     out: Path | None = None,
+    preprocessing: Preprocessing | None = None,
 ) -> Trainer:
     """A :class:`~clusterable.train.Trainer` of the pieces ``spec`` describes, seeded by
-    ``config.seed``; every checkpoint it writes records the spec, so :func:`load_trained`
-    rebuilds its model.
+    ``config.seed``; every checkpoint it writes records the spec and the run's view of its
+    images, so :func:`load_trained` rebuilds its model and its view.
 
-    ``num_classes``: the classes the loss holds weights for (default: ``train``'s).
+    ``num_classes``: the classes the loss holds weights for (default: ``train``'s);
+    ``preprocessing``: the view ``train`` was read in (:func:`run_preprocessing`; None: the
+    installed library's).
     """
     num_classes = train.num_classes if num_classes is None else num_classes
-    pieces = build(spec, train.input_shape, num_classes, seed=config.seed)
+    preprocessing = preprocessing or run_preprocessing(spec)
+    pieces = build(spec, train.input_shape, num_classes, config.seed, preprocessing)
     check_batches_exceed_dimensions(config, spec.embedding_dim, pieces.loss)
     record = {
         "spec": asdict(spec),
         "input_shape": list(train.input_shape),
         "num_classes": num_classes,
+        "preprocessing": None if preprocessing is None else preprocessing.to_record(),
     }
     callbacks: list[TrainerCallback] = []
     if spec.unsupervised and spec.pseudo_label_every:
@@ -598,8 +630,12 @@ def train_run(
                 check_resume_epochs(out, config.epochs)
     # Before the data: an unsupervised run, or val_fraction 0, holds no validation split.
     check_patience_has_validation(config, not spec.unsupervised and spec.val_fraction > 0)
-    full_train = spec.load("train")
-    test = spec.load("test")
+    # A resumed run keeps the view its checkpoints stored, whatever the libraries give now.
+    resumed = resolve_checkpoint(out) if resume and out is not None else None
+    record = None if resumed is None else load_run_record(resumed)
+    preprocessing = run_preprocessing(spec, record, str(resumed))
+    full_train = spec.load("train", preprocessing)
+    test = spec.load("test", preprocessing)
     if spec.unsupervised:
         # Labels only evaluate: no validation split (it would pick checkpoints by true labels).
         train, val = with_pseudo_labels(full_train, seed=config.seed), None
@@ -607,7 +643,15 @@ def train_run(
         train, val = split_validation(full_train, spec.val_fraction, config.seed)
     check_enough_items(spec.data, train, val, test, spec.val_fraction)  # a few photos per class
     train = spec.training_view(train, config.seed)
-    trainer = build_trainer(spec, config, train, val, num_classes=full_train.num_classes, out=out)
+    trainer = build_trainer(
+        spec,
+        config,
+        train,
+        val,
+        num_classes=full_train.num_classes,
+        out=out,
+        preprocessing=preprocessing,
+    )
     if config.verbose and trainer.env.is_main:
         sizes = {"train": len(train), "validation": len(val) if val else 0, "test": len(test)}
         print(
@@ -662,7 +706,8 @@ def train_run(
 
 class Trained(NamedTuple):
     """A trained checkpoint rebuilt (:func:`load_trained`): the model in eval mode, its loss,
-    the run's spec, the checkpoint folder, and what the model was built for."""
+    the run's spec, the checkpoint folder, what the model was built for, and the run's view of
+    its images (:func:`run_preprocessing`)."""
 
     model: nn.Module
     loss: EmbeddingLoss
@@ -670,21 +715,30 @@ class Trained(NamedTuple):
     checkpoint: Path
     input_shape: tuple[int, ...]
     num_classes: int
+    preprocessing: Preprocessing | None
 
 
 def load_trained(path: Path | str) -> Trained:
     """Rebuild the model and loss of a checkpoint (or run folder) and load their weights.
 
     The backbone is built without the pretrained weights file the run started from: the
-    checkpoint holds every parameter, so the file may have moved or gone since."""
+    checkpoint holds every parameter, so the file may have moved or gone since. Its view of
+    images is the one the checkpoint stores (:func:`run_preprocessing`)."""
     checkpoint = resolve_checkpoint(Path(path), pointer="best")
     record = load_run_record(checkpoint)
     spec = RunSpec.from_dict(record["spec"])
     unweighted = {key: value for key, value in spec.model_args.items() if key != "weights"}
     shell = replace(spec, model_args=unweighted)
     input_shape = tuple(int(s) for s in record["input_shape"])
-    pieces = build(shell, input_shape, record["num_classes"])
+    preprocessing = run_preprocessing(spec, record, str(checkpoint))
+    pieces = build(shell, input_shape, record["num_classes"], preprocessing=preprocessing)
     load_weights(checkpoint, pieces.model, pieces.loss)
     return Trained(
-        pieces.model.eval(), pieces.loss, spec, checkpoint, input_shape, record["num_classes"]
+        pieces.model.eval(),
+        pieces.loss,
+        spec,
+        checkpoint,
+        input_shape,
+        record["num_classes"],
+        preprocessing,
     )

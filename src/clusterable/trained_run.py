@@ -8,8 +8,9 @@ goes through :class:`TrainedRun`, as every user of a timm model asks the model f
 - the run's record is read once (:func:`clusterable.train.run_folder.read_run_record` for
   ``run.json``, :func:`clusterable.train.checkpoint.load_run_record` for the checkpoint's);
 - a split of the run's data, or of other data in the run's view, is rebuilt only by
-  :meth:`clusterable.recipe.RunSpec.load`: the same preprocessing, image size, channels,
-  evaluation view and query/gallery roles as the run's own test table;
+  :meth:`clusterable.recipe.RunSpec.load`: the same preprocessing (the view the checkpoint
+  stores, whatever timm or torchvision is installed now), image size, channels, evaluation view
+  and query/gallery roles as the run's own test table;
 - image files and folders a user brings get that same view (:meth:`TrainedRun.image_files`),
   whether a folder is given as a path or as the data set ``folder:PATH``;
 - everything is embedded by one loop, :func:`clusterable.train.embed_dataset` (loader workers,
@@ -49,7 +50,11 @@ from clusterable._atomic import atomic_write_text
 from clusterable.data import ImageFiles, LabelledDataset
 from clusterable.data.generic import IMAGE_EXTENSIONS, images_in, load_table
 from clusterable.data.registry import available_datasets, dataset_items, names_a_path
-from clusterable.data.transforms import backbone_preprocessing
+from clusterable.data.transforms import (
+    Preprocessing,
+    backbone_preprocessing,
+    describe_evaluation_view,
+)
 from clusterable.device import DeviceSpec, resolve_device
 
 if TYPE_CHECKING:
@@ -165,6 +170,10 @@ class TrainedRun:
     loss : EmbeddingLoss, optional
         The run's trained loss, whose own classifier (cross-entropy, center, COREL) scores the
         test table's ``classification_accuracy``; None where it is not known.
+    preprocessing : Preprocessing, optional
+        The run's view of images, as its checkpoint stores it
+        (:func:`clusterable.recipe.run_preprocessing`); None: the installed library's for the
+        spec's model.
 
     Examples
     --------
@@ -186,6 +195,7 @@ class TrainedRun:
         checkpoint: Path | None = None,
         device: DeviceSpec = "auto",
         loss: EmbeddingLoss | None = None,
+        preprocessing: Preprocessing | None = None,
     ) -> None:
         self.device = resolve_device(device)
         self.model = model.eval().to(self.device)
@@ -196,6 +206,9 @@ class TrainedRun:
         self.model_id = model_id
         self.folder = folder
         self.checkpoint = checkpoint
+        if preprocessing is None and spec is not None:
+            preprocessing = backbone_preprocessing(spec.model)
+        self.preprocessing = preprocessing
 
     @classmethod
     def load(cls, run: str | os.PathLike[str], device: DeviceSpec = "auto") -> TrainedRun:
@@ -232,6 +245,7 @@ class TrainedRun:
             checkpoint=trained.checkpoint,
             device=device,
             loss=trained.loss,
+            preprocessing=trained.preprocessing,
         )
 
     # ---- what the run is -------------------------------------------------------------------
@@ -314,7 +328,7 @@ class TrainedRun:
                 **data_items,
             }
         channels, height, width = self.input_shape
-        preprocessing = None if self.spec is None else backbone_preprocessing(self.spec.model)
+        preprocessing = self.preprocessing
         view: dict[str, Any] = {
             "channels": "grayscale" if channels == 1 else "RGB",
             "size": [height, width],
@@ -334,14 +348,7 @@ class TrainedRun:
             )
             view["normalisation"] = "none"
             return view
-        resize = math.floor(height / preprocessing.crop_fraction)  # as ImageFiles reads them
-        resampling = f"Image.Resampling.{preprocessing.interpolation.upper()}"
-        view["resize"] = (
-            f"shorter side resized ({preprocessing.interpolation}) to {resize} px, the longer "
-            f"to int({resize} * longer / shorter) (image.resize((w, h), {resampling})), then "
-            f"the centre {height}x{width} cropped: image.crop((left, top, left + {width}, top + "
-            f"{height})) with left = round((w - {width}) / 2), top = round((h - {height}) / 2)"
-        )
+        view["resize"] = describe_evaluation_view(preprocessing, channels, height, width)
         view["normalisation"] = (
             f"inside the model: (x - mean) / std with mean {list(preprocessing.mean)} and std "
             f"{list(preprocessing.std)}; feed [0, 1] pixels"
@@ -370,7 +377,7 @@ class TrainedRun:
         spec = self.spec
         if data is not None or root is not None:
             spec = replace(spec, data=data or spec.data, root=root if data else root or spec.root)
-        dataset = self._in_item_shape(spec.load(split))
+        dataset = self._in_item_shape(spec.load(split, self.preprocessing))
         trained = f"the run {self.folder} was trained on {self.spec.data}"
         if isinstance(dataset.x, ImageFiles) and not self.is_image_model:
             raise ValueError(
@@ -494,8 +501,7 @@ class TrainedRun:
         """The :class:`~clusterable.data.ImageFiles` settings of an image model's items: its
         height x width, its channels, and its backbone's preprocessing (None: the stretch)."""
         channels, height, width = self.input_shape
-        preprocessing = None if self.spec is None else backbone_preprocessing(self.spec.model)
-        return {"size": (height, width), "channels": channels, "preprocessing": preprocessing}
+        return {"size": (height, width), "channels": channels, "preprocessing": self.preprocessing}
 
     # ---- embedding -------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
-"""Backbone preprocessing: torchvision's conventions on PIL images, the backbone's defaults, and
-training views that a resumed run draws again."""
+"""Backbone preprocessing: torchvision's conventions on PIL images, the backbone's defaults, timm's
+crop modes, and training views that a resumed run draws again."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from clusterable.data.transforms import (
     Preprocessing,
     backbone_preprocessing,
     centre_box,
+    describe_evaluation_view,
+    evaluation_size,
     random_resized_box,
     shorter_side_size,
 )
@@ -62,6 +64,51 @@ def test_the_evaluation_view_is_the_resized_centre_crop(photo):
         expected = image.convert("RGB").resize((341, 256), Image.Resampling.BILINEAR)
         expected = expected.crop((58, 16, 282, 240))
     np.testing.assert_array_equal(item, np.asarray(expected, np.float32).transpose(2, 0, 1) / 255)
+
+
+def test_each_crop_mode_resizes_as_timm_says():
+    """center: the shorter side; squash: the whole image to a square; border: the longer side."""
+    assert evaluation_size(400, 300, 256, "center") == (341, 256)
+    assert evaluation_size(400, 300, 256, "squash") == (256, 256)
+    assert evaluation_size(400, 300, 256, "border") == (256, 192)
+    assert evaluation_size(157, 301, 256, "border") == (134, 256)
+    with pytest.raises(ValueError, match="crop mode 'letterbox' is none of center, squash"):
+        Preprocessing(crop_mode="letterbox")
+
+
+def test_squash_keeps_the_whole_image_and_border_pads_it_with_the_mean(tmp_path):
+    rng = np.random.default_rng(1)
+    path = tmp_path / "wide.png"
+    Image.fromarray(rng.integers(0, 255, (20, 40, 3)).astype(np.uint8)).save(path)
+    with Image.open(path) as image:
+        squashed = image.convert("RGB").resize((32, 32), Image.Resampling.BILINEAR)
+    squash = Preprocessing(size=32, crop_fraction=1.0, crop_mode="squash")
+    np.testing.assert_array_equal(
+        ImageFiles([path], 32, preprocessing=squash)[0],
+        np.asarray(squashed, np.float32).transpose(2, 0, 1) / 255,
+    )
+    border = Preprocessing(size=32, crop_fraction=1.0, crop_mode="border")
+    item = ImageFiles([path], 32, preprocessing=border)[0]  # the image at 32 x 16, rows 8-23
+    fill = np.array([round(255 * m) for m in IMAGENET_MEAN], np.float32)[:, None, None] / 255
+    np.testing.assert_array_equal(item[:, :8], np.broadcast_to(fill, (3, 8, 32)))
+    np.testing.assert_array_equal(item[:, 24:], np.broadcast_to(fill, (3, 8, 32)))
+    assert not np.allclose(item[:, 8:24], fill)
+    grey = ImageFiles([path], 32, 1, preprocessing=border)[0]  # the channels' average mean
+    assert (grey[0, :8] * 255).round().tolist() == [[round(255 * 0.449)] * 32] * 8
+
+
+def test_the_described_view_is_each_modes_resize_then_the_centre_crop():
+    """What ``export`` tells a deployer names the crop mode's resize, and the padding border
+    mode adds."""
+    words = {
+        "center": "shorter side resized (bilinear) to 256 px",
+        "squash": "the whole image resized (bilinear) to 256x256 px, aspect ratio not kept",
+        "border": "longer side resized (bilinear) to 256 px",
+    }
+    for mode, resize in words.items():
+        text = describe_evaluation_view(Preprocessing(crop_mode=mode), 3, 224, 224)
+        assert text.startswith(resize) and "then the centre 224x224 cropped" in text
+        assert ("padded to it with pixel value (124, 116, 104)" in text) == (mode == "border")
 
 
 def test_training_views_are_seeded_by_item_and_epoch(photo):
@@ -114,4 +161,41 @@ def test_a_timm_backbone_gets_its_own_data_config(arch):
         std=tuple(config["std"]),
         interpolation=config["interpolation"],
         crop_fraction=config["crop_pct"],
+        crop_mode=config["crop_mode"],
     )
+
+
+#: timm pretrained configs of each crop mode; volo's crop_pct 1.15 pads the centre crop.
+CROP_MODE_CONFIGS = {
+    "center": "resnet18.a1_in1k",
+    "center-padded": "volo_d4_448.sail_in1k",
+    "squash": "convnext_base.fb_in22k_ft_in1k_384",
+    "border": "deepseek_vit_412m.deepseek_v4_1_flash",
+}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("timm") is None, reason="timm is not installed")
+@pytest.mark.parametrize("mode", sorted(CROP_MODE_CONFIGS))
+def test_the_evaluation_view_is_timms_for_each_crop_mode(tmp_path, mode):
+    """The view of a timm backbone, normalised as its model does, is the tensor timm's own
+    evaluation transform gives, on images of odd sizes, wide and tall, smaller than the crop too."""
+    import timm
+
+    from clusterable.models.pretrained import InputNormalization
+
+    name = CROP_MODE_CONFIGS[mode]
+    pretrained_cfg = timm.models.get_pretrained_cfg(name).to_dict()
+    config = timm.data.resolve_data_config(pretrained_cfg=pretrained_cfg)
+    assert config["crop_mode"] == mode.partition("-")[0]
+    timms = timm.data.create_transform(**config, is_training=False)
+    prep = backbone_preprocessing(f"timm:{name}")
+    normalise = InputNormalization(prep.mean, prep.std, 3)
+    rng = np.random.default_rng(2)
+    for i, (width, height) in enumerate([(301, 157), (97, 211), (643, 480)]):
+        path = tmp_path / f"{i}.png"
+        Image.fromarray(rng.integers(0, 255, (height, width, 3)).astype(np.uint8)).save(path)
+        with Image.open(path) as image:
+            expected = timms(image.convert("RGB"))
+        item = ImageFiles([path], prep.size, preprocessing=prep)[0]
+        got = normalise(torch.from_numpy(item)[None])[0]
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)

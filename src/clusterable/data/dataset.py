@@ -80,14 +80,16 @@ class ImageFiles:
     channels : int
         3 converts every image to RGB (CUB has a few grayscale images), 1 to grayscale.
     preprocessing : Preprocessing, optional
-        An image backbone's: instead of the stretch to a square, the evaluation view (shorter
-        side resized, centre crop) of :mod:`clusterable.data.transforms`, at its interpolation.
+        An image backbone's: instead of the stretch to a square, the evaluation view (resized as
+        its crop mode says, centre crop) of :mod:`clusterable.data.transforms`, at its
+        interpolation.
     augment_seed : int, optional
         With ``preprocessing``: the training view instead (random resized crop, flip), drawn from
         a generator seeded by ``(augment_seed, epoch, index)`` so that a resumed run draws the
         same crops; the epoch comes with the index, ``files[index, epoch]``. The crop is taken
         from the image stored at the working resolution (:attr:`stored_form`: the shorter side
-        at the evaluation resize, a JPEG decoded in draft mode), not from the whole file.
+        at the evaluation resize, whatever the crop mode, a JPEG decoded in draft mode), not
+        from the whole file.
     decoded : DecodedImages, optional
         The images already decoded in :attr:`stored_form` (:meth:`with_decoded`, or a disk
         cache, :mod:`clusterable.data.image_cache`), read instead of the files: the same pixels,
@@ -129,7 +131,7 @@ class ImageFiles:
 
     @property
     def resize_size(self) -> int:
-        """The evaluation view's shorter side before its centre crop (256 for 224): the
+        """The evaluation view's resize before its centre crop (256 for 224): the
         preprocessing's, at this size."""
         if self.preprocessing is None:
             raise ValueError("images stretched to a square (no preprocessing) have no resize")
@@ -138,15 +140,20 @@ class ImageFiles:
     @property
     def stored_form(self) -> StoredForm:
         """What is kept of each file for this view (:mod:`clusterable.data.stored_images`): the
-        stretched square itself; for a backbone, the shorter side at :attr:`resize_size`,
-        decoded in JPEG draft mode for the training view."""
+        stretched square itself; for a backbone's evaluation view, the image resized to
+        :attr:`resize_size` as its crop mode says; for its training view, the shorter side at
+        :attr:`resize_size`, decoded in JPEG draft mode."""
         prep = self.preprocessing
         if prep is None:
             return StoredForm(self.channels, size=(self.width, self.height))
-        draft = self.augment_seed is not None
-        return StoredForm(
-            self.channels, self.resize_size, interpolation=prep.interpolation, draft=draft
-        )
+        resize, interpolation = self.resize_size, prep.interpolation
+        if self.augment_seed is not None:
+            return StoredForm(self.channels, resize, interpolation=interpolation, draft=True)
+        if prep.crop_mode == "squash":
+            return StoredForm(self.channels, size=(resize, resize), interpolation=interpolation)
+        if prep.crop_mode == "border":
+            return StoredForm(self.channels, longer_side=resize, interpolation=interpolation)
+        return StoredForm(self.channels, resize, interpolation=interpolation)
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -252,7 +259,10 @@ class ImageFiles:
             return stored  # stretched already
         resample = RESAMPLING[prep.interpolation]
         if self.augment_seed is None:
-            return evaluation_view(stored, self.height, self.resize_size, resample)
+            fill = prep.padding_fill(self.channels)
+            return evaluation_view(
+                stored, self.height, self.resize_size, resample, prep.crop_mode, fill
+            )
         rng = training_generator(self.augment_seed, epoch, index)
         return training_view(stored, self.height, rng, resample)
 

@@ -5,10 +5,12 @@ memory or memory-mapped from a file (:mod:`clusterable.data.image_cache`).
 What :class:`~clusterable.data.dataset.ImageFiles` keeps of a file, by view:
 
 - the stretch to a square (no backbone): the item itself, ``width x height``;
-- a backbone's evaluation view: the shorter side resized to the evaluation resize (256 for 224
-  crops), aspect ratio kept, from the whole decoded file; the view then takes the centre crop:
-  the pixels the view always had;
-- a backbone's training view (issue 40): the same size, but a JPEG is first decoded with PIL's
+- a backbone's evaluation view: the image resized to the evaluation resize (256 for 224 crops)
+  as its crop mode says (:func:`clusterable.data.transforms.evaluation_size`: the shorter side,
+  the whole image to a square, or the longer side), from the whole decoded file; the view then
+  takes the centre crop: the pixels the view always had;
+- a backbone's training view (issue 40): the shorter side at that size, aspect ratio kept,
+  whatever the crop mode, but a JPEG is first decoded with PIL's
   draft mode at the smallest DCT scale (1/1, 1/2, 1/4, 1/8) that is at or above that size (a
   1600 x 1200 photo at 400 x 300, about a third of the time: benchmarks/README.md, "Decoding at
   the working resolution"). The random resized crop and the flip are then drawn from that
@@ -30,7 +32,7 @@ import PIL
 from PIL import Image, UnidentifiedImageError
 from tqdm import tqdm
 
-from clusterable.data.transforms import RESAMPLING, shorter_side_size
+from clusterable.data.transforms import RESAMPLING, longer_side_size, shorter_side_size
 
 
 @contextmanager
@@ -72,7 +74,8 @@ def in_threads(
 class StoredForm:
     """What is kept of an image file: its pixels in ``channels`` (3: RGB, 1: grayscale), at
     ``size`` (``(width, height)``, stretched) or, where ``shorter_side`` is given, with the
-    shorter side resized to it (aspect ratio kept, torchvision's ``Resize(int)``), resized with
+    shorter side resized to it (aspect ratio kept, torchvision's ``Resize(int)``), or where
+    ``longer_side`` is, the longer side (timm's ``ResizeKeepRatio(longest=1)``), resized with
     ``interpolation``; ``draft``: a JPEG decoded at the smallest DCT scale at or above that size
     first (``PIL.Image.Image.draft``)."""
 
@@ -81,6 +84,7 @@ class StoredForm:
     size: tuple[int, int] = (0, 0)
     interpolation: str = "bilinear"
     draft: bool = False
+    longer_side: int | None = None
 
     @property
     def mode(self) -> str:
@@ -94,9 +98,11 @@ class StoredForm:
 
     def stored_size(self, width: int, height: int) -> tuple[int, int]:
         """``(width, height)`` kept of an image of ``width x height``."""
-        if self.shorter_side is None:
-            return self.size
-        return shorter_side_size(width, height, self.shorter_side)
+        if self.shorter_side is not None:
+            return shorter_side_size(width, height, self.shorter_side)
+        if self.longer_side is not None:
+            return longer_side_size(width, height, self.longer_side)
+        return self.size
 
     def read(self, path: Path) -> Image.Image:
         """The file at ``path`` decoded and resized to its stored size, in :attr:`mode`.

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
 from clusterable._ranges import Bounds, check_bounds
 from clusterable._register import Entry, Registry, accepted_keywords, check_keywords
 from clusterable.models.embedding_net import EmbeddingNet
+
+if TYPE_CHECKING:
+    from clusterable.data.transforms import Preprocessing
 
 #: ``builder(input_shape, **kwargs) -> (backbone, feature_dim)``.
 BackboneBuilder = Callable[..., tuple[nn.Module, int]]
@@ -176,6 +179,7 @@ def build_model(
     embedding_dim: int,
     *,
     normalize: bool = False,
+    preprocessing: Preprocessing | None = None,
     **kwargs: Any,
 ) -> EmbeddingNet:
     """Build an embedding network by name.
@@ -194,6 +198,9 @@ def build_model(
         Width of the embedding.
     normalize : bool
         l2-normalise the embeddings.
+    preprocessing : Preprocessing, optional
+        A pretrained backbone's view, whose mean and std it normalises its inputs by (a trained
+        run's stored view); None: its library's. Built-in models normalise nothing.
     **kwargs
         The architecture's keywords (``hidden_dims=(256,)``, ``channels=(16, 32)``, ...); an
         unknown keyword raises a ``ValueError`` listing the accepted ones.
@@ -216,7 +223,9 @@ def build_model(
         # Imported here so that the optional extras are only looked for when asked for.
         from clusterable.models.pretrained import pretrained_backbone
 
-        backbone, feature_dim = pretrained_backbone(*pretrained, input_shape, **kwargs)
+        backbone, feature_dim = pretrained_backbone(
+            *pretrained, input_shape, preprocessing=preprocessing, **kwargs
+        )
     else:
         builder = _entry(name).value
         check_keywords(f"model {name!r}", builder, kwargs, skip=_GIVEN)

@@ -118,9 +118,9 @@ class InputNormalization(nn.Module):
         return (x - self.mean) / self.std  # (n, C, H, W)
 
 
-def _normalize_inputs(model: nn.Module, source: str, arch: str, channels: int) -> nn.Module:
-    """Attach the backbone's input normalisation as a pre-hook (its state-dict keys unchanged)."""
-    preprocessing = backbone_preprocessing(f"{source}:{arch}") or Preprocessing()
+def _normalize_inputs(model: nn.Module, preprocessing: Preprocessing, channels: int) -> nn.Module:
+    """Attach ``preprocessing``'s input normalisation as a pre-hook (the state-dict keys
+    unchanged)."""
     model.input_normalization = InputNormalization(preprocessing.mean, preprocessing.std, channels)
     model.register_forward_pre_hook(lambda module, args: (module.input_normalization(args[0]),))
     return model
@@ -238,6 +238,7 @@ def pretrained_backbone(
     input_shape: tuple[int, ...],
     *,
     weights: str | os.PathLike[str] | None = None,
+    preprocessing: Preprocessing | None = None,
     **kwargs: object,
 ) -> tuple[nn.Module, int]:
     """A classifier-free backbone from ``source`` ("timm" or "torchvision").
@@ -254,6 +255,9 @@ def pretrained_backbone(
     weights : path, optional
         Local weights file (``.safetensors``, or a ``torch.save`` state dict / ``.pth``). ``None``
         gives random initialisation. Nothing is downloaded.
+    preprocessing : Preprocessing, optional
+        The view whose mean and std the backbone normalises by: a trained run's own, as it
+        stored it; None: the installed library's (:func:`backbone_preprocessing`).
     **kwargs
         Passed to ``timm.create_model`` or ``torchvision.models.get_model``.
 
@@ -272,7 +276,9 @@ def pretrained_backbone(
     backbone, width = build(arch, input_shape, weights, **kwargs)
     _check_takes_the_size(backbone, f"{source}:{arch}", input_shape)
     channels = input_shape[0] if input_shape else 3
-    return _normalize_inputs(backbone, source, arch, channels), width
+    if preprocessing is None:
+        preprocessing = backbone_preprocessing(f"{source}:{arch}") or Preprocessing()
+    return _normalize_inputs(backbone, preprocessing, channels), width
 
 
 def _check_takes_the_size(backbone: nn.Module, name: str, input_shape: tuple[int, ...]) -> None:
