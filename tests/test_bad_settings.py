@@ -770,3 +770,30 @@ def test_a_diverging_run_names_lr_in_one_line(tmp_path, capsys):
     argv += ["--lr", "1e30", "--optimizer", "sgd", "--out", str(tmp_path / "run")]
     line = refusal(capsys, argv, "--lr")
     assert "made the training diverge at epoch 1, step" in line and "lower it" in line
+
+
+def _out_of_memory(*args, **kwargs):
+    raise torch.OutOfMemoryError(
+        "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB"
+    )
+
+
+def test_a_batch_the_gpu_cannot_hold_names_batch_size_in_one_line(tmp_path, capsys, monkeypatch):
+    """A step out of GPU memory ended in a traceback of torch's allocator; it names the flag,
+    the step, the allocator's words and what else lowers a step's memory."""
+    monkeypatch.setattr("clusterable.train.trainer.whole_batch_backward", _out_of_memory)
+    argv = ["train", "--data", "digits", "--model", "mlp", "--epochs", "1", "--no-report"]
+    line = refusal(capsys, [*argv, "--out", str(tmp_path / "run")], "--batch-size")
+    said = "does not fit in the memory of cpu at epoch 1, step 1 (CUDA out of memory"
+    assert f"--batch-size 128 (its default) {said}" in line, line
+    assert "--chunk-size N (the same gradient" in line and "--precision bf16" in line
+
+
+def test_other_work_out_of_gpu_memory_is_one_line(tmp_path, capsys, monkeypatch):
+    run = tmp_path / "run"
+    argv = ["train", "--data", "digits", "--model", "mlp", "--epochs", "1", "--no-report"]
+    assert main([*argv, "--no-progress", "--out", str(run)]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr("clusterable.trained_run.TrainedRun.embed", _out_of_memory)
+    line = refusal(capsys, ["embed", str(run), "--out", str(tmp_path / "emb")], "--device")
+    assert "CUDA out of memory: free the GPU of other work, or run this on the CPU" in line

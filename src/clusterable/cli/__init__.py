@@ -149,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    """The verb of the parsed ``args``; its errors as one line and exit status 2."""
+    """The verb of the parsed ``args``; its errors as one line and exit status 2 (a GPU out of
+    memory too: training names ``--batch-size``, any other work says to free the GPU)."""
     # What the verb runs, imported once the command line is read: `--help` has exited by now.
     from clusterable.device import resolve_device
     from clusterable.train.checkpoint import CheckpointWriteError
@@ -171,6 +172,16 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             parser.exit(2, f"clusterable {args.command}: error: {describe_os_error(error)}\n")
         except (ValueError, ImportError) as error:
             parser.exit(2, f"clusterable {args.command}: error: {error}\n")
+        except RuntimeError as error:
+            torch = sys.modules.get("torch")  # imported by whatever ran out of memory
+            if torch is None or not isinstance(error, torch.OutOfMemoryError):
+                raise
+            said = str(error).split(". ")[0]  # "CUDA out of memory. Tried to allocate 2.00 GiB"
+            parser.exit(
+                2,
+                f"clusterable {args.command}: error: {said}: free the GPU of other work, or run "
+                "this on the CPU (--device cpu)\n",
+            )
         finally:
             sys.stdout = stdout
 

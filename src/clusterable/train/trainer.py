@@ -305,6 +305,8 @@ class Trainer:
             value = self._backward(self._step_parts, x, y)
         except NonFiniteEmbeddings as error:
             raise self._diverged(x, error) from None
+        except torch.OutOfMemoryError as error:
+            raise self._out_of_memory(error) from None
         if self.loss.takes_inputs and self.env.enabled:
             # Its terms on this process's items give each process its own gradient (DDP's
             # average for the model); the loss's parameters need the same average.
@@ -331,6 +333,24 @@ class Trainer:
             "the checkpoints of the epochs before are kept"
         )
         return SettingError("training setting", "lr", self.config.lr, reason)
+
+    def _out_of_memory(self, error: torch.OutOfMemoryError) -> SettingError:
+        """The error of a step whose batch did not fit in the device's memory, said as a setting
+        error of ``batch_size`` (the command line names ``--batch-size``) with the epoch, the
+        step, the allocator's own first sentence, and what else lowers the memory a step takes:
+        embedding the batch in chunks (the same gradient), bf16, a smaller image size."""
+        said = str(error).split(". ")[0]  # "CUDA out of memory. Tried to allocate 2.00 GiB"
+        chunks = (
+            "embed each batch in chunks with --chunk-size N (the same gradient, less memory)"
+            if self.config.chunk_size is None
+            else f"a --chunk-size below {self.config.chunk_size}"
+        )
+        reason = (
+            f"does not fit in the memory of {self.env.device} at epoch {self.epoch + 1}, step "
+            f"{self.step + 1} ({said}): lower it, or {chunks}, or train in bf16 (--precision "
+            "bf16), or at a smaller --image-size; the checkpoints of the epochs before are kept"
+        )
+        return SettingError("training setting", "batch_size", self.config.batch_size, reason)
 
     # ----------------------------------------------------------------------------------------
     # epochs
