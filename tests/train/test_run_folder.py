@@ -42,19 +42,13 @@ def test_resume_without_flags_continues_with_the_runs_own_settings(contrastive_r
 
     out = tmp_path / "copy"
     shutil.copytree(contrastive_run, out)
-    # How data is loaded may change on resume: it changes no result.
-    resume = [
-        "--resume",
-        "--epochs",
-        "2",
-        "--no-progress",
-        "--workers",
-        "0",
-        "--cache-images",
-        "none",
-    ]
+    # How data is loaded may change on resume: it changes no result; so may the chunks a batch
+    # is embedded in (the same gradient in less memory: a run out of GPU memory goes on).
+    resume = ["--resume", "--epochs", "2", "--no-progress", "--workers", "0"]
+    resume += ["--cache-images", "none", "--chunk-size", "16"]
     assert main(["train", "--out", str(out), *resume]) == 0
     record = json.loads((out / "run.json").read_text())
+    assert record["config"]["chunk_size"] == 16
     assert record["spec"]["loss"] == "contrastive" and record["spec"]["embedding_dim"] == 8
     assert record["config"]["lr"] == pytest.approx(2e-3) and record["config"]["epochs"] == 2
     assert json.loads((out / "result.json").read_text())["epochs_run"] == 2

@@ -39,10 +39,12 @@ RUN_OWNED_FILES = frozenset({RUN_RECORD, TEST_METRICS, RUN_LOG, RUN_RESULT})
 RUN_OWNED_FOLDERS = frozenset({"checkpoints", "tensorboard", "mlruns"})
 
 #: Training settings a resumed run may change: more epochs, how it reports, how it loads data,
-#: where it runs (a run started on a GPU may go on on another machine's).
+#: where it runs (a run started on a GPU may go on on another machine's), and in how many chunks
+#: it embeds a batch (the same gradient in less memory: a run out of GPU memory goes on).
 CHANGEABLE_ON_RESUME = frozenset(
     {
         "epochs",
+        "chunk_size",
         "progress",
         "verbose",
         "workers",

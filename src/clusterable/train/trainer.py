@@ -348,7 +348,8 @@ class Trainer:
         reason = (
             f"does not fit in the memory of {self.env.device} at epoch {self.epoch + 1}, step "
             f"{self.step + 1} ({said}): lower it, or {chunks}, or train in bf16 (--precision "
-            "bf16), or at a smaller --image-size; the checkpoints of the epochs before are kept"
+            "bf16), or at a smaller --image-size; the checkpoints of the epochs before are kept "
+            "(--resume with --chunk-size goes on from them)"
         )
         return SettingError("training setting", "batch_size", self.config.batch_size, reason)
 
