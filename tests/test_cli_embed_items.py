@@ -39,14 +39,14 @@ def test_a_flat_folder_is_embedded_with_its_files_as_ids(work, tmp_path, capsys)
     # Its report shows each cluster's photos, read again from the files ids.npy names, and no
     # scores: a flat folder's labels are all -1.
     partition = tmp_path / "p.npz"
-    assert main([*argv, "--save", str(partition)]) == 0
+    assert main([*argv, "--save", str(partition), "--overwrite"]) == 0
     page = tmp_path / "page.html"
     report = ["report", str(partition), "--embeddings", str(out / "embeddings.npy")]
     assert main([*report, "--out", str(page)]) == 0
     text = page.read_text()
     assert 'class="thumb ' in text and 'id="metrics"' not in text
     np.save(out / "ids.npy", ids[:3])  # ids of other items than these rows
-    err = one_line_error(capsys, [*argv, "--json", str(table)], "cluster")
+    err = one_line_error(capsys, [*argv, "--json", str(table), "--overwrite"], "cluster")
     assert "ids.npy" in err and "one id per embedding row" in err
 
 
@@ -69,7 +69,7 @@ def test_class_folders_and_single_files(work, tmp_path):  # noqa: F811
     assert main(["embed", str(run), "--items", str(photos), "--out", str(out)]) == 0
     assert np.load(out / "labels.npy").tolist() == [0, 0, 1, 1, 1]  # by class folder, sorted
     files = [str(pngs[3]), str(pngs[1])]
-    assert main(["embed", str(run), "--items", *files, "--out", str(out)]) == 0
+    assert main(["embed", str(run), "--items", *files, "--out", str(out), "--overwrite"]) == 0
     assert np.load(out / "ids.npy").tolist() == [os.path.abspath(p) for p in files]
     assert np.load(out / "embeddings.npy").shape[0] == 2
 
@@ -85,7 +85,7 @@ def test_a_split_embed_writes_ids_and_saved_arrays_remove_them(work, tmp_path, c
     shutil.copytree(out, again)
     (again / MODEL_IDENTITY).unlink()
     argv = ["embed", str(again / "embeddings.npy"), str(again / "labels.npy"), "--out", str(out)]
-    assert main(argv) == 0
+    assert main([*argv, "--overwrite"]) == 0
     assert not (out / "ids.npy").exists()  # saved arrays have no ids: the old ones would lie
     assert "removed" in capsys.readouterr().out
 
@@ -145,7 +145,7 @@ def test_a_folder_read_as_a_data_set_is_reported_with_its_images(work, tmp_path,
     with_images = page.read_text()
     shutil.move(photos, tmp_path / "moved")
     capsys.readouterr()
-    assert main([*report, "--out", str(page)]) == 0
+    assert main([*report, "--out", str(page), "--overwrite"]) == 0
     assert "shows no item images" in capsys.readouterr().out
     assert len(page.read_text()) < len(with_images)  # the same page, less its thumbnails
 

@@ -44,6 +44,9 @@ TRACE_BATCH, PARITY_BATCH = 2, 3
 #: File suffix of each format.
 SUFFIX = {"onnx": ".onnx", "torchscript": ".pt"}
 
+#: What is added to the exported file's name for the name of its description (``fm.onnx.json``).
+DESCRIPTION_SUFFIX = ".json"
+
 
 def export_model(
     model: nn.Module,
@@ -119,7 +122,8 @@ def export_model(
         "parity_batch": PARITY_BATCH,
         **(description or {}),
     }
-    atomic_write_text(target.with_name(target.name + ".json"), json.dumps(sidecar, indent=2))
+    description_file = target.with_name(target.name + DESCRIPTION_SUFFIX)
+    atomic_write_text(description_file, json.dumps(sidecar, indent=2))
     return target
 
 
