@@ -274,7 +274,7 @@ def test_index_changes_refused_leave_the_file_as_it_was(work, tmp_path, capsys, 
     err = one_line_error(capsys, ["index", str(path), "--add", other_emb, "--label", "1"], "index")
     assert "embedded by another model" in err
     err = one_line_error(capsys, ["index", str(run)], "index")
-    assert "building an index needs --data" in err
+    assert "building an index needs --out" in err
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

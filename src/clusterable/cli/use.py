@@ -83,11 +83,10 @@ def command_index(args: argparse.Namespace) -> int:
             f"{args.source} holds embeddings already: drop --data, --split and --root (they pick "
             "the items a run embeds), or give a run folder"
         )
-    for flag, value in (("--data", args.data or saved), ("--out", args.out)):
-        if not value:
-            raise ValueError(
-                f"building an index needs {flag}; to change a saved index give --add or --remove"
-            )
+    if not args.out:
+        raise ValueError(
+            "building an index needs --out; to change a saved index give --add or --remove"
+        )
     # An existing index may hold --add's items, which nothing rebuilds: it is changed in place.
     out = check_outputs(args, INDEX_OUT)["out"]
     assert out is not None  # refused above when not given
@@ -165,9 +164,14 @@ class _Gallery(NamedTuple):
 
 
 def _embedded_gallery(args: argparse.Namespace) -> _Gallery:
-    """``--data`` embedded by the run ``args.source``: its ids and class names."""
+    """``--data`` embedded by the run ``args.source``, by default the run's own data set
+    (`clusterable.trained_run.TrainedRun.split`, as ``cluster RUN`` and ``evaluate RUN`` read it):
+    its ids and class names."""
     run = load_run(args.source, args)
-    items = run.embed(args.data, split=args.split, root=args.root)
+    if args.data is None:  # every item, unless --split, as for a data set named
+        items = run.embed(run.split(args.split or "all", root=args.root))
+    else:
+        items = run.embed(args.data, split=args.split, root=args.root)
     print(f"embedded {len(items.ids)} items of {items.source} with {args.source}")
     return _Gallery(items.embeddings, items.ids, items.labels, run.model_id, str(run.folder))
 
@@ -273,7 +277,8 @@ def add_index(verbs: Verbs) -> argparse.ArgumentParser:
     )
     index.add_argument(
         "--data",
-        help="gallery: a dataset name, folder:PATH, table:PATH, a folder of images or a table file",
+        help="gallery: a dataset name, folder:PATH, table:PATH, a folder of images or a table file "
+        "(default: the data set the run trained on)",
     )
     index.add_argument(
         "--split",
