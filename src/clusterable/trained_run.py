@@ -46,6 +46,7 @@ from torch import nn
 
 from clusterable._arrays import to_numpy
 from clusterable._atomic import atomic_write_text
+from clusterable._ranges import Bounds, check_bounds
 from clusterable.data import ImageFiles, LabelledDataset
 from clusterable.data.generic import IMAGE_EXTENSIONS, images_in, load_table
 from clusterable.data.registry import available_datasets, dataset_items, names_a_path
@@ -61,6 +62,12 @@ TABLE_SUFFIXES = (".csv", ".npz", ".npy")
 
 #: The file written beside saved embeddings: which model made them, from which items.
 MODEL_IDENTITY = "model.json"
+
+#: The ranges of :meth:`TrainedRun.embed`'s loader settings, checked before any item is read.
+EMBED_BOUNDS = {
+    "batch_size": Bounds(1, integer=True, none="the embedding loop's default"),
+    "workers": Bounds(0, integer=True, none="the training default"),
+}
 
 #: How an image file is decoded to the model's channels, by the number of channels: PIL's
 #: conversion, before any resize (converting after resizing gives other pixel values).
@@ -525,8 +532,10 @@ class TrainedRun:
         Raises
         ------
         ValueError
-            If the items do not have the run's item shape (the message says what it expects),
-            are not numbers, a split is asked of items that have none, or a file cannot be read.
+            If ``batch_size`` is not a whole number of 1 or more, or ``workers`` of 0 or more
+            (before any item is read); if the items do not have the run's item shape (the
+            message says what it expects), are not numbers, a split is asked of items that have
+            none, or a file cannot be read.
         TypeError
             If ``items`` is none of the kinds above.
         FileNotFoundError
@@ -534,6 +543,9 @@ class TrainedRun:
         """
         from clusterable.train import embed_dataset
 
+        check_bounds(
+            {"batch_size": batch_size, "workers": workers}, EMBED_BOUNDS, "TrainedRun.embed"
+        )
         dataset, ids, source = self._as_dataset(items, split, root)
         if len(dataset) == 0:
             raise ValueError(f"{source} holds no items to embed")
