@@ -50,6 +50,23 @@ def test_a_flat_folder_is_embedded_with_its_files_as_ids(work, tmp_path, capsys)
     assert "ids.npy" in err and "one id per embedding row" in err
 
 
+def test_relative_items_are_absolute_in_model_json(work, tmp_path, monkeypatch):  # noqa: F811
+    """``model.json`` names the items as ``ids.npy`` does, by absolute path, so that it holds
+    from another working folder (``photos/`` given in one folder named another's there)."""
+    _, run, pngs = work
+    photos = tmp_path / "photos"
+    shutil.copytree(pngs[0].parent, photos)
+    monkeypatch.chdir(tmp_path)
+    cases = {"one": ["photos"], "two": ["photos/q0.png", "./photos/q1.png"]}
+    for out, items in cases.items():
+        assert main(["embed", str(run), "--items", *items, "--out", out]) == 0
+        identity = ModelIdentity.beside(tmp_path / out / "embeddings.npy")
+        assert identity.data == " ".join(str(tmp_path / item.removeprefix("./")) for item in items)
+        assert identity.split is None and os.path.isabs(identity.run)
+        ids = np.load(tmp_path / out / "ids.npy")
+        assert all(name.startswith(str(photos)) for name in ids.tolist())
+
+
 def test_cluster_json_of_a_run_names_its_split_items(work, tmp_path):  # noqa: F811
     _, run, _ = work
     table = tmp_path / "c.json"

@@ -89,7 +89,9 @@ class ModelIdentity:
     run : str
         The run folder the model came from.
     data, root, split : str, optional
-        The items embedded: a data-set name (None: the run's own data), its folder, its split.
+        The items embedded: a data-set name (None: the run's own data), its folder, its split;
+        or (``split`` None) the files and folders ``embed --items`` named, separated by spaces.
+        Paths are absolute, so the file holds from any working folder.
     """
 
     model: str
@@ -268,18 +270,25 @@ class TrainedRun:
         return json.loads(path.read_text())
 
     def identity(
-        self, data: str | None = None, root: str | None = None, split: str | None = None
+        self,
+        data: str | Sequence[str] | None = None,
+        root: str | None = None,
+        split: str | None = None,
     ) -> ModelIdentity:
-        """This model's identity, for embeddings it made of ``data`` (None: the run's own); a
-        ``folder:PATH`` or ``table:PATH`` and ``root`` are recorded as absolute paths, so the
-        split can be read again from any working folder (``report`` reads its images)."""
+        """This model's identity, for embeddings it made of ``data``: a data-set name (None: the
+        run's own), or the paths of the items themselves (a sequence: files, folders, a table).
+        A ``folder:PATH`` or ``table:PATH``, each item path and ``root`` are recorded as absolute
+        paths, so the split can be read again from any working folder (``report`` reads its
+        images), and the record names the same items wherever it is read."""
         if self.model_id is None or self.folder is None:
             raise ValueError("this model was not loaded from a run: it has no identity")
-        if data is not None and names_a_path(data):
+        if data is not None and not isinstance(data, str):  # the items' own paths
+            data = " ".join(_absolute(path) for path in data)
+        elif data is not None and names_a_path(data):
             prefix, _, path = data.partition(":")
-            data = f"{prefix}:{os.path.abspath(os.path.expanduser(path))}"
+            data = f"{prefix}:{_absolute(path)}"
         if root is not None:
-            root = os.path.abspath(os.path.expanduser(root))
+            root = _absolute(root)
         return ModelIdentity(self.model_id, str(self.folder), data=data, root=root, split=split)
 
     def check_identity(self, model_id: str | None, what: str, remedy: str) -> None:
@@ -704,6 +713,11 @@ class TrainedRun:
             row = int(np.flatnonzero(~np.isfinite(array.reshape(len(array), -1)).all(1))[0])
             raise ValueError(f"{what} holds NaN or infinite values (first in row {row})")
         return array
+
+
+def _absolute(path: str) -> str:
+    """``path`` as an absolute path (``~`` expanded), as a run's identity records it."""
+    return os.path.abspath(os.path.expanduser(path))
 
 
 def _unlabelled(x: np.ndarray | ImageFiles, name: str) -> LabelledDataset:

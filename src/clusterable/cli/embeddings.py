@@ -390,16 +390,17 @@ def command_embed(args: argparse.Namespace) -> int:
     return 0
 
 
-def _data_named(args: argparse.Namespace) -> str | None:
+def _data_named(args: argparse.Namespace) -> str | list[str] | None:
     """The data set the embeddings' identity names, for reading their split again (None: the
     run's own): ``--data``, or ``--items`` read as a data set (one folder with ``--split``,
-    recorded as ``folder:PATH``); items without a split are no data set's, and are named as
-    given (a split of None tells the readers so)."""
+    recorded as ``folder:PATH``); items without a split are no data set's, and are named by
+    their paths (a split of None tells the readers so), which
+    `clusterable.trained_run.TrainedRun.identity` records absolute, as their ``ids.npy``."""
     if args.items is None:
         return args.data
     if args.split is not None and Path(args.items[0]).is_dir():
         return f"folder:{args.items[0]}"
-    return " ".join(args.items)
+    return list(args.items)
 
 
 def _check_items_flags(args: argparse.Namespace) -> None:
