@@ -137,22 +137,25 @@ def export_run(
     (:func:`export_model`), with its description: the item view the run's own test table
     embedded (resize, crop, channels, size, normalisation;
     :meth:`clusterable.trained_run.TrainedRun.view_description`), and which model it is: the run
-    folder, the checkpoint, and ``model_checksum``, the checksum of the weights that
-    ``model.json`` beside the run's saved embeddings names as ``model``. ``seed`` seeds the
-    example and parity batches."""
+    folder (:attr:`~clusterable.trained_run.TrainedRun.run_folder`, the same whether the run or
+    one of its checkpoints is exported; null for a checkpoint outside any run folder), the
+    checkpoint, and ``model_checksum``, the checksum of the weights that ``model.json`` beside
+    the run's saved embeddings names as ``model``. ``seed`` seeds the example and parity
+    batches."""
     from clusterable.trained_run import TrainedRun
 
     _require_format(format)
     trained = TrainedRun.load(run, device=HOST)
     spec = trained.spec
     assert spec is not None and trained.checkpoint is not None  # load() reads both from the run
+    run_folder = trained.run_folder
     description = {
         "model": spec.model,
         "embedding_dim": spec.embedding_dim,
         "l2_normalised": spec.normalize,
         "data": spec.data,
         "preprocessing": trained.view_description(),
-        "run": str(trained.folder),
+        "run": None if run_folder is None else str(run_folder),
         "checkpoint": str(Path(trained.checkpoint).resolve()),
         "model_checksum": trained.model_id,
     }

@@ -251,6 +251,15 @@ class TrainedRun:
         return int(self.config.get("seed", 0))
 
     @property
+    def run_folder(self) -> Path | None:
+        """The run folder that holds the checkpoint, whether the run was given as its folder or
+        as one of its checkpoints (:attr:`folder` is then the checkpoint's); None for a lone
+        checkpoint, outside any run folder, or a model not loaded from a run."""
+        from clusterable.train.run_folder import checkpoint_run_folder
+
+        return None if self.checkpoint is None else checkpoint_run_folder(self.checkpoint)
+
+    @property
     def recall_ks(self) -> tuple[int, ...]:
         """The Recall@K of the run's test table: its benchmark's own, else 1, 2, 4, 8."""
         from clusterable.data.registry import standard_recall_ks
