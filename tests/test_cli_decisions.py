@@ -169,12 +169,14 @@ def open_set(tmp_path_factory):
 def test_assign_auto_sends_an_unseen_class_to_none(open_set, capsys, criterion):
     folder, new_labels = open_set
     part, new = str(folder / "p.npz"), str(folder / "new.npy")
-    assert main(["assign", part, new, "--json", str(folder / "plain.json")]) == 0
+    assert main(["assign", part, new, "--json", str(folder / "plain.json"), "--overwrite"]) == 0
     auto = ["--max-distance", "auto", "--calibration", str(folder / "cal" / "embeddings.npy")]
     if criterion:
         auto += ["--threshold-criterion", criterion]
     capsys.readouterr()
-    assert main(["assign", part, new, *auto, "--json", str(folder / "auto.json")]) == 0
+    assert (
+        main(["assign", part, new, *auto, "--json", str(folder / "auto.json"), "--overwrite"]) == 0
+    )
     printed = capsys.readouterr().out
     plain = np.array(
         [i["cluster"] for i in json.loads((folder / "plain.json").read_text())["items"]]
@@ -272,7 +274,7 @@ def test_index_changes_refused_leave_the_file_as_it_was(work, tmp_path, capsys, 
     err = one_line_error(capsys, ["index", str(path), "--add", other_emb, "--label", "1"], "index")
     assert "embedded by another model" in err
     err = one_line_error(capsys, ["index", str(run)], "index")
-    assert "building an index needs --data" in err
+    assert "building an index needs --out" in err
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt

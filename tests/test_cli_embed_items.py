@@ -39,15 +39,32 @@ def test_a_flat_folder_is_embedded_with_its_files_as_ids(work, tmp_path, capsys)
     # Its report shows each cluster's photos, read again from the files ids.npy names, and no
     # scores: a flat folder's labels are all -1.
     partition = tmp_path / "p.npz"
-    assert main([*argv, "--save", str(partition)]) == 0
+    assert main([*argv, "--save", str(partition), "--overwrite"]) == 0
     page = tmp_path / "page.html"
     report = ["report", str(partition), "--embeddings", str(out / "embeddings.npy")]
     assert main([*report, "--out", str(page)]) == 0
     text = page.read_text()
     assert 'class="thumb ' in text and 'id="metrics"' not in text
     np.save(out / "ids.npy", ids[:3])  # ids of other items than these rows
-    err = one_line_error(capsys, [*argv, "--json", str(table)], "cluster")
+    err = one_line_error(capsys, [*argv, "--json", str(table), "--overwrite"], "cluster")
     assert "ids.npy" in err and "one id per embedding row" in err
+
+
+def test_relative_items_are_absolute_in_model_json(work, tmp_path, monkeypatch):  # noqa: F811
+    """``model.json`` names the items as ``ids.npy`` does, by absolute path, so that it holds
+    from another working folder (``photos/`` given in one folder named another's there)."""
+    _, run, pngs = work
+    photos = tmp_path / "photos"
+    shutil.copytree(pngs[0].parent, photos)
+    monkeypatch.chdir(tmp_path)
+    cases = {"one": ["photos"], "two": ["photos/q0.png", "./photos/q1.png"]}
+    for out, items in cases.items():
+        assert main(["embed", str(run), "--items", *items, "--out", out]) == 0
+        identity = ModelIdentity.beside(tmp_path / out / "embeddings.npy")
+        assert identity.data == " ".join(str(tmp_path / item.removeprefix("./")) for item in items)
+        assert identity.split is None and os.path.isabs(identity.run)
+        ids = np.load(tmp_path / out / "ids.npy")
+        assert all(name.startswith(str(photos)) for name in ids.tolist())
 
 
 def test_cluster_json_of_a_run_names_its_split_items(work, tmp_path):  # noqa: F811
@@ -69,7 +86,7 @@ def test_class_folders_and_single_files(work, tmp_path):  # noqa: F811
     assert main(["embed", str(run), "--items", str(photos), "--out", str(out)]) == 0
     assert np.load(out / "labels.npy").tolist() == [0, 0, 1, 1, 1]  # by class folder, sorted
     files = [str(pngs[3]), str(pngs[1])]
-    assert main(["embed", str(run), "--items", *files, "--out", str(out)]) == 0
+    assert main(["embed", str(run), "--items", *files, "--out", str(out), "--overwrite"]) == 0
     assert np.load(out / "ids.npy").tolist() == [os.path.abspath(p) for p in files]
     assert np.load(out / "embeddings.npy").shape[0] == 2
 
@@ -85,7 +102,7 @@ def test_a_split_embed_writes_ids_and_saved_arrays_remove_them(work, tmp_path, c
     shutil.copytree(out, again)
     (again / MODEL_IDENTITY).unlink()
     argv = ["embed", str(again / "embeddings.npy"), str(again / "labels.npy"), "--out", str(out)]
-    assert main(argv) == 0
+    assert main([*argv, "--overwrite"]) == 0
     assert not (out / "ids.npy").exists()  # saved arrays have no ids: the old ones would lie
     assert "removed" in capsys.readouterr().out
 
@@ -145,7 +162,7 @@ def test_a_folder_read_as_a_data_set_is_reported_with_its_images(work, tmp_path,
     with_images = page.read_text()
     shutil.move(photos, tmp_path / "moved")
     capsys.readouterr()
-    assert main([*report, "--out", str(page)]) == 0
+    assert main([*report, "--out", str(page), "--overwrite"]) == 0
     assert "shows no item images" in capsys.readouterr().out
     assert len(page.read_text()) < len(with_images)  # the same page, less its thumbnails
 

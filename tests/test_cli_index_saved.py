@@ -89,7 +89,7 @@ def test_class_folders_name_the_labels_of_the_saved_gallery(work, tmp_path):  # 
     earlier = tmp_path / "earlier"
     shutil.copytree(emb, earlier)
     again = ["embed", str(emb / "embeddings.npy"), str(emb / "labels.npy")]
-    assert main([*again, "--out", str(earlier)]) == 0
+    assert main([*again, "--out", str(earlier), "--overwrite"]) == 0
     assert not (earlier / "class_names.npy").exists()
 
 

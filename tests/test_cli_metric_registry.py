@@ -43,7 +43,8 @@ def test_evaluate_cluster_and_the_clustering_report_show_it(toy_metric, saved, c
     assert main(["evaluate", emb, labels, "--metrics", NAME, "nmi", "--json", str(table)]) == 0
     assert json.loads(table.read_text())[NAME] == pytest.approx(1 / 3)
     assert f"  {LABEL}   33.33 %" in capsys.readouterr().out
-    assert main(["evaluate", emb, labels, "--json", str(table)]) == 0  # the default table
+    again = ["--json", str(table), "--overwrite"]
+    assert main(["evaluate", emb, labels, *again]) == 0  # the default table
     assert NAME in json.loads(table.read_text()) and LABEL in capsys.readouterr().out
 
     clusters = saved / "c.npy"

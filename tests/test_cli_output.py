@@ -76,7 +76,7 @@ def test_evaluate_metrics_computes_only_those(blobs, capsys):
     assert set(json.loads(out.read_text())) == {"map@r", "nmi"}
     assert "k-means, k = 3" in capsys.readouterr().out
 
-    assert main([*argv, "--metrics", "recall@k", "--clustering", "aas"]) == 0
+    assert main([*argv, "--metrics", "recall@k", "--clustering", "aas", "--overwrite"]) == 0
     assert set(json.loads(out.read_text())) == {"recall@1", "recall@2", "recall@4", "recall@8"}
     printed = capsys.readouterr().out
     assert "evaluated: 60 items" in printed and "clustering" not in printed

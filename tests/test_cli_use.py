@@ -75,6 +75,27 @@ def test_index_holds_the_gallery_with_labels_and_model_identity(work):
     assert (index.model, index.run) == (embedder.model_id, str(run.resolve()))
 
 
+def test_index_of_a_run_without_data_indexes_the_run_s_own_data_set(work, tmp_path):
+    """``index RUN`` without ``--data`` takes the data set the run trained on, as ``cluster
+    RUN`` and ``evaluate RUN`` do (`TrainedRun.split`): the index ``--data digits`` builds, and
+    every item of it without ``--split``; a query then searches it."""
+    folder, run, pngs = work
+    own = tmp_path / "own.npz"
+    assert main(["index", str(run), "--split", "train", "--out", str(own)]) == 0
+    built, named = EmbeddingIndex.load(own), EmbeddingIndex.load(folder / "gallery.npz")
+    np.testing.assert_array_equal(built.vectors, named.vectors)
+    assert built.ids.tolist() == named.ids.tolist()
+    assert built.labels.tolist() == named.labels.tolist()
+    assert (built.model, built.run) == (named.model, named.run)
+    every = tmp_path / "every.npz"
+    assert main(["index", str(run), "--out", str(every)]) == 0
+    assert len(EmbeddingIndex.load(every)) == len(load_dataset("digits", split="all"))
+    hits = tmp_path / "hits.json"
+    assert main(["search", str(own), str(pngs[0]), "-k", "3", "--json", str(hits)]) == 0
+    (query,) = json.loads(hits.read_text())["queries"]
+    assert query["query"] == str(pngs[0].resolve()) and len(query["neighbours"]) == 3
+
+
 @pytest.mark.parametrize("kind", ["ivf", "hnsw"])
 def test_an_approximate_index_prints_its_measured_recall(work, tmp_path, capsys, kind):
     _, run, _ = work

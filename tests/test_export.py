@@ -152,17 +152,25 @@ def test_export_run_describes_the_runs_input(digits_run, tmp_path):
 
 
 def test_an_exported_run_names_its_run_and_the_checksum_model_json_gives(digits_run, tmp_path):
-    """The description tells which run and which weights made the file: the checksum is the
-    one `embed` writes in model.json, whether the run folder or its checkpoint is exported."""
+    """The description tells which run and which weights made the file: the run folder and the
+    checkpoint, each as itself, whether the run folder or its checkpoint is exported (a
+    checkpoint copied out of its run has no run folder: null); the checksum is the one `embed`
+    writes in model.json."""
     from clusterable.trained_run import TrainedRun
 
     trained = TrainedRun.load(digits_run, device="cpu")
     identity = trained.identity()
-    checkpoint = str(Path(trained.checkpoint).resolve())
-    for given, run in ((digits_run, identity.run), (trained.checkpoint, checkpoint)):
+    checkpoint = Path(trained.checkpoint).resolve()
+    lone = tmp_path / "lone-checkpoint"
+    shutil.copytree(checkpoint, lone)
+    for given, run, weights in (
+        (digits_run, identity.run, checkpoint),
+        (trained.checkpoint, str(digits_run.resolve()), checkpoint),
+        (lone, None, lone),
+    ):
         path = export_run(given, tmp_path / "m", "torchscript")
         sidecar = json.loads(path.with_name(path.name + ".json").read_text())
-        assert (sidecar["run"], sidecar["checkpoint"]) == (run, checkpoint)
+        assert (sidecar["run"], sidecar["checkpoint"]) == (run, str(weights)), given
         assert sidecar["model_checksum"] == identity.model
 
 

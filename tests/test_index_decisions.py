@@ -231,10 +231,16 @@ def test_remove_exact_equals_index_built_without_them(string_ids):
     assert ids[7] not in index.ids and len(index) == 96
 
 
-def test_remove_every_item_with_a_repeated_id():
-    index = EmbeddingIndex.build(np.eye(3, dtype=np.float32), ids=["a", "b", "a"])
-    index.remove(["a"])
-    assert index.ids.tolist() == ["b"]
+@pytest.mark.parametrize("ids", [["a", "b", "a"], [4, 7, 4]])
+def test_build_refuses_an_id_given_twice_as_add_does(ids):
+    """An id names one item (`search` returns it, `remove` takes it): ``build`` refuses a
+    repeated one in one line, as ``add`` does."""
+    with pytest.raises(ValueError, match=rf"^id {ids[0]!r} is given twice; ids must be unique"):
+        EmbeddingIndex.build(np.eye(3, dtype=np.float32), ids=ids)
+    gallery = np.eye(3, dtype=np.float32)
+    index = EmbeddingIndex.build(gallery[:2], ids=ids[:2])
+    with pytest.raises(ValueError, match=rf"^id {ids[0]!r} is already in this index"):
+        index.add(gallery[2:], ids=ids[2:])
 
 
 def test_remove_refuses_unknown_ids_and_changes_nothing():

@@ -66,7 +66,8 @@ def test_evaluate_run_reproduces_the_runs_test_table_and_its_knn(family, tmp_pat
     assert cli("evaluate", family / "run", "--json", table, "--device", "cpu") == 0
     evaluated = json.loads(table.read_text())
     assert list(evaluated) == list(own) and evaluated == own
-    assert cli("evaluate", family / "run", "--metrics", "knn@3", "--json", table) == 0
+    again = ("--json", table, "--overwrite")
+    assert cli("evaluate", family / "run", "--metrics", "knn@3", *again) == 0
     assert json.loads(table.read_text()) == {"knn@3": own["knn@3"]}
 
 

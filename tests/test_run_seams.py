@@ -197,17 +197,19 @@ def test_evaluate_run_asks_training_items_only_of_items_they_can_score(
     # The test split as a table, read in the run's coarse view: classes "0 | 1 | 2 | 3 | 4" and
     # "5 | 6 | 7 | 8 | 9", the training classes; "a | b | c | d | e" is none of them.
     data = f"table:{tmp_path / 'same.npz'}"
-    assert cli("evaluate", coarse_run, "--data", data, "--split", "all", "--json", table) == 0
+    again = ("--json", table, "--overwrite")
+    assert cli("evaluate", coarse_run, "--data", data, "--split", "all", *again) == 0
     own = json.loads((coarse_run / "test_metrics.json").read_text())
     evaluated = json.loads(table.read_text())
     assert {name: evaluated[name] for name in own if name.startswith("knn@")} == {
         name: value for name, value in own.items() if name.startswith("knn@")
     }
     data = f"table:{tmp_path / 'other.npz'}"
-    assert cli("evaluate", coarse_run, "--data", data, "--split", "all", "--json", table) == 0
+    again = ("--json", table, "--overwrite")
+    assert cli("evaluate", coarse_run, "--data", data, "--split", "all", *again) == 0
     assert not any(name.startswith("knn@") for name in json.loads(table.read_text()))
     assert "no class of other/all is a training class of the run" in capsys.readouterr().out
-    assert cli("evaluate", coarse_run, "--metrics", "nmi", "--json", table) == 0
+    assert cli("evaluate", coarse_run, "--metrics", "nmi", *again) == 0
     assert json.loads(table.read_text()) == {"nmi": own["nmi"]}
 
 
@@ -232,9 +234,10 @@ def test_evaluate_run_scores_knn_accuracy_when_metrics_ask_it(coarse_run, tmp_pa
     table = tmp_path / "t.json"
     assert cli("evaluate", coarse_run, "--metrics", "knn@3", "nmi", "--json", table) == 0
     assert json.loads(table.read_text()) == {"knn@3": own["knn@3"], "nmi": own["nmi"]}
-    assert cli("evaluate", coarse_run, "--metrics", "knn@3", "--json", table) == 0
+    again = ("--json", table, "--overwrite")
+    assert cli("evaluate", coarse_run, "--metrics", "knn@3", *again) == 0
     assert json.loads(table.read_text()) == {"knn@3": own["knn@3"]}
-    assert cli("evaluate", coarse_run, "--metrics", "knn@k", "knn@9", "--json", table) == 0
+    assert cli("evaluate", coarse_run, "--metrics", "knn@k", "knn@9", *again) == 0
     evaluated = json.loads(table.read_text())
     assert sorted(evaluated) == ["knn@1", "knn@3", "knn@5", "knn@7", "knn@9"]
     assert {k: evaluated[k] for k in own if k.startswith("knn@")} == {
@@ -277,11 +280,11 @@ def test_saved_embeddings_of_a_coarse_run_score_its_sub_classes(coarse_run, tmp_
     fine = np.load(emb / "fine_labels.npy")
     crossing = np.arange(len(fine)) % 2
     np.save(tmp_path / "crossing.npy", crossing)
-    assert cli("evaluate", saved[0], tmp_path / "crossing.npy", "--json", table) == 0
+    assert cli("evaluate", saved[0], tmp_path / "crossing.npy", "--json", table, "--overwrite") == 0
     assert not any(name.startswith("subclass_") for name in json.loads(table.read_text()))
     assert "fine_labels.npy is left out: its classes are not sub-classes" in capsys.readouterr().out
     # The fine classes as the labels: nothing finer, no sub-class scores and no note.
-    assert cli("evaluate", saved[0], emb / "fine_labels.npy", "--json", table) == 0
+    assert cli("evaluate", saved[0], emb / "fine_labels.npy", "--json", table, "--overwrite") == 0
     assert not any(name.startswith("subclass_") for name in json.loads(table.read_text()))
     assert "fine_labels.npy" not in capsys.readouterr().out
 

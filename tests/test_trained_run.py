@@ -55,6 +55,33 @@ def test_from_run_embeds_a_dataset_as_the_trainer_does(run, test_split):
     assert embedder.folder == run.resolve()
 
 
+@pytest.mark.parametrize(
+    ("setting", "value", "says"),
+    [
+        ("batch_size", 0, "batch_size=0 must be an integer of at least 1"),
+        ("batch_size", -8, "batch_size=-8 must be an integer of at least 1"),
+        ("batch_size", 2.5, "batch_size=2.5 is not an integer"),
+        ("batch_size", "64", "batch_size='64' is not a number"),
+        ("batch_size", True, "batch_size=True is not a number"),
+        ("workers", -1, "workers=-1 must be an integer of at least 0"),
+    ],
+)
+def test_embed_refuses_a_batch_size_that_is_no_count_before_reading_items(
+    run, monkeypatch, setting, value, says
+):
+    """One line naming the setting, before the items are read (torch's sampler would refuse
+    ``batch_size=0`` only once the data set is loaded, in its own words)."""
+    embedder = TrainedRun.load(run, device="cpu")
+
+    def read(*args, **kwargs):
+        raise AssertionError("the items were read before the refusal")
+
+    monkeypatch.setattr(TrainedRun, "_as_dataset", read)
+    with pytest.raises(ValueError, match=f"^TrainedRun.embed {says}") as caught:
+        embedder.embed("digits", split="test", **{setting: value})
+    assert "\n" not in str(caught.value)
+
+
 def test_array_tensor_and_single_item_give_the_same_embeddings(run, test_split):
     embedder = TrainedRun.load(run, device="cpu")
     x = test_split.x[:10]

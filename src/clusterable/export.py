@@ -44,6 +44,9 @@ TRACE_BATCH, PARITY_BATCH = 2, 3
 #: File suffix of each format.
 SUFFIX = {"onnx": ".onnx", "torchscript": ".pt"}
 
+#: What is added to the exported file's name for the name of its description (``fm.onnx.json``).
+DESCRIPTION_SUFFIX = ".json"
+
 
 def export_model(
     model: nn.Module,
@@ -119,7 +122,8 @@ def export_model(
         "parity_batch": PARITY_BATCH,
         **(description or {}),
     }
-    atomic_write_text(target.with_name(target.name + ".json"), json.dumps(sidecar, indent=2))
+    description_file = target.with_name(target.name + DESCRIPTION_SUFFIX)
+    atomic_write_text(description_file, json.dumps(sidecar, indent=2))
     return target
 
 
@@ -133,22 +137,25 @@ def export_run(
     (:func:`export_model`), with its description: the item view the run's own test table
     embedded (resize, crop, channels, size, normalisation;
     :meth:`clusterable.trained_run.TrainedRun.view_description`), and which model it is: the run
-    folder, the checkpoint, and ``model_checksum``, the checksum of the weights that
-    ``model.json`` beside the run's saved embeddings names as ``model``. ``seed`` seeds the
-    example and parity batches."""
+    folder (:attr:`~clusterable.trained_run.TrainedRun.run_folder`, the same whether the run or
+    one of its checkpoints is exported; null for a checkpoint outside any run folder), the
+    checkpoint, and ``model_checksum``, the checksum of the weights that ``model.json`` beside
+    the run's saved embeddings names as ``model``. ``seed`` seeds the example and parity
+    batches."""
     from clusterable.trained_run import TrainedRun
 
     _require_format(format)
     trained = TrainedRun.load(run, device=HOST)
     spec = trained.spec
     assert spec is not None and trained.checkpoint is not None  # load() reads both from the run
+    run_folder = trained.run_folder
     description = {
         "model": spec.model,
         "embedding_dim": spec.embedding_dim,
         "l2_normalised": spec.normalize,
         "data": spec.data,
         "preprocessing": trained.view_description(),
-        "run": str(trained.folder),
+        "run": None if run_folder is None else str(run_folder),
         "checkpoint": str(Path(trained.checkpoint).resolve()),
         "model_checksum": trained.model_id,
     }

@@ -150,8 +150,8 @@ class EmbeddingIndex:
         Raises
         ------
         ValueError
-            If an argument is out of its range, or (cosine) an embedding is all zeros; before
-            any work.
+            If an argument is out of its range, an id is given twice, or (cosine) an embedding
+            is all zeros; before any work.
 
         Examples
         --------
@@ -171,9 +171,11 @@ class EmbeddingIndex:
         check_seed(seed, "EmbeddingIndex.build")
         vectors = as_embeddings(embeddings, "embeddings")
         as_points(vectors, distance, "embeddings")  # cosine: no all-zero row
+        item_ids = _as_ids(ids, vectors.shape[0], default=np.arange(vectors.shape[0]))
+        _check_unique_ids(item_ids)
         index = cls(
             vectors=vectors,
-            ids=_as_ids(ids, vectors.shape[0], default=np.arange(vectors.shape[0])),
+            ids=item_ids,
             labels=None if labels is None else label_values(labels, vectors.shape[0]),
             distance=distance,
             kind=_check_choice(kind, ("exact", "ivf", "hnsw"), "kind"),
@@ -215,13 +217,7 @@ class EmbeddingIndex:
         first = int(self.ids.max()) + 1 if self.ids.dtype.kind == "i" else n_old
         new_ids = _as_ids(ids, n_new, default=np.arange(first, first + n_new))
         _check_same_kind(new_ids, self.ids, "ids")
-        values, counts = np.unique(new_ids, return_counts=True)
-        taken = np.concatenate([values[counts > 1], new_ids[np.isin(new_ids, self.ids)]])
-        if taken.size:
-            raise ValueError(
-                f"id {taken[0].item()!r} is already in this index or given twice; ids must be "
-                "unique, so remove the old item first or give the new one another id"
-            )
+        _check_unique_ids(new_ids, self.ids)
         if labels is None and self.labels is not None:
             raise ValueError("this index stores labels: pass labels= for the new items too")
         if labels is not None and self.labels is None:
@@ -291,7 +287,8 @@ class EmbeddingIndex:
         return distances, rows, ids
 
     def remove(self, ids: Sequence[Any] | np.ndarray) -> None:
-        """Remove the gallery items with these ids (every item carrying one of them).
+        """Remove the gallery items of these ids (an id names one item: `build` and `add`
+        refuse an id given twice; one named twice here is removed once).
 
         The remaining items keep their order, so their rows close up. An approximate index
         (``"ivf"``, ``"hnsw"``) re-adds the remaining items to its faiss structure (the IVF lists
@@ -593,6 +590,27 @@ def _set_breadth(index: Any, kind: str, breadth: int | None) -> None:
 def _as_ids(values: Any, n: int, default: np.ndarray) -> np.ndarray:
     """``(n,)`` ids as int64 or strings (never an object array), ``default`` when not given."""
     return default if values is None else label_values(values, n, "ids", what="id")
+
+
+def _check_unique_ids(new: np.ndarray, held: np.ndarray | None = None) -> None:
+    """Refuse an id given twice among ``new``, or one the index holds already (``held``, its
+    ids, for `EmbeddingIndex.add`): an id names one item, the one `search` returns and
+    `remove` takes."""
+    values, counts = np.unique(new, return_counts=True)
+    repeated = values[counts > 1]
+    if held is None:
+        if repeated.size:
+            raise ValueError(
+                f"id {repeated[0].item()!r} is given twice; ids must be unique: give each item "
+                "its own id"
+            )
+        return
+    taken = np.concatenate([repeated, new[np.isin(new, held)]])
+    if taken.size:
+        raise ValueError(
+            f"id {taken[0].item()!r} is already in this index or given twice; ids must be "
+            "unique, so remove the old item first or give the new one another id"
+        )
 
 
 def _check_same_kind(new: np.ndarray, held: np.ndarray, name: str) -> None:

@@ -47,6 +47,7 @@ from torch import nn
 
 from clusterable._arrays import to_numpy
 from clusterable._atomic import atomic_write_text
+from clusterable._ranges import Bounds, check_bounds
 from clusterable.data import ImageFiles, LabelledDataset
 from clusterable.data.generic import IMAGE_EXTENSIONS, images_in, load_table
 from clusterable.data.registry import available_datasets, dataset_items, names_a_path
@@ -66,6 +67,12 @@ TABLE_SUFFIXES = (".csv", ".npz", ".npy")
 
 #: The file written beside saved embeddings: which model made them, from which items.
 MODEL_IDENTITY = "model.json"
+
+#: The ranges of :meth:`TrainedRun.embed`'s loader settings, checked before any item is read.
+EMBED_BOUNDS = {
+    "batch_size": Bounds(1, integer=True, none="the embedding loop's default"),
+    "workers": Bounds(0, integer=True, none="the training default"),
+}
 
 #: How an image file is decoded to the model's channels, by the number of channels: PIL's
 #: conversion, before any resize (converting after resizing gives other pixel values).
@@ -87,7 +94,9 @@ class ModelIdentity:
     run : str
         The run folder the model came from.
     data, root, split : str, optional
-        The items embedded: a data-set name (None: the run's own data), its folder, its split.
+        The items embedded: a data-set name (None: the run's own data), its folder, its split;
+        or (``split`` None) the files and folders ``embed --items`` named, separated by spaces.
+        Paths are absolute, so the file holds from any working folder.
     """
 
     model: str
@@ -256,6 +265,15 @@ class TrainedRun:
         return int(self.config.get("seed", 0))
 
     @property
+    def run_folder(self) -> Path | None:
+        """The run folder that holds the checkpoint, whether the run was given as its folder or
+        as one of its checkpoints (:attr:`folder` is then the checkpoint's); None for a lone
+        checkpoint, outside any run folder, or a model not loaded from a run."""
+        from clusterable.train.run_folder import checkpoint_run_folder
+
+        return None if self.checkpoint is None else checkpoint_run_folder(self.checkpoint)
+
+    @property
     def recall_ks(self) -> tuple[int, ...]:
         """The Recall@K of the run's test table: its benchmark's own, else 1, 2, 4, 8."""
         from clusterable.data.registry import standard_recall_ks
@@ -275,18 +293,25 @@ class TrainedRun:
         return json.loads(path.read_text())
 
     def identity(
-        self, data: str | None = None, root: str | None = None, split: str | None = None
+        self,
+        data: str | Sequence[str] | None = None,
+        root: str | None = None,
+        split: str | None = None,
     ) -> ModelIdentity:
-        """This model's identity, for embeddings it made of ``data`` (None: the run's own); a
-        ``folder:PATH`` or ``table:PATH`` and ``root`` are recorded as absolute paths, so the
-        split can be read again from any working folder (``report`` reads its images)."""
+        """This model's identity, for embeddings it made of ``data``: a data-set name (None: the
+        run's own), or the paths of the items themselves (a sequence: files, folders, a table).
+        A ``folder:PATH`` or ``table:PATH``, each item path and ``root`` are recorded as absolute
+        paths, so the split can be read again from any working folder (``report`` reads its
+        images), and the record names the same items wherever it is read."""
         if self.model_id is None or self.folder is None:
             raise ValueError("this model was not loaded from a run: it has no identity")
-        if data is not None and names_a_path(data):
+        if data is not None and not isinstance(data, str):  # the items' own paths
+            data = " ".join(_absolute(path) for path in data)
+        elif data is not None and names_a_path(data):
             prefix, _, path = data.partition(":")
-            data = f"{prefix}:{os.path.abspath(os.path.expanduser(path))}"
+            data = f"{prefix}:{_absolute(path)}"
         if root is not None:
-            root = os.path.abspath(os.path.expanduser(root))
+            root = _absolute(root)
         return ModelIdentity(self.model_id, str(self.folder), data=data, root=root, split=split)
 
     def check_identity(self, model_id: str | None, what: str, remedy: str) -> None:
@@ -539,8 +564,10 @@ class TrainedRun:
         Raises
         ------
         ValueError
-            If the items do not have the run's item shape (the message says what it expects),
-            are not numbers, a split is asked of items that have none, or a file cannot be read.
+            If ``batch_size`` is not a whole number of 1 or more, or ``workers`` of 0 or more
+            (before any item is read); if the items do not have the run's item shape (the
+            message says what it expects), are not numbers, a split is asked of items that have
+            none, or a file cannot be read.
         TypeError
             If ``items`` is none of the kinds above.
         FileNotFoundError
@@ -548,6 +575,9 @@ class TrainedRun:
         """
         from clusterable.train import embed_dataset
 
+        check_bounds(
+            {"batch_size": batch_size, "workers": workers}, EMBED_BOUNDS, "TrainedRun.embed"
+        )
         dataset, ids, source = self._as_dataset(items, split, root)
         if len(dataset) == 0:
             raise ValueError(f"{source} holds no items to embed")
@@ -706,6 +736,11 @@ class TrainedRun:
             row = int(np.flatnonzero(~np.isfinite(array.reshape(len(array), -1)).all(1))[0])
             raise ValueError(f"{what} holds NaN or infinite values (first in row {row})")
         return array
+
+
+def _absolute(path: str) -> str:
+    """``path`` as an absolute path (``~`` expanded), as a run's identity records it."""
+    return os.path.abspath(os.path.expanduser(path))
 
 
 def _unlabelled(x: np.ndarray | ImageFiles, name: str) -> LabelledDataset:

@@ -157,12 +157,37 @@ def embed_files() -> tuple[str, ...]:
 @dataclass(frozen=True)
 class Output:
     """A file a verb writes: the ``dest`` of its flag in the parsed arguments, the flag as the
-    user types it, the suffixes it takes (none: any) and what it writes, for the messages."""
+    user types it, the suffixes it takes (none: any) and what it writes, for the messages.
+
+    ``files``: the flag names a folder, and these are the files the verb writes in it
+    (``embed``, ``plot``). ``beside``: the files the verb writes beside the one the flag names,
+    each as a suffix added to its name (``export``'s ``.json``: ``fm.onnx.json``). ``instead``:
+    what the user may do with an existing file rather than replace it, ``{path}`` standing for
+    the file (``index``'s ``--add``), said in the refusal."""
 
     dest: str
     flag: str
     suffixes: tuple[str, ...] = ()
     kind: str = ""
+    files: tuple[str, ...] = ()
+    beside: tuple[str, ...] = ()
+    instead: str = ""
+
+
+#: The flag that lets an output replace an existing file (`check_outputs`).
+OVERWRITE_FLAG = "--overwrite"
+
+
+def add_overwrite(
+    parser: argparse.ArgumentParser, help: str = "replace the files the output flags name"
+) -> None:
+    """``--overwrite`` on a verb that writes files: without it, `check_outputs` refuses an output
+    that exists already; ``help`` says what it replaces."""
+    parser.add_argument(
+        OVERWRITE_FLAG,
+        action="store_true",
+        help=f"{help} where they exist (without it an existing file is refused, before any work)",
+    )
 
 
 def _argument_names(command: str | None) -> dict[str, str]:
@@ -238,7 +263,11 @@ def check_outputs(args: argparse.Namespace, *outputs: Output) -> dict[str, Path 
     (``search IDX.npz Q.npy --json IDX.npz``), (b) one of the files a run folder or an embed
     folder owns (`clusterable.train.run_folder.run_owner`, `embed_folder_owner`), nor (c) end in
     another suffix than the kind the flag writes (``--json`` a ``.json``); its folder must be
-    writable. An existing file of the right kind that is nothing else of the command is replaced.
+    writable. (d) A file that exists already (the one the flag names, one the verb writes beside
+    it, or in the folder it names) is replaced only with ``--overwrite`` (`add_overwrite`), which
+    the verb then takes: the one rule of every output flag, a flag's default
+    (``cluster``'s ``clusters.npy``) included. What (a) to (c) refuse is refused with
+    ``--overwrite`` too.
 
     Raises
     ------
@@ -255,12 +284,55 @@ def check_outputs(args: argparse.Namespace, *outputs: Output) -> dict[str, Path 
             checked[output.dest] = None
             continue
         path = Path(value)
-        check_not_given(args, output.flag, path, output.dest, dests)
-        owner = embed_folder_owner(path)
-        if owner is not None:
-            raise ValueError(f"{output.flag} {value} is {owner}: write {output.flag} elsewhere")
-        checked[output.dest] = check_output_file(path, output.flag, output.suffixes, output.kind)
+        if output.files:  # a folder: none of the files written in it another path of the command
+            for name in output.files:
+                check_not_given(args, output.flag, path / name, output.dest, dests)
+            checked[output.dest] = path
+        else:
+            check_not_given(args, output.flag, path, output.dest, dests)
+            owner = embed_folder_owner(path)
+            if owner is not None:
+                raise ValueError(f"{output.flag} {value} is {owner}: write {output.flag} elsewhere")
+            checked[output.dest] = check_output_file(
+                path, output.flag, output.suffixes, output.kind
+            )
+        check_not_replaced(args, output, path)
     return checked
+
+
+def check_not_replaced(args: argparse.Namespace, output: Output, path: Path) -> None:
+    """Refuse to write ``output`` at ``path`` where a file it writes exists already, unless the
+    command has ``--overwrite``.
+
+    Raises
+    ------
+    ValueError
+        One line naming the flag, the existing file and what to do.
+    """
+    if args.overwrite:
+        return
+    if output.files:
+        written = [path / name for name in output.files]
+    else:
+        written = [path, *(path.with_name(path.name + suffix) for suffix in output.beside)]
+    existing = [file for file in written if file.exists()]
+    if not existing:
+        return
+    flag = output.flag
+    if output.files:
+        more = len(existing) - 1
+        found = f"{flag} {path} already holds {existing[0].name}" + (
+            f" and {more} more of the files it writes" if more else ""
+        )
+    elif existing[0] == path:
+        found = f"{flag} {path} already exists"
+    else:
+        found = f"{flag} {path} would replace {existing[0]}, written beside it"
+    them = "it" if len(existing) == 1 else "them"
+    instead = f", or {output.instead.format(path=path)}" if output.instead else ""
+    raise ValueError(
+        f"{found}; add {OVERWRITE_FLAG} to replace {them}, or choose another {flag}{instead}"
+    )
 
 
 def check_not_given(

@@ -18,7 +18,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from clusterable.cli._files import load_run, plain
+from clusterable.cli._files import add_overwrite, load_run, plain
 from clusterable.cli._flag_types import whole_number
 from clusterable.cli._parser import Verbs
 
@@ -368,4 +368,5 @@ def add_classify(verbs: Verbs) -> argparse.ArgumentParser:
     )
     classify.add_argument("--run", help="embed the items with this run (default: the index's)")
     classify.add_argument("--output", help="also write id, label, confidence to this .csv or .json")
+    add_overwrite(classify, "replace the file --output names")
     return classify

@@ -22,9 +22,9 @@ from clusterable.cli._files import (
     ROLES_FILE,
     Embedded,
     Output,
+    add_overwrite,
     add_source,
     check_classes,
-    check_not_given,
     check_outputs,
     embed_files,
     embeddings_of,
@@ -382,6 +382,7 @@ def add_evaluate(verbs: Verbs) -> argparse.ArgumentParser:
         "other pair distances, the DET curve, and the F1 threshold with its FMR and FNMR (chosen "
         "on a run's validation split for its own test split, else on these items)",
     )
+    add_overwrite(evaluate, "replace the files --json and --report name")
     return evaluate
 
 
@@ -400,8 +401,8 @@ def command_embed(args: argparse.Namespace) -> int:
             f"--out {out} is a run folder (or inside one): write the embeddings to a folder "
             "of their own"
         )
-    for name in embed_files():  # none of them a file this command reads
-        check_not_given(args, "--out", out / name, "out")
+    # None of its files a file this command reads; an earlier embed's replaced only when told.
+    check_outputs(args, Output("out", "--out", kind="the embeddings are", files=embed_files()))
     if args.items is not None:
         _check_items_flags(args)
     else:  # a data set's split: the test split unless --split
@@ -443,16 +444,17 @@ def command_embed(args: argparse.Namespace) -> int:
     return 0
 
 
-def _data_named(args: argparse.Namespace) -> str | None:
+def _data_named(args: argparse.Namespace) -> str | list[str] | None:
     """The data set the embeddings' identity names, for reading their split again (None: the
     run's own): ``--data``, or ``--items`` read as a data set (one folder with ``--split``,
-    recorded as ``folder:PATH``); items without a split are no data set's, and are named as
-    given (a split of None tells the readers so)."""
+    recorded as ``folder:PATH``); items without a split are no data set's, and are named by
+    their paths (a split of None tells the readers so), which
+    `clusterable.trained_run.TrainedRun.identity` records absolute, as their ``ids.npy``."""
     if args.items is None:
         return args.data
     if args.split is not None and Path(args.items[0]).is_dir():
         return f"folder:{args.items[0]}"
-    return " ".join(args.items)
+    return list(args.items)
 
 
 def _check_items_flags(args: argparse.Namespace) -> None:
@@ -520,6 +522,7 @@ def add_embed(verbs: Verbs) -> argparse.ArgumentParser:
         help="folder for embeddings.npy, labels.npy (-1: no label), class_names.npy and ids.npy "
         "(each row's file path, or row number)",
     )
+    add_overwrite(embed, "replace the files of an earlier embed in --out")
     return embed
 
 
@@ -682,15 +685,26 @@ def add_cluster(verbs: Verbs) -> argparse.ArgumentParser:
     cluster.add_argument(
         "--save", help="also save the partition, to assign new items later (`clusterable assign`)"
     )
+    add_overwrite(cluster, "replace the files --out, --json and --save name")
     return cluster
 
 
+#: The figures ``plot`` writes: the t-SNE map, a run's training curves, an image run's
+#: retrieval grid.
+TSNE_FILE, CURVES_FILE, RETRIEVAL_FILE = "tsne.png", "curves.png", "retrieval.png"
+PLOT_FILES = (TSNE_FILE, CURVES_FILE, RETRIEVAL_FILE)
+
+
 def command_plot(args: argparse.Namespace) -> int:
-    """Run ``clusterable plot`` with the parsed ``args``; its exit status."""
+    """Run ``clusterable plot`` with the parsed ``args``; its exit status. ``--out`` follows
+    the rule of every output (`check_outputs`: an earlier plot's figures are replaced only with
+    ``--overwrite``); without it, the figures go to the folder of their source's that ``plot``
+    keeps for them (:func:`plots_folder`), rewritten each time."""
     from clusterable.plots import plot_retrieval_grid, plot_training_curves, plot_tsne
     from clusterable.train.run_folder import check_writable
 
     if args.out:  # checked before any work; a refused source leaves no folder behind
+        check_outputs(args, Output("out", "--out", kind="the figures are", files=PLOT_FILES))
         check_writable(args.out, keep=False)
     source = embeddings_of(args)
     out = check_writable(args.out or plots_folder(source, args.source))
@@ -701,7 +715,7 @@ def command_plot(args: argparse.Namespace) -> int:
         plot_tsne(
             source.embeddings,
             source.labels,
-            out / "tsne.png",
+            out / TSNE_FILE,
             subclasses=source.fine_labels,
             seed=seed_of(args, source),
             class_names=names,
@@ -711,7 +725,7 @@ def command_plot(args: argparse.Namespace) -> int:
     run_folder = None if source.run is None else source.run.folder
     log = None if run_folder is None else run_folder / "log.jsonl"
     if log is not None and log.is_file():
-        written.append(plot_training_curves(log, out / "curves.png"))
+        written.append(plot_training_curves(log, out / CURVES_FILE))
     if dataset is not None and len(dataset.input_shape) == 3:
         images, _ = dataset.features()
         written.append(
@@ -719,7 +733,7 @@ def command_plot(args: argparse.Namespace) -> int:
                 images,
                 source.embeddings,
                 source.labels,
-                out / "retrieval.png",
+                out / RETRIEVAL_FILE,
                 seed=seed_of(args, source),
                 class_names=names,
             )
@@ -750,6 +764,7 @@ def add_plot(verbs: Verbs) -> argparse.ArgumentParser:
     plot.add_argument(
         "--out",
         help="folder for the PNG files (default: plots/ in the run folder, or beside the "
-        "embeddings .npy)",
+        "embeddings .npy, rewritten each time)",
     )
+    add_overwrite(plot, "replace the figures of an earlier plot in --out")
     return plot

@@ -12,6 +12,7 @@ from clusterable.cli._files import (
     LABELS_FILE,
     Embedded,
     Output,
+    add_overwrite,
     check_classes,
     check_outputs,
     ids_beside,
@@ -222,6 +223,7 @@ def add_report(verbs: Verbs) -> argparse.ArgumentParser:
         help="HTML file (default: report.html in the run or experiment folder; NAME-report.html "
         "beside a clustering NAME.npz or NAME.npy)",
     )
+    add_overwrite(report, "replace the page --out names (the default page is rewritten each time)")
     report.add_argument("--embeddings", help="clusterings: the (n, d) .npy that was clustered")
     report.add_argument(
         "--labels", help="clusterings: class labels .npy (default: labels.npy beside --embeddings)"

@@ -26,6 +26,7 @@ from clusterable.cli._files import (
     NPY,
     NPZ,
     Output,
+    add_overwrite,
     check_outputs,
     ids_beside,
     items_in_clusters,
@@ -57,6 +58,17 @@ if TYPE_CHECKING:
 MAX_PRINTED_ITEMS = 50
 
 
+#: ``index --out``: an existing index is replaced only with ``--overwrite``, as every output.
+INDEX_OUT = Output(
+    "out",
+    "--out",
+    NPZ,
+    "the index is",
+    instead="change it in place, keeping the items added to it with --add: clusterable index "
+    "{path} --add ITEMS (or --remove IDS)",
+)
+
+
 def command_index(args: argparse.Namespace) -> int:
     """Build and save an index of a run's gallery (an existing ``--out`` replaced only with
     ``--overwrite``, refused before any work otherwise), or change a saved one (``--add``,
@@ -71,19 +83,13 @@ def command_index(args: argparse.Namespace) -> int:
             f"{args.source} holds embeddings already: drop --data, --split and --root (they pick "
             "the items a run embeds), or give a run folder"
         )
-    for flag, value in (("--data", args.data or saved), ("--out", args.out)):
-        if not value:
-            raise ValueError(
-                f"building an index needs {flag}; to change a saved index give --add or --remove"
-            )
-    out = check_outputs(args, Output("out", "--out", NPZ, "the index is"))["out"]
-    assert out is not None  # refused above when not given
-    if out.exists() and not args.overwrite:  # it may hold --add's items, which nothing rebuilds
+    if not args.out:
         raise ValueError(
-            f"--out {out} already exists; add --overwrite to replace it (items added to it with "
-            f"--add are lost), or choose another --out, or change it in place: clusterable index "
-            f"{out} --add ITEMS (or --remove IDS)"
+            "building an index needs --out; to change a saved index give --add or --remove"
         )
+    # An existing index may hold --add's items, which nothing rebuilds: it is changed in place.
+    out = check_outputs(args, INDEX_OUT)["out"]
+    assert out is not None  # refused above when not given
     gallery = _saved_gallery(Path(args.source)) if saved else _embedded_gallery(args)
     index = EmbeddingIndex.build(
         gallery.embeddings,
@@ -158,9 +164,14 @@ class _Gallery(NamedTuple):
 
 
 def _embedded_gallery(args: argparse.Namespace) -> _Gallery:
-    """``--data`` embedded by the run ``args.source``: its ids and class names."""
+    """``--data`` embedded by the run ``args.source``, by default the run's own data set
+    (`clusterable.trained_run.TrainedRun.split`, as ``cluster RUN`` and ``evaluate RUN`` read it):
+    its ids and class names."""
     run = load_run(args.source, args)
-    items = run.embed(args.data, split=args.split, root=args.root)
+    if args.data is None:  # every item, unless --split, as for a data set named
+        items = run.embed(run.split(args.split or "all", root=args.root))
+    else:
+        items = run.embed(args.data, split=args.split, root=args.root)
     print(f"embedded {len(items.ids)} items of {items.source} with {args.source}")
     return _Gallery(items.embeddings, items.ids, items.labels, run.model_id, str(run.folder))
 
@@ -266,7 +277,8 @@ def add_index(verbs: Verbs) -> argparse.ArgumentParser:
     )
     index.add_argument(
         "--data",
-        help="gallery: a dataset name, folder:PATH, table:PATH, a folder of images or a table file",
+        help="gallery: a dataset name, folder:PATH, table:PATH, a folder of images or a table file "
+        "(default: the data set the run trained on)",
     )
     index.add_argument(
         "--split",
@@ -275,10 +287,8 @@ def add_index(verbs: Verbs) -> argparse.ArgumentParser:
     )
     index.add_argument("--root", help="folder of the dataset's files")
     index.add_argument("--out", help="index file to write (.npz), absent unless --overwrite")
-    index.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace the index file --out names (items added to it with --add are lost)",
+    add_overwrite(
+        index, "replace the index file --out names (items added to it with --add are lost)"
     )
     change = index.add_mutually_exclusive_group()
     change.add_argument(
@@ -472,6 +482,7 @@ def add_search(verbs: Verbs) -> argparse.ArgumentParser:
     )
     search.add_argument("--run", help="embed the queries with this run (default: the index's)")
     search.add_argument("--json", help="also write the neighbours to this JSON file")
+    add_overwrite(search, "replace the file --json names")
     return search
 
 
@@ -587,20 +598,23 @@ def add_assign(verbs: Verbs) -> argparse.ArgumentParser:
     )
     assign.add_argument("--out", help="also write the cluster ids to this .npy file")
     assign.add_argument("--json", help="also write item ids and clusters to this JSON file")
+    add_overwrite(assign, "replace the files --out and --json name")
     return assign
 
 
 def command_export(args: argparse.Namespace) -> int:
     """Run ``clusterable export`` with the parsed ``args``; its exit status."""
-    from clusterable.export import SUFFIX, export_run
+    from clusterable.export import DESCRIPTION_SUFFIX, SUFFIX, export_run
 
     # export_model would add the suffix to any other name, and write another file than the one
     # named (``--out x.txt`` writing ``x.txt.onnx``).
     kind = f"the {args.format} model is"
-    out = check_outputs(args, Output("out", "--out", (SUFFIX[args.format],), kind))["out"]
+    model = Output("out", "--out", (SUFFIX[args.format],), kind, beside=(DESCRIPTION_SUFFIX,))
+    out = check_outputs(args, model)["out"]
     assert out is not None  # --out is required
     path = export_run(args.run, out, args.format, seed=args.seed)
-    print(f"wrote {path} and its description {path.name}.json (input, preprocessing, parity)")
+    description = path.name + DESCRIPTION_SUFFIX
+    print(f"wrote {path} and its description {description} (input, preprocessing, parity)")
     return 0
 
 
@@ -617,5 +631,6 @@ def add_export(verbs: Verbs) -> argparse.ArgumentParser:
     export.add_argument(
         "--format", choices=("onnx", "torchscript"), default="onnx", help="(default: %(default)s)"
     )
-    export.add_argument("--out", required=True, help="file to write")
+    export.add_argument("--out", required=True, help="file to write (and FILE.json beside it)")
+    add_overwrite(export, "replace the file --out names and its description")
     return export

@@ -125,6 +125,15 @@ def check_parent_writable(file: Path | str, flag: str | None = None) -> Path:
     return path
 
 
+def checkpoint_run_folder(checkpoint: Path | str) -> Path | None:
+    """The run folder that holds ``checkpoint`` (``RUN/checkpoints/NAME``, ``RUN`` holding its
+    ``run.json``), absolute; None for a checkpoint outside any run folder (copied elsewhere)."""
+    folder = Path(checkpoint).resolve().parent
+    if folder.name == "checkpoints" and (folder.parent / RUN_RECORD).is_file():
+        return folder.parent
+    return None
+
+
 def run_owner(path: Path | str) -> str | None:
     """What ``path`` is to the run folder it lies in, when it is one of the files the run owns
     (`RUN_OWNED_FILES`) or lies in one of its folders (`RUN_OWNED_FOLDERS`, checkpoints); None
