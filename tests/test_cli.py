@@ -171,7 +171,8 @@ def test_evaluate_embed_cluster_plot_a_trained_run(trained_run, tmp_path, capsys
     saved, beside = str(tmp_path / "emb" / "embeddings.npy"), str(tmp_path / "emb" / "labels.npy")
     tables = []
     for argv in ([saved, beside], [saved]):
-        assert main(["evaluate", *argv, "--metrics", "nmi", "map@r", "--json", str(table)]) == 0
+        argv += ["--json", str(table), "--overwrite"]
+        assert main(["evaluate", *argv, "--metrics", "nmi", "map@r"]) == 0
         tables.append(json.loads(table.read_text()))
     assert tables[0] == tables[1] and set(tables[0]) == {"nmi", "map@r"}
     assert f"labels: {beside} (beside the embeddings)" in capsys.readouterr().out

@@ -101,7 +101,8 @@ def test_evaluate_run_gives_the_classification_accuracy_asked_or_says_why_not(fa
     line before any embedding."""
     own = json.loads((family / "run" / "test_metrics.json").read_text())
     table = family / "asked.json"
-    argv = ("evaluate", family / "run", "--json", table, "--metrics", "classification_accuracy")
+    argv = ("evaluate", family / "run", "--json", table, "--overwrite")
+    argv += ("--metrics", "classification_accuracy")
     if family.name.rstrip("0123456789") not in CLASSIFIERS:
         with pytest.raises(SystemExit):
             cli(*argv)
