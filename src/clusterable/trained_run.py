@@ -267,7 +267,7 @@ class TrainedRun:
     @property
     def run_folder(self) -> Path | None:
         """The run folder that holds the checkpoint, whether the run was given as its folder or
-        as one of its checkpoints (:attr:`folder` is then the checkpoint's); None for a lone
+        as one of its checkpoints (``folder`` is then the checkpoint's); None for a lone
         checkpoint, outside any run folder, or a model not loaded from a run."""
         from clusterable.train.run_folder import checkpoint_run_folder
 

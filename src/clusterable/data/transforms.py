@@ -72,7 +72,7 @@ class Preprocessing:
     def resize_size(self) -> int:
         """The side the evaluation view resizes to before its centre crop (timm:
         ``floor(size / crop_pct)``): the shorter side, the square's, or the longer side, as
-        :attr:`crop_mode` says."""
+        ``crop_mode`` says."""
         return math.floor(self.size / self.crop_fraction)
 
     def to_record(self) -> dict[str, Any]:
