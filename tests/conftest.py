@@ -63,3 +63,21 @@ def free_port() -> Callable[[], int]:
             return probe.getsockname()[1]
 
     return find
+
+
+@pytest.fixture
+def search_with_a_failure() -> Callable[[dict], object]:
+    """A function giving the :class:`~clusterable.tune.TuneResult` of a finished search whose
+    best values are the ones given, with one pruned and one failed trial: what the command line
+    and the paper reproductions say of a search, without running one."""
+    from clusterable.recipe import RunSpec
+    from clusterable.train import TrainConfig
+    from clusterable.tune import TuneResult
+
+    def finished(best_values: dict) -> TuneResult:
+        failed = [({"train.lr": 0.5}, "RuntimeError: CUDA out of memory.")]
+        return TuneResult(
+            best_values, 0.5, RunSpec(), TrainConfig(), 3, 1, folder=None, failed=failed
+        )
+
+    return finished

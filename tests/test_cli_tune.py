@@ -138,3 +138,23 @@ def test_the_best_yaml_leaves_how_trials_reported_to_train(tmp_path, capsys):
     best = yaml.safe_load((out / "best.yaml").read_text())
     assert "progress" not in best["train"] and "verbose" not in best["train"]
     assert best["train"]["epochs"] == 1 and best["train"]["batch_size"] == 60
+
+
+def test_the_summary_names_the_best_values_and_trials_as_the_search_does(
+    tmp_path, capsys, monkeypatch, search_with_a_failure
+):
+    """The summary's words are the search's own (`values_in_words`, `TuneResult.tally`), never a
+    copy of them."""
+    import clusterable.tune
+
+    result = search_with_a_failure({"loss.margin": 0.123456, "train.sampler": "random"})
+    monkeypatch.setattr(clusterable.tune, "tune", lambda *args, **kwargs: result)
+    out = tmp_path / "study"
+    assert main([*DIGITS, "--param", "margin=log:0.1:2", "--out", str(out)]) == 0
+    best, wrote = capsys.readouterr().out.splitlines()
+    assert best == (
+        f"best: {study.values_in_words(result.best_values)} (map@r 0.5000, mean over 3 folds; "
+        f"{result.tally()})"
+    )
+    assert best.startswith("best: margin=0.1235, sampler=random (") and "1 failed" in best
+    assert wrote.startswith(f"wrote {out / study.BEST_FILE} and the search plot ")

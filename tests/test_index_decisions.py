@@ -243,6 +243,61 @@ def test_build_refuses_an_id_given_twice_as_add_does(ids):
         index.add(gallery[2:], ids=ids[2:])
 
 
+def saved_before_ids_were_unique(path, ids, run=None):
+    """An index file as `save` wrote it before ids had to be unique: the plain record (which
+    `build` and `add` check, and the constructor does not) saved with ``ids`` as given."""
+    vectors = np.eye(len(ids), dtype=np.float32)
+    return EmbeddingIndex(vectors, np.asarray(ids), labels=np.arange(len(ids)), run=run).save(path)
+
+
+@pytest.mark.parametrize(
+    ("ids", "named"),
+    [
+        ([7, 3, 7, 5], "id 7"),
+        (["b.jpg", "a.jpg", "b.jpg", "a.jpg", "c.jpg"], "ids 'a.jpg', 'b.jpg'"),
+        ([*range(6)] * 2, "ids 0, 1, 2, 3 and 2 more"),
+    ],
+    ids=["one-number", "two-files", "more-than-named"],
+)
+def test_an_index_saved_with_an_id_given_twice_is_refused_naming_the_file_and_ids(
+    tmp_path, ids, named
+):
+    """An index saved before ids had to be unique loads as nothing: search results and remove
+    could not tell its items of one id apart. The one line names the file, the ids (the first
+    four) and how to build it again."""
+    path = saved_before_ids_were_unique(tmp_path / "old.npz", ids)
+    with pytest.raises(ValueError) as refused:
+        EmbeddingIndex.load(path)
+    said = str(refused.value)
+    assert said.startswith(f"{path} gives {named} to more than one item (as indexes saved before")
+    assert f"`clusterable index RUN --out {path} --overwrite`" in said and "\n" not in said
+
+
+def test_a_refused_index_is_built_again_as_its_refusal_says(tmp_path):
+    """From its run, or, in Python, from the file's own arrays with unique ids."""
+    path = saved_before_ids_were_unique(tmp_path / "old.npz", [1, 1], run="runs/fm")
+    with pytest.raises(ValueError, match=f"`clusterable index runs/fm --out {path} --overwrite`"):
+        EmbeddingIndex.load(path)
+    with np.load(path) as saved:
+        rebuilt = EmbeddingIndex.build(saved["vectors"], ids=[1, 2], labels=saved["labels"])
+    assert EmbeddingIndex.load(rebuilt.save(path)).ids.tolist() == [1, 2]
+
+
+def test_index_remove_cannot_mend_a_saved_index_with_an_id_given_twice(tmp_path, capsys):
+    """``--remove`` would drop every item of the id: the verb says the refusal in one line and
+    leaves the file as it was."""
+    from clusterable.cli import main
+
+    path = saved_before_ids_were_unique(tmp_path / "old.npz", [7, 3, 7])
+    before = path.read_bytes()
+    with pytest.raises(SystemExit) as stop:
+        main(["index", str(path), "--remove", "7"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1
+    assert err.startswith(f"clusterable index: error: {path} gives id 7 to more than one item")
+    assert path.read_bytes() == before
+
+
 def test_remove_refuses_unknown_ids_and_changes_nothing():
     gallery, labels = random_labelled(10, 3)
     index = EmbeddingIndex.build(gallery, labels=labels)

@@ -47,6 +47,9 @@ RECALL_SAMPLE = 1000
 #: The recall@10 an approximate index may be asked to reach.
 TARGET_RECALL = Bounds(0, 1, low_open=True)
 
+#: Repeated ids a refused saved index names (`EmbeddingIndex.load`); more are counted.
+_IDS_NAMED = 4
+
 #: HNSW graph degree (faiss's ``M``).
 HNSW_M = 32
 
@@ -431,17 +434,26 @@ class EmbeddingIndex:
     def load(cls, path: str | os.PathLike[str]) -> EmbeddingIndex:
         """Read an index written by :meth:`save`, checking every array against its checksum.
 
+        An index saved before ids had to be unique may give one id to several items; it is
+        refused (an id names the one item :meth:`search` returns and :meth:`remove` takes, and
+        ``remove`` would drop every item of it). Build it again: ``clusterable index RUN --out
+        FILE --overwrite`` (and ``--add`` again what was added to it), or, without embedding
+        anything again, :meth:`build` of the file's own ``vectors``, ``labels`` and ``ids``
+        (``numpy.load(FILE)``), those ids made unique.
+
         Raises
         ------
         FileNotFoundError
             If there is no such file.
         ValueError
             If the file is not an index, is truncated or damaged (any byte), or an array or the
-            manifest does not match its checksum; the message names the file.
+            manifest does not match its checksum, or it gives one id to several items; the
+            message names the file.
         """
         arrays, manifest = load_archive(
             path, ARCHIVE_KIND, FORMAT_VERSION, "rebuild it with `clusterable index`"
         )
+        _check_saved_ids_unique(path, arrays["ids"], manifest["run"])
         index = cls(
             vectors=arrays["vectors"],
             ids=arrays["ids"],
@@ -592,12 +604,17 @@ def _as_ids(values: Any, n: int, default: np.ndarray) -> np.ndarray:
     return default if values is None else label_values(values, n, "ids", what="id")
 
 
+def _repeated(ids: np.ndarray) -> np.ndarray:
+    """The ids that stand more than once in ``ids``, each once, sorted."""
+    values, counts = np.unique(ids, return_counts=True)
+    return values[counts > 1]
+
+
 def _check_unique_ids(new: np.ndarray, held: np.ndarray | None = None) -> None:
     """Refuse an id given twice among ``new``, or one the index holds already (``held``, its
     ids, for `EmbeddingIndex.add`): an id names one item, the one `search` returns and
     `remove` takes."""
-    values, counts = np.unique(new, return_counts=True)
-    repeated = values[counts > 1]
+    repeated = _repeated(new)
     if held is None:
         if repeated.size:
             raise ValueError(
@@ -611,6 +628,26 @@ def _check_unique_ids(new: np.ndarray, held: np.ndarray | None = None) -> None:
             f"id {taken[0].item()!r} is already in this index or given twice; ids must be "
             "unique, so remove the old item first or give the new one another id"
         )
+
+
+def _check_saved_ids_unique(path: str | os.PathLike[str], ids: np.ndarray, run: str | None) -> None:
+    """Refuse a saved index (``path``, of the run folder ``run`` where known) that gives one id
+    to several items, as `build` and `add` refuse to make one; the message names the first
+    `_IDS_NAMED` such ids and how to build the index again."""
+    repeated = _repeated(ids)
+    if not repeated.size:
+        return
+    named = ", ".join(repr(value.item()) for value in repeated[:_IDS_NAMED])
+    more = repeated.size - _IDS_NAMED
+    named = f"id {named}" if repeated.size == 1 else f"ids {named}"
+    named += f" and {more} more" if more > 0 else ""
+    raise ValueError(
+        f"{path} gives {named} to more than one item (as indexes saved before ids had to be "
+        "unique could), so a search result or --remove cannot tell those items apart: build it "
+        f"again with one id per item, `clusterable index {run or 'RUN'} --out {path} "
+        "--overwrite` (then --add again what was added to it), or EmbeddingIndex.build of the "
+        "file's vectors, labels and unique ids"
+    )
 
 
 def _check_same_kind(new: np.ndarray, held: np.ndarray, name: str) -> None:

@@ -134,3 +134,16 @@ def test_the_value_a_search_chose_is_the_one_trained(tmp_path, monkeypatch, fash
     assert "5-fold" not in report.setup and "2-fold stratified" in report.setup
     assert "2 trials, 2-fold stratified" in report.budget
     assert any(p.startswith("search/") for p in report.plots)
+
+
+def test_a_search_note_counts_the_trials_as_the_search_does(monkeypatch, search_with_a_failure):
+    """The note of a cross-validated choice counts the trials in the search's own words
+    (`TuneResult.tally`): its failed trials too."""
+    result = search_with_a_failure({"loss.sigma": 0.0625})
+    monkeypatch.setattr(msdnn_subclass, "tune_method", lambda method, *args: (method, result))
+    budget = Budget(mode="default")
+    method = msdnn_subclass._method("MsDNN", "msdnn", {}, budget)
+    _, note = msdnn_subclass._choose(method, "sigma", msdnn_subclass._scale(budget), None, None)
+    assert note.startswith("MsDNN sigma: 0.0625 chosen by 5-fold cross-validation")
+    assert f"(coarse labels, {result.tally()}, mean 50.00 %)" in note
+    assert "3 trials completed, 1 pruned, 1 failed (lr=0.5: RuntimeError" in note

@@ -126,3 +126,17 @@ def test_a_tiny_search_chooses_what_the_method_then_trains_with(tmp_path, fashio
     assert lifted.train_args["lr"] == searched.best_params["train.lr"]
     assert lifted.spec.loss_args["margin"] == searched.best_params["loss.margin"]
     assert zero_shot_fashion._describe(lifted).startswith("lr=")
+
+
+def test_a_search_note_says_the_values_and_trials_as_the_search_does(
+    tmp_path, monkeypatch, search_with_a_failure
+) -> None:
+    """Each note names the chosen values and the trials in the search's own words
+    (`values_in_words`, `TuneResult.tally`): its failed trials too."""
+    result = search_with_a_failure({"train.lr": 0.00123456, "loss.margin": 0.5})
+    monkeypatch.setattr(zero_shot_fashion, "tune_method", lambda method, *args: (method, result))
+    budget = Budget(mode="default", folder=tmp_path)
+    _, notes = zero_shot_fashion.tuned_methods(budget, zero_shot_fashion._scale(budget), None)
+    said = f": {study.values_in_words(result.best_values)} (map@r 50.00 % on held-out classes"
+    assert all(said in note and f"folds, {result.tally()}; searched" in note for note in notes)
+    assert "lr=0.001235, margin=0.5" in notes[0] and "1 failed (lr=0.5: RuntimeError" in notes[0]

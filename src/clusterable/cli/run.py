@@ -128,7 +128,7 @@ def command_tune(args: argparse.Namespace) -> int:
     from clusterable.train import TrainConfig
     from clusterable.train.run_folder import check_writable, default_run_folder
     from clusterable.tune import parse_parameter, parse_space, tune
-    from clusterable.tune.study import check_study_folder
+    from clusterable.tune.study import BEST_FILE, PLOT_FILE, check_study_folder, values_in_words
 
     file_values = config_file(args)
     search = file_values.pop("search", None)
@@ -159,17 +159,11 @@ def command_tune(args: argparse.Namespace) -> int:
         out=out,
         seed=config.seed,
     )
-    values = ", ".join(
-        f"{key.split('.', 1)[1]}={value:.4g}"
-        if isinstance(value, float)
-        else f"{key.split('.', 1)[1]}={value}"
-        for key, value in result.best_values.items()
-    )
     print(
-        f"best: {values} ({args.metric} {result.best_score:.4f}, mean over {args.folds} folds; "
-        f"{result.tally()})\n"
-        f"wrote {out / 'best.yaml'} and the search plot {out / 'search.png'}; train it with "
-        f"`clusterable train --config {out / 'best.yaml'}`"
+        f"best: {values_in_words(result.best_values)} ({args.metric} {result.best_score:.4f}, "
+        f"mean over {args.folds} folds; {result.tally()})\n"
+        f"wrote {out / BEST_FILE} and the search plot {out / PLOT_FILE}; train it with "
+        f"`clusterable train --config {out / BEST_FILE}`"
     )
     return 0
 

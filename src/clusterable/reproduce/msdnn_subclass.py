@@ -192,8 +192,7 @@ def _choose(
         return chosen, (
             f"{method.label} {parameter.name}: {result.best_values[key]:g} chosen by "
             f"{search.folds}-fold cross-validation on {SEARCH_METRIC} accuracy (coarse labels, "
-            f"{result.completed} trials completed, {result.pruned} pruned, mean "
-            f"{100 * result.best_score:.2f} %) over {parameter.describe()}."
+            f"{result.tally()}, mean {100 * result.best_score:.2f} %) over {parameter.describe()}."
         )
     candidates = [method.with_values(values) for values in grid(parameter)]
     if len(candidates) == 1:

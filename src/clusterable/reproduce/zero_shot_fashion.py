@@ -36,6 +36,7 @@ from clusterable.reproduce._shared import (
 from clusterable.reproduce.experiment import Budget, experiment
 from clusterable.train import TrainConfig
 from clusterable.tune import parse_parameter
+from clusterable.tune.study import values_in_words
 
 SEEN, UNSEEN = range(0, 5), range(5, 10)
 METRICS = ["recall@1", "recall@2", "recall@4", "recall@8", "map@r", "nmi", "f1"]
@@ -173,11 +174,10 @@ def tuned_methods(
                 SEARCH_METRIC,
                 budget.folder / "search" / slug.replace("=", ""),
             )
-            values = ", ".join(f"{k.split('.')[1]}={v:.3g}" for k, v in result.best_values.items())
             notes.append(
-                f"{method.label}: {values} ({SEARCH_METRIC} {100 * result.best_score:.2f} % on "
-                f"held-out classes, {search.folds} class-disjoint folds, {result.completed} "
-                f"trials completed, {result.pruned} pruned; searched "
+                f"{method.label}: {values_in_words(result.best_values)} ({SEARCH_METRIC} "
+                f"{100 * result.best_score:.2f} % on held-out classes, {search.folds} "
+                f"class-disjoint folds, {result.tally()}; searched "
                 f"{', '.join(p.describe() for p in parameters)})."
             )
         chosen.append((method, with_spectral))

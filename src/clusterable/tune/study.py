@@ -252,7 +252,7 @@ def tune(
             trial.set_user_attr(ERROR_ATTR, _error_line(error))
             if folder is not None:  # the error itself goes on to the caller
                 report(
-                    f"a trial failed ({_values_in_words(trial.params)}); it is kept as failed in "
+                    f"a trial failed ({values_in_words(trial.params)}); it is kept as failed in "
                     f"{folder / STUDY_FILE}, and the same command again goes on with new trials"
                 )
             raise
@@ -494,7 +494,7 @@ def _failures(study: Any) -> list[tuple[dict[str, Any], str]]:
 
 def _failed_in_words(failed: Sequence[tuple[dict[str, Any], str]]) -> str:
     """``lr=0.1: ValueError: ...; lr=0.2: ...``, the first `_FAILURES_SHOWN` of ``failed``."""
-    said = [f"{_values_in_words(values)}: {error}" for values, error in failed[:_FAILURES_SHOWN]]
+    said = [f"{values_in_words(values)}: {error}" for values, error in failed[:_FAILURES_SHOWN]]
     more = len(failed) - _FAILURES_SHOWN
     return "; ".join(said) + (f"; and {more} more" if more > 0 else "")
 
@@ -517,7 +517,7 @@ def _progress(trials: int, metric: str, report: Callable[[str], None]) -> Callab
             t.number
             for t in study.get_trials(deepcopy=False, states=(state.COMPLETE, state.PRUNED))
         ]
-        values = _values_in_words(trial.params)
+        values = values_in_words(trial.params)
         if trial.state == optuna.trial.TrialState.PRUNED:
             steps = trial.intermediate_values
             outcome = f"pruned after fold {len(steps)} ({metric} {steps[max(steps)]:.4f} so far)"
@@ -532,8 +532,15 @@ def _progress(trials: int, metric: str, report: Callable[[str], None]) -> Callab
     return after_trial
 
 
-def _values_in_words(values: dict[str, Any]) -> str:
-    """A trial's values (``"target.name"`` -> value) as ``margin=0.5, lr=0.001``."""
+def values_in_words(values: dict[str, Any]) -> str:
+    """A trial's values (``"target.name"`` -> value, as :attr:`TuneResult.best_values`) in
+    words, as every line of a search names them: the setting without its target, a float to 4
+    significant digits. The one wording of a search's values, for the command line's summary
+    and the paper reproductions' notes too.
+
+    >>> values_in_words({"loss.margin": 0.5, "train.lr": 0.00123456, "train.sampler": "random"})
+    'margin=0.5, lr=0.001235, sampler=random'
+    """
     return ", ".join(f"{k.split('.', 1)[1]}={_short(v)}" for k, v in values.items())
 
 
@@ -595,7 +602,7 @@ def _check_space(
         try:
             _check_trains(spec, config, drawn, train, fold_labels, losses)
         except ValueError as error:
-            named = _values_in_words(drawn)
+            named = values_in_words(drawn)
             reason = _whole_numbers_refused(spec, config, space, drawn) or f"train refuses: {error}"
             raise ValueError(f"the search can draw {named}, which {reason}") from None
 
