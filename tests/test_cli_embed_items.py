@@ -128,6 +128,24 @@ def test_items_refuse_the_flags_of_a_data_set(work, tmp_path, capsys):  # noqa: 
     assert not out.exists()
 
 
+def test_a_file_given_twice_is_refused_before_embedding(work, tmp_path, capsys, monkeypatch):  # noqa: F811
+    """``./q0.png`` and ``q0.png`` are one file: embedded twice it would be two rows of one id,
+    which `index` then refuses; both `embed --items` and `index --add` refuse it first."""
+    folder, run, pngs = work
+    monkeypatch.chdir(pngs[0].parent)
+    out = tmp_path / "emb"
+    argv = ["embed", str(run), "--items", "q0.png", "q1.png", "./q0.png", "--out", str(out)]
+    err = one_line_error(capsys, argv, "embed")
+    assert f"--items names {pngs[0]} twice (as q0.png and ./q0.png)" in err
+    assert not out.exists()
+    gallery = tmp_path / "gallery.npz"
+    shutil.copy(folder / "gallery.npz", gallery)
+    before = gallery.read_bytes()
+    err = one_line_error(capsys, ["index", str(gallery), "--add", "q1.png", "q1.png"], "index")
+    assert f"--add names {pngs[1]} twice (q1.png)" in err
+    assert gallery.read_bytes() == before
+
+
 def test_a_mistyped_folder_is_not_called_an_unknown_data_set(work, tmp_path, capsys):  # noqa: F811
     folder, run, _ = work
     missing = str(tmp_path / "photos2")

@@ -27,6 +27,7 @@ from clusterable.cli._files import (
     NPZ,
     Output,
     add_overwrite,
+    check_each_once,
     check_outputs,
     ids_beside,
     items_in_clusters,
@@ -133,6 +134,8 @@ def _change_index(args: argparse.Namespace) -> int:
     path = Path(args.source)
     if path.is_dir():
         raise ValueError(f"{path} is a folder: --add and --remove change a saved index file")
+    if args.add:
+        check_each_once(args.add, "--add")
     index = EmbeddingIndex.load(path)
     if args.remove:
         ids = _ids_to_remove(index, args.remove)
