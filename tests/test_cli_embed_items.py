@@ -52,16 +52,21 @@ def test_a_flat_folder_is_embedded_with_its_files_as_ids(work, tmp_path, capsys)
 
 def test_relative_items_are_absolute_in_model_json(work, tmp_path, monkeypatch):  # noqa: F811
     """``model.json`` names the items as ``ids.npy`` does, by absolute path, so that it holds
-    from another working folder (``photos/`` given in one folder named another's there)."""
+    from another working folder (``photos/`` given in one folder named another's there); several
+    items are a list, one entry each, whatever spaces their paths hold."""
     _, run, pngs = work
     photos = tmp_path / "photos"
     shutil.copytree(pngs[0].parent, photos)
+    (photos / "q 1.png").write_bytes((photos / "q1.png").read_bytes())
     monkeypatch.chdir(tmp_path)
-    cases = {"one": ["photos"], "two": ["photos/q0.png", "./photos/q1.png"]}
+    cases = {"one": ["photos"], "two": ["photos/q0.png", "./photos/q 1.png"]}
     for out, items in cases.items():
         assert main(["embed", str(run), "--items", *items, "--out", out]) == 0
         identity = ModelIdentity.beside(tmp_path / out / "embeddings.npy")
-        assert identity.data == " ".join(str(tmp_path / item.removeprefix("./")) for item in items)
+        named = [str(tmp_path / item.removeprefix("./")) for item in items]
+        assert identity.data == (named[0] if len(items) == 1 else tuple(named))
+        saved = json.loads((tmp_path / out / MODEL_IDENTITY).read_text())["data"]
+        assert saved == (named[0] if len(items) == 1 else named)
         assert identity.split is None and os.path.isabs(identity.run)
         ids = np.load(tmp_path / out / "ids.npy")
         assert all(name.startswith(str(photos)) for name in ids.tolist())

@@ -94,18 +94,22 @@ class ModelIdentity:
     run : str
         The run folder the model came from (the checkpoint's own folder for a checkpoint
         outside any run folder).
-    data, root, split : str, optional
-        The items embedded: a data-set name (None: the run's own data), its folder, its split;
-        or (``split`` None) the files and folders ``embed --items`` named, separated by spaces.
-        Paths are absolute, so the file holds from any working folder.
+    data : str or tuple of str, optional
+        The items embedded: a data-set name (None: the run's own data); or (``split`` None) the
+        file or folder ``embed --items`` named, or the files it named, one entry each (a list
+        in the file; files written before held them joined by spaces, read as one string).
+    root, split : str, optional
+        The data set's folder and split.
     checkpoint : str, optional
         The checkpoint folder whose weights the model has (None in files written before it
         was recorded).
+
+    Paths are absolute, so the file holds from any working folder.
     """
 
     model: str
     run: str
-    data: str | None = None
+    data: str | tuple[str, ...] | None = None
     root: str | None = None
     split: str | None = None
     checkpoint: str | None = None
@@ -124,8 +128,10 @@ class ModelIdentity:
             return None
         try:
             values = json.loads(path.read_text())
+            if isinstance(values.get("data"), list):  # several items, one entry each
+                values["data"] = tuple(str(item) for item in values["data"])
             return cls(**{f.name: values[f.name] for f in fields(cls) if f.name in values})
-        except (TypeError, ValueError):
+        except (AttributeError, TypeError, ValueError):
             raise ValueError(
                 f"{path} does not name the model and run that made the embeddings beside it; "
                 "write them again with `clusterable embed`"
@@ -332,14 +338,16 @@ class TrainedRun:
     ) -> ModelIdentity:
         """This model's identity (its checksum, its run folder and its checkpoint), for
         embeddings it made of ``data``: a data-set name (None: the run's own), or the paths of
-        the items themselves (a sequence: files, folders, a table). A ``folder:PATH`` or
+        the items themselves (a sequence: files, folders, a table; several are recorded one
+        entry each, one alone as its path). A ``folder:PATH`` or
         ``table:PATH``, each item path and ``root`` are recorded as absolute paths, so the split
         can be read again from any working folder (``report`` reads its images), and the record
         names the same items wherever it is read."""
         if self.model_id is None or self.folder is None:
             raise ValueError("this model was not loaded from a run: it has no identity")
         if data is not None and not isinstance(data, str):  # the items' own paths
-            data = " ".join(_absolute(path) for path in data)
+            paths = tuple(_absolute(path) for path in data)
+            data = paths[0] if len(paths) == 1 else paths
         elif data is not None and names_a_path(data):
             prefix, _, path = data.partition(":")
             data = f"{prefix}:{_absolute(path)}"
