@@ -52,16 +52,21 @@ def test_a_flat_folder_is_embedded_with_its_files_as_ids(work, tmp_path, capsys)
 
 def test_relative_items_are_absolute_in_model_json(work, tmp_path, monkeypatch):  # noqa: F811
     """``model.json`` names the items as ``ids.npy`` does, by absolute path, so that it holds
-    from another working folder (``photos/`` given in one folder named another's there)."""
+    from another working folder (``photos/`` given in one folder named another's there); several
+    items are a list, one entry each, whatever spaces their paths hold."""
     _, run, pngs = work
     photos = tmp_path / "photos"
     shutil.copytree(pngs[0].parent, photos)
+    (photos / "q 1.png").write_bytes((photos / "q1.png").read_bytes())
     monkeypatch.chdir(tmp_path)
-    cases = {"one": ["photos"], "two": ["photos/q0.png", "./photos/q1.png"]}
+    cases = {"one": ["photos"], "two": ["photos/q0.png", "./photos/q 1.png"]}
     for out, items in cases.items():
         assert main(["embed", str(run), "--items", *items, "--out", out]) == 0
         identity = ModelIdentity.beside(tmp_path / out / "embeddings.npy")
-        assert identity.data == " ".join(str(tmp_path / item.removeprefix("./")) for item in items)
+        named = [str(tmp_path / item.removeprefix("./")) for item in items]
+        assert identity.data == (named[0] if len(items) == 1 else tuple(named))
+        saved = json.loads((tmp_path / out / MODEL_IDENTITY).read_text())["data"]
+        assert saved == (named[0] if len(items) == 1 else named)
         assert identity.split is None and os.path.isabs(identity.run)
         ids = np.load(tmp_path / out / "ids.npy")
         assert all(name.startswith(str(photos)) for name in ids.tolist())
@@ -126,6 +131,24 @@ def test_items_refuse_the_flags_of_a_data_set(work, tmp_path, capsys):  # noqa: 
     )
     assert "split" in err
     assert not out.exists()
+
+
+def test_a_file_given_twice_is_refused_before_embedding(work, tmp_path, capsys, monkeypatch):  # noqa: F811
+    """``./q0.png`` and ``q0.png`` are one file: embedded twice it would be two rows of one id,
+    which `index` then refuses; both `embed --items` and `index --add` refuse it first."""
+    folder, run, pngs = work
+    monkeypatch.chdir(pngs[0].parent)
+    out = tmp_path / "emb"
+    argv = ["embed", str(run), "--items", "q0.png", "q1.png", "./q0.png", "--out", str(out)]
+    err = one_line_error(capsys, argv, "embed")
+    assert f"--items names {pngs[0]} twice (as q0.png and ./q0.png)" in err
+    assert not out.exists()
+    gallery = tmp_path / "gallery.npz"
+    shutil.copy(folder / "gallery.npz", gallery)
+    before = gallery.read_bytes()
+    err = one_line_error(capsys, ["index", str(gallery), "--add", "q1.png", "q1.png"], "index")
+    assert f"--add names {pngs[1]} twice (q1.png)" in err
+    assert gallery.read_bytes() == before
 
 
 def test_a_mistyped_folder_is_not_called_an_unknown_data_set(work, tmp_path, capsys):  # noqa: F811

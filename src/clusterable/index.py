@@ -81,8 +81,10 @@ class EmbeddingIndex:
         Identity of the model that embedded the gallery (a checksum of its weights), so that
         queries embedded by another model can be refused.
     run : str or None
-        The training run folder whose model embedded the gallery (``clusterable search`` embeds
-        image and table queries with it).
+        The training run folder whose model embedded the gallery.
+    checkpoint : str or None
+        The checkpoint folder of that model, whose weights ``clusterable search`` embeds image
+        and table queries with (None: the run's best, as in files written before it was kept).
     recall_at_10 : float or None
         For approximate kinds, recall@10 against exact search measured when the index was built,
         for up to `RECALL_SAMPLE` gallery items held out of the index while it was measured (so
@@ -100,6 +102,7 @@ class EmbeddingIndex:
     kind: Kind = "exact"
     model: str | None = None
     run: str | None = None
+    checkpoint: str | None = None
     recall_at_10: float | None = None
     search_breadth: int | None = None
     _faiss: Any = field(default=None, repr=False)
@@ -119,6 +122,7 @@ class EmbeddingIndex:
         *,
         model: str | None = None,
         run: str | None = None,
+        checkpoint: str | None = None,
         target_recall: float = 0.95,
         seed: int = 0,
     ) -> EmbeddingIndex:
@@ -143,6 +147,8 @@ class EmbeddingIndex:
             Identity of the embedding model (see :func:`model_checksum`).
         run : str, optional
             The run folder of that model.
+        checkpoint : str, optional
+            The checkpoint folder of that model.
         target_recall : float
             Recall@10 against exact search that an approximate index's search breadth is widened
             to reach (on gallery items as queries), as far as the kind allows; in ``(0, 1]``.
@@ -184,6 +190,7 @@ class EmbeddingIndex:
             kind=_check_choice(kind, ("exact", "ivf", "hnsw"), "kind"),
             model=model,
             run=run,
+            checkpoint=checkpoint,
         )
         if index.kind != "exact":
             index._build_and_tune(target_recall, seed)
@@ -424,6 +431,7 @@ class EmbeddingIndex:
             kind=self.kind,
             model=self.model,
             run=self.run,
+            checkpoint=self.checkpoint,
             recall_at_10=self.recall_at_10,
             search_breadth=self.search_breadth,
             count=len(self),
@@ -463,6 +471,7 @@ class EmbeddingIndex:
             kind=manifest["kind"],
             model=manifest["model"],
             run=manifest["run"],
+            checkpoint=manifest.get("checkpoint"),  # files written before it was kept have none
             recall_at_10=manifest["recall_at_10"],
             search_breadth=manifest["search_breadth"],
         )

@@ -92,18 +92,27 @@ class ModelIdentity:
     model : str
         Checksum of the model's weights (:func:`clusterable.index.model_checksum`).
     run : str
-        The run folder the model came from.
-    data, root, split : str, optional
-        The items embedded: a data-set name (None: the run's own data), its folder, its split;
-        or (``split`` None) the files and folders ``embed --items`` named, separated by spaces.
-        Paths are absolute, so the file holds from any working folder.
+        The run folder the model came from (the checkpoint's own folder for a checkpoint
+        outside any run folder).
+    data : str or tuple of str, optional
+        The items embedded: a data-set name (None: the run's own data); or (``split`` None) the
+        file or folder ``embed --items`` named, or the files it named, one entry each (a list
+        in the file; files written before held them joined by spaces, read as one string).
+    root, split : str, optional
+        The data set's folder and split.
+    checkpoint : str, optional
+        The checkpoint folder whose weights the model has (None in files written before it
+        was recorded).
+
+    Paths are absolute, so the file holds from any working folder.
     """
 
     model: str
     run: str
-    data: str | None = None
+    data: str | tuple[str, ...] | None = None
     root: str | None = None
     split: str | None = None
+    checkpoint: str | None = None
 
     def save(self, folder: str | os.PathLike[str]) -> Path:
         """Write ``folder/model.json``; returns its path."""
@@ -119,8 +128,10 @@ class ModelIdentity:
             return None
         try:
             values = json.loads(path.read_text())
+            if isinstance(values.get("data"), list):  # several items, one entry each
+                values["data"] = tuple(str(item) for item in values["data"])
             return cls(**{f.name: values[f.name] for f in fields(cls) if f.name in values})
-        except (TypeError, ValueError):
+        except (AttributeError, TypeError, ValueError):
             raise ValueError(
                 f"{path} does not name the model and run that made the embeddings beside it; "
                 "write them again with `clusterable embed`"
@@ -171,7 +182,8 @@ class TrainedRun:
     model_id : str, optional
         The checksum of the model's weights (:func:`clusterable.index.model_checksum`).
     folder : Path, optional
-        The run folder (or the checkpoint folder when the run was given as a checkpoint).
+        The run folder, whether the run was given as its folder or as one of its checkpoints;
+        a checkpoint's own folder for a checkpoint outside any run folder.
     checkpoint : Path, optional
         The checkpoint the weights were read from.
     device : str or torch.device
@@ -221,7 +233,14 @@ class TrainedRun:
 
     @classmethod
     def load(cls, run: str | os.PathLike[str], device: DeviceSpec = "auto") -> TrainedRun:
-        """The best checkpoint of a training run (its folder, or one checkpoint folder).
+        """A training run with the weights of its best checkpoint, or of the checkpoint given.
+
+        ``run`` is a run folder, its ``checkpoints`` folder (the best checkpoint, whose pointer
+        lies there), or one checkpoint folder. A checkpoint of a run is read as that run: its
+        record (``run.json``: seed, settings, hence its validation split and training items),
+        its test table and its identity come from the run folder, its weights from the
+        checkpoint. A checkpoint copied out of its run has no ``run.json``: it is its own
+        folder, and what needs the run's record is left out with a note saying so.
 
         Raises
         ------
@@ -230,7 +249,11 @@ class TrainedRun:
         """
         from clusterable.index import model_checksum
         from clusterable.recipe import load_trained
-        from clusterable.train.run_folder import RUN_RECORD, read_run_record
+        from clusterable.train.run_folder import (
+            RUN_RECORD,
+            checkpoint_run_folder,
+            read_run_record,
+        )
 
         path = Path(run).expanduser()
         if not path.exists():
@@ -238,7 +261,8 @@ class TrainedRun:
                 f"run folder {path} does not exist; give the folder `clusterable train` wrote"
             )
         trained = load_trained(path)
-        folder = path.resolve()
+        # A checkpoint of a run (or its checkpoints/ folder) is that run, with those weights.
+        folder = checkpoint_run_folder(trained.checkpoint) or path.resolve()
         config = (
             read_run_record(folder, f"run {path}")["config"]
             if (folder / RUN_RECORD).is_file()
@@ -267,8 +291,8 @@ class TrainedRun:
     @property
     def run_folder(self) -> Path | None:
         """The run folder that holds the checkpoint, whether the run was given as its folder or
-        as one of its checkpoints (``folder`` is then the checkpoint's); None for a lone
-        checkpoint, outside any run folder, or a model not loaded from a run."""
+        as one of its checkpoints (``folder`` then); None for a lone checkpoint, outside any
+        run folder, or a model not loaded from a run."""
         from clusterable.train.run_folder import checkpoint_run_folder
 
         return None if self.checkpoint is None else checkpoint_run_folder(self.checkpoint)
@@ -284,13 +308,27 @@ class TrainedRun:
 
     @property
     def test_metrics(self) -> dict[str, float] | None:
-        """The run's own test table (``test_metrics.json``), or None when it has none."""
+        """The run's own test table (``test_metrics.json``), or None when it has none, or when
+        the weights are not those it scored (:attr:`is_best`)."""
         from clusterable.train.run_folder import TEST_METRICS
 
         path = None if self.folder is None else self.folder / TEST_METRICS
-        if path is None or not path.is_file():
+        if path is None or not path.is_file() or not self.is_best:
             return None
         return json.loads(path.read_text())
+
+    @property
+    def is_best(self) -> bool:
+        """Whether the weights are the run's best checkpoint's, the one its test table scored
+        (or a lone checkpoint's, or a model not loaded from a run); False for another checkpoint
+        of the run."""
+        from clusterable.train.checkpoint import resolve_checkpoint
+
+        run_folder = self.run_folder
+        if run_folder is None or self.checkpoint is None:
+            return True
+        best = resolve_checkpoint(run_folder, pointer="best")
+        return best.resolve() == Path(self.checkpoint).resolve()
 
     def identity(
         self,
@@ -298,21 +336,27 @@ class TrainedRun:
         root: str | None = None,
         split: str | None = None,
     ) -> ModelIdentity:
-        """This model's identity, for embeddings it made of ``data``: a data-set name (None: the
-        run's own), or the paths of the items themselves (a sequence: files, folders, a table).
-        A ``folder:PATH`` or ``table:PATH``, each item path and ``root`` are recorded as absolute
-        paths, so the split can be read again from any working folder (``report`` reads its
-        images), and the record names the same items wherever it is read."""
+        """This model's identity (its checksum, its run folder and its checkpoint), for
+        embeddings it made of ``data``: a data-set name (None: the run's own), or the paths of
+        the items themselves (a sequence: files, folders, a table; several are recorded one
+        entry each, one alone as its path). A ``folder:PATH`` or
+        ``table:PATH``, each item path and ``root`` are recorded as absolute paths, so the split
+        can be read again from any working folder (``report`` reads its images), and the record
+        names the same items wherever it is read."""
         if self.model_id is None or self.folder is None:
             raise ValueError("this model was not loaded from a run: it has no identity")
         if data is not None and not isinstance(data, str):  # the items' own paths
-            data = " ".join(_absolute(path) for path in data)
+            paths = tuple(_absolute(path) for path in data)
+            data = paths[0] if len(paths) == 1 else paths
         elif data is not None and names_a_path(data):
             prefix, _, path = data.partition(":")
             data = f"{prefix}:{_absolute(path)}"
         if root is not None:
             root = _absolute(root)
-        return ModelIdentity(self.model_id, str(self.folder), data=data, root=root, split=split)
+        checkpoint = None if self.checkpoint is None else str(Path(self.checkpoint).resolve())
+        return ModelIdentity(
+            self.model_id, str(self.folder), data, root, split, checkpoint=checkpoint
+        )
 
     def check_identity(self, model_id: str | None, what: str, remedy: str) -> None:
         """Refuse ``what``, made by the model of checksum ``model_id``, when that is not this

@@ -221,6 +221,19 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+def check_each_once(paths: list[str], flag: str) -> None:
+    """Refuse a file or folder that ``paths`` name twice, however each is named (``./a.png``
+    and ``a.png``, a link and its file: one path once resolved), before any work: its items
+    would be embedded twice under one id, which an index refuses."""
+    first: dict[Path, str] = {}
+    for text in paths:
+        path = Path(text).expanduser().resolve()
+        if path in first:
+            named = text if first[path] == text else f"as {first[path]} and {text}"
+            raise ValueError(f"{flag} names {path} twice ({named}): give each file once")
+        first[path] = text
+
+
 def _exists(text: str) -> bool:
     """Whether ``text`` names an existing file or folder (False for text no path can be)."""
     try:

@@ -25,6 +25,7 @@ from clusterable.cli._files import (
     add_overwrite,
     add_source,
     check_classes,
+    check_each_once,
     check_outputs,
     embed_files,
     embeddings_of,
@@ -458,8 +459,8 @@ def _data_named(args: argparse.Namespace) -> str | list[str] | None:
 
 
 def _check_items_flags(args: argparse.Namespace) -> None:
-    """``--items`` names what the run embeds: refuse the flags that name a data set instead, and
-    saved arrays (which a run does not embed again), before any work."""
+    """``--items`` names what the run embeds: refuse the flags that name a data set instead,
+    saved arrays (which a run does not embed again) and a file named twice, before any work."""
     if Path(args.source).suffix == ".npy":
         raise ValueError(
             f"--items are embedded by a run, and {args.source} holds embeddings already: give a "
@@ -475,6 +476,7 @@ def _check_items_flags(args: argparse.Namespace) -> None:
             raise ValueError(
                 f"--{flag} names a data set to embed, and --items names the items: give one of them"
             )
+    check_each_once(args.items, "--items")
 
 
 def _embedded_items(args: argparse.Namespace) -> Embedded:

@@ -138,6 +138,8 @@ def _items_of(
             unlabelled = np.full(count, -1, dtype=np.int64)
             data = LabelledDataset(str(embeddings_path.parent), files, unlabelled, class_names=[])
             return None, item_images(data)
+        if identity.data is not None and not isinstance(identity.data, str):  # files: no split
+            return None, None
         data = run.split(identity.split, identity.data, identity.root)
     except (ValueError, FileNotFoundError) as error:  # the items moved, or the run changed
         print(f"note: the page shows no item images: the items of {embeddings_path} ({error})")

@@ -27,6 +27,7 @@ from clusterable.cli._files import (
     NPZ,
     Output,
     add_overwrite,
+    check_each_once,
     check_outputs,
     ids_beside,
     items_in_clusters,
@@ -99,6 +100,7 @@ def command_index(args: argparse.Namespace) -> int:
         kind=args.kind,
         model=gallery.model,
         run=gallery.run,
+        checkpoint=gallery.checkpoint,
         target_recall=args.target_recall,
         seed=args.seed,
     )
@@ -132,6 +134,8 @@ def _change_index(args: argparse.Namespace) -> int:
     path = Path(args.source)
     if path.is_dir():
         raise ValueError(f"{path} is a folder: --add and --remove change a saved index file")
+    if args.add:
+        check_each_once(args.add, "--add")
     index = EmbeddingIndex.load(path)
     if args.remove:
         ids = _ids_to_remove(index, args.remove)
@@ -154,13 +158,15 @@ def _change_index(args: argparse.Namespace) -> int:
 
 class _Gallery(NamedTuple):
     """What an index is built of: ``(n, d)`` embeddings, ``(n,)`` ids, ``(n,)`` labels (None:
-    unlabelled), and the model that embedded them with its run folder (None: unknown)."""
+    unlabelled), and the model that embedded them with its run folder and checkpoint (None:
+    unknown)."""
 
     embeddings: np.ndarray
     ids: np.ndarray
     labels: np.ndarray | None
     model: str | None
     run: str | None
+    checkpoint: str | None
 
 
 def _embedded_gallery(args: argparse.Namespace) -> _Gallery:
@@ -173,7 +179,10 @@ def _embedded_gallery(args: argparse.Namespace) -> _Gallery:
     else:
         items = run.embed(args.data, split=args.split, root=args.root)
     print(f"embedded {len(items.ids)} items of {items.source} with {args.source}")
-    return _Gallery(items.embeddings, items.ids, items.labels, run.model_id, str(run.folder))
+    identity = run.identity()
+    return _Gallery(
+        items.embeddings, items.ids, items.labels, identity.model, identity.run, identity.checkpoint
+    )
 
 
 def _saved_gallery(source: Path) -> _Gallery:
@@ -195,8 +204,10 @@ def _saved_gallery(source: Path) -> _Gallery:
             f"note: {source} does not say which model embedded it ({IDENTITY_FILE}), so the "
             "index cannot refuse queries of another model"
         )
-    model, run = (None, None) if identity is None else (identity.model, identity.run)
-    return _Gallery(embeddings, ids_beside(source, len(embeddings)), labels, model, run)
+    ids = ids_beside(source, len(embeddings))
+    if identity is None:
+        return _Gallery(embeddings, ids, labels, None, None, None)
+    return _Gallery(embeddings, ids, labels, identity.model, identity.run, identity.checkpoint)
 
 
 def _ids_to_remove(index: EmbeddingIndex, given: list[str]) -> np.ndarray:
@@ -431,7 +442,7 @@ def query_embeddings(
             print(f"note: {first} does not say which model embedded it ({MODEL_IDENTITY})")
         return saved, ids_beside(first, len(saved))
     if run is None:
-        folder = getattr(args, "run", None) or index.run
+        folder = getattr(args, "run", None) or _model_folder(index)
         if folder is None:
             raise ValueError(f"{source} does not name the run that embedded its gallery: add --run")
         run = load_run(folder, args)
@@ -442,6 +453,14 @@ def query_embeddings(
     )
     embedded = run.embed(items if len(items) > 1 else items[0], split=getattr(args, "split", None))
     return embedded.embeddings, embedded.ids
+
+
+def _model_folder(index: EmbeddingIndex) -> str | None:
+    """Where the model that embedded ``index``'s gallery is read from: its checkpoint, where
+    the index records one that is still there, else its run (the run's best checkpoint)."""
+    if index.checkpoint is not None and Path(index.checkpoint).is_dir():
+        return index.checkpoint
+    return index.run
 
 
 def _refuse_split_of_saved(args: argparse.Namespace, saved: Path) -> None:

@@ -2,7 +2,8 @@
 retrieval, clusters and verification, on one self-contained page (``clusterable report RUN``).
 
 The metrics table is the run's own test evaluation (``test_metrics.json``, the whole test split).
-The panels below it embed the test split with the best checkpoint again; a large split is
+The panels below it embed the test split with the best checkpoint again (or with the checkpoint of
+the run given, ``report RUN/checkpoints/NAME``, whose page has no test table); a large split is
 sampled (seeded) for them, and the t-SNE map takes a smaller sample still: the page says how many.
 The verification panel chooses its threshold on the run's validation split (sampled alike) and
 reports its rates on the test split (`clusterable.reports.verification_view`).
@@ -49,7 +50,8 @@ if TYPE_CHECKING:
 PANEL_ITEMS = 5_000
 MAP_ITEMS = 2_000
 
-#: The report's file name in the run folder.
+#: The report's file name in the run folder (``report-NAME.html`` for its checkpoint ``NAME``
+#: other than the best).
 REPORT_NAME = "report.html"
 
 
@@ -68,9 +70,10 @@ def write_run_report(
     ----------
     run : path or TrainedRun
         The folder ``clusterable train`` wrote (``run.json``, ``checkpoints/``, ``log.jsonl``),
-        or that run already loaded.
+        one of its checkpoints (the run with that checkpoint's weights), or a run already loaded.
     out : path, optional
-        The HTML file to write; ``RUN/report.html`` by default.
+        The HTML file to write; ``RUN/report.html`` by default (``RUN/report-NAME.html`` for
+        the run's checkpoint ``NAME`` other than its best).
     seed : int, optional
         Seed of the samples, the t-SNE map and the clustering (default: the run's).
     device : str or torch.device
@@ -79,7 +82,8 @@ def write_run_report(
     Raises
     ------
     FileNotFoundError
-        If ``run`` is not a run folder (no ``run.json``) or holds no checkpoint.
+        If ``run`` is neither a run folder (with ``run.json``) nor a checkpoint in one, or holds
+        no checkpoint.
     """
     from clusterable.trained_run import TrainedRun
 
@@ -126,22 +130,33 @@ def write_run_report(
         device=trained.device,
     )
     sections.append(_verification(trained, sample, embeddings, described, seed))
+    checkpoint = None if trained.is_best else Path(str(trained.checkpoint)).name
     title = f"{folder.name}: {spec.loss} on {spec.data}"
+    if checkpoint is not None:
+        title += f", {checkpoint}"
     subtitle = f"model {spec.model}, embedding {spec.embedding_dim}-d, labels {spec.labels}"
     page = render(title, subtitle, sections, f"clusterable report of {folder}")
-    return write_page(page, out if out is not None else folder / REPORT_NAME)
+    name = REPORT_NAME if checkpoint is None else f"report-{checkpoint}.html"
+    return write_page(page, out if out is not None else folder / name)
 
 
 def _load_run_folder(folder: Path, device: DeviceSpec) -> TrainedRun:
-    """The run in ``folder``, which must be a run folder (a checkpoint has no test table)."""
-    from clusterable.train.run_folder import RUN_RECORD
+    """The run in ``folder``, which must be a run folder or a checkpoint of one (a checkpoint
+    copied out of its run has none of the run's settings and log)."""
+    from clusterable.train.checkpoint import resolve_checkpoint
+    from clusterable.train.run_folder import RUN_RECORD, checkpoint_run_folder
     from clusterable.trained_run import TrainedRun
 
     if not (folder / RUN_RECORD).is_file():
-        raise FileNotFoundError(
-            f"{folder} is not a run folder (no {RUN_RECORD}): give the folder `clusterable train` "
-            "wrote"
-        )
+        try:
+            in_a_run = checkpoint_run_folder(resolve_checkpoint(folder, "best")) is not None
+        except FileNotFoundError:
+            in_a_run = False
+        if not in_a_run:
+            raise FileNotFoundError(
+                f"{folder} is not a run folder (no {RUN_RECORD}) nor a checkpoint in one: give "
+                "the folder `clusterable train` wrote"
+            )
     return TrainedRun.load(folder, device=device)
 
 
