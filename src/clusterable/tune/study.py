@@ -533,7 +533,7 @@ def _progress(trials: int, metric: str, report: Callable[[str], None]) -> Callab
 
 
 def values_in_words(values: dict[str, Any]) -> str:
-    """A trial's values (``"target.name"`` -> value, as :attr:`TuneResult.best_values`) in
+    """A trial's values (``"target.name"`` -> value, as ``TuneResult.best_values``) in
     words, as every line of a search names them: the setting without its target, a float to 4
     significant digits. The one wording of a search's values, for the command line's summary
     and the paper reproductions' notes too.
