@@ -151,6 +151,19 @@ def test_a_file_given_twice_is_refused_before_embedding(work, tmp_path, capsys, 
     assert gallery.read_bytes() == before
 
 
+def test_a_folder_among_several_items_is_named_as_a_folder(work, tmp_path, capsys):  # noqa: F811
+    """Two folders were read as two image files: "image file A does not exist"."""
+    _, run, pngs = work
+    first, second = tmp_path / "a", tmp_path / "b"
+    for folder, png in ((first, pngs[0]), (second, pngs[1])):
+        folder.mkdir()
+        shutil.copy(png, folder / png.name)
+    argv = ["embed", str(run), "--items", str(first), str(second), "--out", str(tmp_path / "o")]
+    err = one_line_error(capsys, argv, "embed")
+    assert f"{first} is a folder among 2 items: give one folder alone" in err, err
+    assert "does not exist" not in err
+
+
 def test_a_mistyped_folder_is_not_called_an_unknown_data_set(work, tmp_path, capsys):  # noqa: F811
     folder, run, _ = work
     missing = str(tmp_path / "photos2")

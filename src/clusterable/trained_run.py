@@ -562,6 +562,11 @@ class TrainedRun:
                 f"the run takes {self.expects}, not images; give a table or an array of such items"
             )
         missing = [p for p in paths if not p.is_file()]
+        if missing and missing[0].is_dir():  # a folder among several items
+            raise ValueError(
+                f"{missing[0]} is a folder among {len(paths)} items: give one folder alone (its "
+                "images, or one sub-folder of images per class), or image files"
+            )
         if missing:
             raise FileNotFoundError(f"image file {missing[0]} does not exist")
         return ImageFiles(paths, **self._image_view())
