@@ -122,6 +122,12 @@ def _check_present(device: torch.device) -> None:
         raise ValueError(f"device {str(device)!r} is not supported; choose one of cpu, cuda, mps")
 
 
+def allocator_words(error: torch.OutOfMemoryError) -> str:
+    """The first sentence of an out-of-memory error, as the allocator says it (``"CUDA out of
+    memory"``), for a one-line message."""
+    return str(error).split(". ")[0]
+
+
 def module_device(module: nn.Module) -> torch.device:
     """The device of a model's first parameter (or buffer); the CPU for one that has neither."""
     for tensor in module.parameters():

@@ -176,7 +176,9 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             torch = sys.modules.get("torch")  # imported by whatever ran out of memory
             if torch is None or not isinstance(error, torch.OutOfMemoryError):
                 raise
-            said = str(error).split(". ")[0]  # "CUDA out of memory. Tried to allocate 2.00 GiB"
+            from clusterable.device import allocator_words
+
+            said = allocator_words(error)
             parser.exit(
                 2,
                 f"clusterable {args.command}: error: {said}: free the GPU of other work, or run "

@@ -46,6 +46,7 @@ from clusterable._atomic import atomic_write_text
 from clusterable._ranges import SettingError
 from clusterable.data import LabelledDataset
 from clusterable.data.device_augment import CropBatch, crops_on_device, resized_crops
+from clusterable.device import allocator_words
 from clusterable.losses import DistributedLoss, EmbeddingLoss, NonFiniteEmbeddings
 from clusterable.mining import DistributedBatchSampler
 from clusterable.models import EmbeddingNet
@@ -339,7 +340,7 @@ class Trainer:
         error of ``batch_size`` (the command line names ``--batch-size``) with the epoch, the
         step, the allocator's own first sentence, and what else lowers the memory a step takes:
         embedding the batch in chunks (the same gradient), bf16, a smaller image size."""
-        said = str(error).split(". ")[0]  # "CUDA out of memory. Tried to allocate 2.00 GiB"
+        said = allocator_words(error)
         chunks = (
             "embed each batch in chunks with --chunk-size N (the same gradient, less memory)"
             if self.config.chunk_size is None
