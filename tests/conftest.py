@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +13,10 @@ import torch
 from clusterable.data.locate import SYSTEM_DATA_DIR
 
 CUDA = torch.cuda.is_available()
+
+# A verb's unforeseen error reaches the test as itself, traceback and all, not as the one line
+# and exit status 1 a user sees (`clusterable.cli._crash`, whose tests unset this).
+os.environ["CLUSTERABLE_TRACEBACK"] = "1"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -150,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """The verb of the parsed ``args``; its errors as one line and exit status 2 (a GPU out of
-    memory too: training names ``--batch-size``, any other work says to free the GPU)."""
+    memory too: training names ``--batch-size``, any other work says to free the GPU); an error
+    no check foresaw as one line and status 1, its traceback in a file (:func:`_unforeseen`)."""
     # What the verb runs, imported once the command line is read: `--help` has exited by now.
     from clusterable.device import resolve_device
     from clusterable.train.checkpoint import CheckpointWriteError
@@ -175,7 +176,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         except RuntimeError as error:
             torch = sys.modules.get("torch")  # imported by whatever ran out of memory
             if torch is None or not isinstance(error, torch.OutOfMemoryError):
-                raise
+                return _unforeseen(args.command, error)
             from clusterable.device import allocator_words
 
             said = allocator_words(error)
@@ -184,8 +185,21 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                 f"clusterable {args.command}: error: {said}: free the GPU of other work, or run "
                 "this on the CPU (--device cpu)\n",
             )
+        except Exception as error:
+            return _unforeseen(args.command, error)
         finally:
             sys.stdout = stdout
+
+
+def _unforeseen(command: str, error: Exception) -> int:
+    """An error no check foresaw, in one line with its traceback written to a file (exit status
+    1); raised as it is under ``CLUSTERABLE_TRACEBACK=1``."""
+    from clusterable.cli import _crash
+
+    if _crash.showing_tracebacks():
+        raise error
+    print(_crash.internal_error_line(command, error), file=sys.stderr)
+    return _crash.INTERNAL_ERROR_STATUS
 
 
 if __name__ == "__main__":
