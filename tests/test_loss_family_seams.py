@@ -116,7 +116,7 @@ def test_evaluate_run_gives_the_classification_accuracy_asked_or_says_why_not(fa
     capsys.readouterr()
     for refused, words in (
         (("--split", "train"), "the train split holds the training items themselves"),
-        ((), "saved embeddings come without it"),
+        ((), "trained classifier, which saved embeddings do not hold"),
     ):
         source = family / "emb" / "embeddings.npy" if not refused else family / "run"
         extra = () if refused else (family / "emb" / "labels.npy",)

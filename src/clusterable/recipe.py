@@ -352,10 +352,18 @@ def build_trainer(
 
 #: The neighbour counts of the test table: Recall@K, and k of the k-NN classifier.
 TEST_RECALL_KS, TEST_KNN_KS = (1, 2, 4, 8), (1, 3, 5, 7)
+#: How a note under a table begins where k-NN accuracy from training items is left out; the
+#: reason follows (:func:`knn_left_out_reason` reads it back).
+KNN_LEFT_OUT = "k-NN accuracy from training items left out: "
 #: Under the table of a zero-shot test split, whose k-NN accuracy from training items would be 0.
-ZERO_SHOT_NOTE = (
-    "k-NN accuracy from training items left out: no test class is a training class (zero-shot)"
-)
+ZERO_SHOT_NOTE = f"{KNN_LEFT_OUT}no test class is a training class (zero-shot)"
+
+
+def knn_left_out_reason(note: str) -> str:
+    """Why a note beginning :data:`KNN_LEFT_OUT` leaves the k-NN accuracy out."""
+    return note.removeprefix(KNN_LEFT_OUT)
+
+
 #: The clustering scores against the fine classes that a coarse-label table adds (``subclass_*``).
 SUBCLASS_SCORES = ("nmi", "accuracy", "f1")
 

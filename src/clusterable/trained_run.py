@@ -516,20 +516,19 @@ class TrainedRun:
         classes, in their codes (``item_labels``).
         """
         from clusterable.data import labelled_mask
-        from clusterable.recipe import KnnReference, describe_knn, knn_to_report
+        from clusterable.recipe import KNN_LEFT_OUT, KnnReference, describe_knn, knn_to_report
 
-        left_out = "k-NN accuracy from training items left out"
         spec = self.spec
         if spec is None:
-            return None, [f"{left_out}: the model was not loaded from a run"]
+            return None, [f"{KNN_LEFT_OUT}the model was not loaded from a run"]
         own = data is None or replace(spec, data=data).data == spec.data
         if own and split != "test":
-            return None, [f"{left_out}: the {split} split holds the training items themselves"]
+            return None, [f"{KNN_LEFT_OUT}the {split} split holds the training items themselves"]
         whole = self.split("train")
         training = self._training_items(whole)
         if training is None:
             return None, [
-                f"{left_out}: {self.folder} has no run.json, whose seed tells which items of the "
+                f"{KNN_LEFT_OUT}{self.folder} has no run.json, whose seed tells which items of the "
                 "train split were held out for validation"
             ]
         labels = items.labels[labelled_mask(items.labels)]
@@ -544,7 +543,7 @@ class TrainedRun:
         ks, note = knn_to_report(training.labels, labels if codes is None else codes)
         if not ks and not own:
             note = (
-                f"{left_out}: no class of {items.name} is a training class of the run (classes "
+                f"{KNN_LEFT_OUT}no class of {items.name} is a training class of the run (classes "
                 "are matched by name)"
             )
         notes = [] if note is None else [note]

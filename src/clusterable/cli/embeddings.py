@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 from clusterable.cli._clusters import clustering_options, clusters_to_ask, n_clusters_flag
 from clusterable.cli._files import (
@@ -101,19 +101,19 @@ def command_evaluate(args: argparse.Namespace) -> int:
     asked, knn_asked = knn_of_metrics(args.metrics)
     asked, classifier_asked = classifier_of_metrics(asked)
     options = clustering_options(args.clustering, args.clustering_args)
-    if knn_asked is not None and Path(args.source).suffix == ".npy":
-        raise ValueError(
-            f"--metrics {knn_asked.spelled}: k-NN accuracy votes among a run's training items, "
-            "and saved embeddings come without them; evaluate the run instead (clusterable "
-            f"evaluate RUN --metrics {knn_asked.spelled}), or ask precision@1, the leave-one-out "
-            "1-NN"
-        )
-    if classifier_asked and Path(args.source).suffix == ".npy":
-        raise ValueError(
-            f"--metrics {CLASSIFICATION_ACCURACY}: the accuracy of a run's trained classifier, "
-            "and saved embeddings come without it; evaluate the run instead (clusterable "
-            f"evaluate RUN --metrics {CLASSIFICATION_ACCURACY}), or ask knn@K of the run"
-        )
+    if Path(args.source).suffix == ".npy":  # saved embeddings: no run to read these from
+        if knn_asked is not None:
+            _refuse_of_saved_embeddings(
+                knn_asked.spelled,
+                "k-NN accuracy votes among a run's training items",
+                "precision@1, the leave-one-out 1-NN",
+            )
+        if classifier_asked:
+            _refuse_of_saved_embeddings(
+                CLASSIFICATION_ACCURACY,
+                "the accuracy of a run's trained classifier",
+                "knn@K of the run",
+            )
     # A run's default table is its test table's (`score_test_table`, the one owner): k-NN
     # accuracy from its training items, and a coarse run's scores against the fine classes.
     reference: list[tuple[KnnReference | None, list[str]]] = []
@@ -189,6 +189,14 @@ def check_counts(args: argparse.Namespace, split: LabelledDataset) -> None:
         check_n_clusters(args.n_clusters, items)
 
 
+def _refuse_of_saved_embeddings(metric: str, needs: str, instead: str) -> NoReturn:
+    """Refuse ``--metrics metric`` of saved embeddings: it ``needs`` what only a run holds."""
+    raise ValueError(
+        f"--metrics {metric}: {needs}, which saved embeddings do not hold; evaluate the run "
+        f"instead (clusterable evaluate RUN --metrics {metric}), or ask {instead}"
+    )
+
+
 #: The k-NN accuracy that ``evaluate --metrics`` scores from a run's training items, as
 #: ``knn@K``; the bare ``knn@k`` takes the K of the run's own test table.
 KNN_METRIC = "knn@k"
@@ -255,6 +263,7 @@ def classifier_reference(
     by (:func:`knn_to_score`: which items are of the training classes, in its codes), with only
     the ``knn@K`` asked beside it; refused before any embedding where the run's loss has no
     classifier, and where the items have no training class or are the training items."""
+    from clusterable.recipe import knn_left_out_reason
     from clusterable.train.config import losses_with_a_classifier, without_classifier
 
     spelled = f"--metrics {CLASSIFICATION_ACCURACY}"
@@ -270,7 +279,7 @@ def classifier_reference(
     else:  # the training items' classes only: none of them is embedded
         reference, notes = run.knn_reference(split, args.data, args.split, voters=False)
     if reference is None:
-        why = notes[0].partition(" left out: ")[2]
+        why = knn_left_out_reason(notes[0])
         raise ValueError(
             f"{spelled} is scored as the run's test table scores it, on items of the training "
             f"classes that are not the training items, and here {why}"
