@@ -107,3 +107,18 @@ def test_report_of_a_checkpoint_is_the_runs_page_beside_the_runs_own(run):
     page = run / f"report-{other.name}.html"
     assert page.is_file() and not (run / "report.html").exists()
     assert other.name in page.read_text() and "test evaluation" not in page.read_text()
+
+
+def test_an_index_of_another_checkpoint_is_refused_naming_the_checkpoint(run, tmp_path, capsys):
+    """Queries embedded with one checkpoint against an index of the run's best: the refusal
+    names that checkpoint (the weights that differ), not only the run folder."""
+    _, other = best_and_other(run)
+    index_file = tmp_path / "best.npz"
+    argv = ("--data", "digits", "--split", "test", "--device", "cpu")
+    assert cli("index", run, *argv, "--out", index_file) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        cli("search", index_file, "digits", "--run", other, "--device", "cpu")
+    err = capsys.readouterr().err
+    assert f"was made by another model than the one of {other} " in err, err
+    assert err.count("\n") == 1

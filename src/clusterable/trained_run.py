@@ -360,11 +360,13 @@ class TrainedRun:
 
     def check_identity(self, model_id: str | None, what: str, remedy: str) -> None:
         """Refuse ``what``, made by the model of checksum ``model_id``, when that is not this
-        run's model (None: unknown, accepted)."""
+        run's model (None: unknown, accepted); the message names the run folder, or the
+        checkpoint where the weights are not the run's best."""
         if model_id is not None and self.model_id is not None and model_id != self.model_id:
+            weights = self.folder if self.is_best else self.checkpoint  # the run's, or one kept
             raise ValueError(
-                f"{what} was made by another model than the one of {self.folder} (its weights "
-                f"changed or it is another run): {remedy}"
+                f"{what} was made by another model than the one of {weights} (its weights "
+                f"changed, or it is another run or checkpoint): {remedy}"
             )
 
     @property
