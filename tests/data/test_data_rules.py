@@ -163,3 +163,34 @@ def test_nan_features_are_refused_at_load_naming_the_row(tmp_path, suffix):
         np.save(tmp_path / "t_labels.npy", y)
     with pytest.raises(ValueError, match="row 7, column 2"):
         load_dataset(f"table:{tmp_path / ('t' + suffix)}", split="all")
+
+
+def write_jpegs(folder, n_per_class=6, classes=("a", "b")):
+    rng = np.random.default_rng(0)
+    for name in classes:
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        for i in range(n_per_class):
+            pixels = rng.integers(0, 256, (40, 30, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(folder / name / f"{i}.jpg")
+
+
+def test_a_jpeg_cut_short_fails_the_load_naming_it(tmp_path, capsys):
+    # PIL's verify() checks nothing of a JPEG: a copy cut short trained, then stopped the test
+    # table at the end of `train`, leaving a run folder without its results.
+    write_jpegs(tmp_path / "imgs")
+    cut = tmp_path / "imgs" / "b" / "3.jpg"
+    cut.write_bytes(cut.read_bytes()[:-200])
+    err = one_line_error(
+        capsys,
+        ["train", "--data", f"folder:{tmp_path / 'imgs'}", "--out", str(tmp_path / "run")],
+    )
+    assert str(cut) in err and "truncated" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_bytes_after_a_jpegs_end_marker_are_read_as_pil_reads_them(tmp_path):
+    write_jpegs(tmp_path / "imgs")
+    padded = tmp_path / "imgs" / "a" / "0.jpg"
+    padded.write_bytes(padded.read_bytes() + b"\0" * 64)  # as some cameras leave
+    data = load_dataset(f"folder:{tmp_path / 'imgs'}", split="all")
+    assert data[0][0].shape == (3, 40, 30)

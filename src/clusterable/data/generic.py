@@ -49,9 +49,23 @@ def _grayscale(mode: str) -> bool:
     return mode in ("1", "L", "LA", "I", "I;16", "F")  # "P" (palette) may hold colours
 
 
+def _jpeg_is_cut_short(path: Path) -> bool:
+    """Whether a JPEG file ends before its image data does: no end-of-image marker (``FF D9``)
+    after its last start-of-scan (``FF DA``), what a copy or a download cut short leaves.
+
+    PIL's ``verify`` checks nothing of a JPEG, and decoding such a file fails ("image file is
+    truncated"). Neither marker can occur inside the entropy-coded data (an ``FF`` there is
+    followed by ``00`` or a restart marker), and bytes after the end marker are read as PIL reads
+    them, ignored.
+    """
+    data = path.read_bytes()
+    last_scan = data.rfind(b"\xff\xda")
+    return last_scan < 0 or data.find(b"\xff\xd9", last_scan) < 0
+
+
 def _check_images(files: list[Path]) -> tuple[set[tuple[int, int]], bool]:
-    """Open and verify every image once (chunk structure and checksums, no pixel decoding), so a
-    corrupt file fails the load, not a run that already trained for hours.
+    """Open and verify every image once (chunk structure and checksums, a JPEG's end marker, no
+    pixel decoding), so a corrupt file fails the load, not a run that already trained for hours.
 
     Returns the (width, height) sizes found and whether every image is grayscale.
     """
@@ -60,8 +74,10 @@ def _check_images(files: list[Path]) -> tuple[set[tuple[int, int]], bool]:
     for path in files:
         try:
             with Image.open(path) as image:
-                size, mode = image.size, image.mode
+                size, mode, jpeg = image.size, image.mode, image.format == "JPEG"
                 image.verify()
+            if jpeg and _jpeg_is_cut_short(path):
+                raise OSError("image file is truncated: it ends before its image data does")
         except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
             raise ValueError(
                 f"cannot decode image file {path} ({error}); replace or delete the file"
