@@ -704,12 +704,13 @@ class TrainedRun:
         self, folder: Path, split: str | None
     ) -> tuple[LabelledDataset, np.ndarray, str]:
         """Every image in ``folder``: directly in it (no label) and in its sub-folders (labelled
-        by them); with a ``split``, the folder read as the data set ``folder:PATH``."""
+        by the sub-folder of ``folder`` they lie in, however deep, as the data set labels them);
+        with a ``split``, the folder read as the data set ``folder:PATH``."""
         if split is not None:
             dataset = self.split(split, data=f"folder:{folder}")
             return dataset, _ids(dataset), dataset.name
         paths = images_in(folder)  # as a folder data set lists them
-        names = [p.relative_to(folder).parts[-2] if p.parent != folder else "" for p in paths]
+        names = [p.relative_to(folder).parts[0] if p.parent != folder else "" for p in paths]
         if not paths:
             raise ValueError(
                 f"folder {folder} holds no image files ({', '.join(sorted(IMAGE_EXTENSIONS))}); "
