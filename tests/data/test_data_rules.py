@@ -194,3 +194,19 @@ def test_bytes_after_a_jpegs_end_marker_are_read_as_pil_reads_them(tmp_path):
     padded.write_bytes(padded.read_bytes() + b"\0" * 64)  # as some cameras leave
     data = load_dataset(f"folder:{tmp_path / 'imgs'}", split="all")
     assert data[0][0].shape == (3, 40, 30)
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_a_16_bit_image_keeps_its_shades(tmp_path, channels):
+    # PIL's convert() clips a 16-bit grayscale PNG (mode I;16) to white above 255: every pixel
+    # of such a photo was 1.0.
+    write_pngs(tmp_path / "imgs", n_per_class=3)
+    pixels = np.random.default_rng(1).integers(0, 65536, (28, 28), dtype=np.uint16)
+    deep = tmp_path / "imgs" / "a" / "0.png"
+    Image.fromarray(pixels).save(deep)
+    assert Image.open(deep).mode == "I;16"
+    data = load_dataset(f"folder:{tmp_path / 'imgs'}", split="all", channels=channels)
+    item = data[0][0].numpy()  # the 16-bit image, first of class a
+    assert item.shape == (channels, 28, 28)
+    for channel in item:
+        np.testing.assert_array_equal(channel, (pixels >> 8).astype(np.float32) / 255)
