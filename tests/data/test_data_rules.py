@@ -210,3 +210,17 @@ def test_a_16_bit_image_keeps_its_shades(tmp_path, channels):
     assert item.shape == (channels, 28, 28)
     for channel in item:
         np.testing.assert_array_equal(channel, (pixels >> 8).astype(np.float32) / 255)
+
+
+def test_a_class_folder_without_images_is_refused_naming_it(tmp_path, capsys):
+    # An empty class folder (or one of notes and .DS_Store) was a class of no items: its
+    # number skipped in the labels, cross-entropy refused them ("labels must lie in [0, 2)")
+    # after the banner, and every other loss trained with a class that holds nothing.
+    write_pngs(tmp_path / "imgs", classes=("a", "c"))
+    (tmp_path / "imgs" / "b").mkdir()
+    (tmp_path / "imgs" / "b" / "notes.txt").write_text("to sort")
+    (tmp_path / "imgs" / "b" / ".DS_Store").write_bytes(b"\0")
+    argv = ["train", "--data", f"folder:{tmp_path / 'imgs'}", "--loss", "cross-entropy"]
+    err = one_line_error(capsys, [*argv, "--out", str(tmp_path / "run")])
+    assert str(tmp_path / "imgs" / "b") in err and "holds no images" in err
+    assert not (tmp_path / "run").exists()

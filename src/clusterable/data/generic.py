@@ -169,6 +169,15 @@ def load_image_folder(
             f"{', '.join(sorted(IMAGE_EXTENSIONS))}); give a directory with one sub-folder of "
             f"images per class{flat}"
         )
+    # A class is a folder name; one without an image in any part would be a class of no items.
+    imageless = {f.name for _, f in every} - {f.name for _, f in every if images[f]}
+    if imageless:
+        folder = next(f for _, f in every if f.name == min(imageless))
+        raise FileNotFoundError(
+            f"class folder {folder} holds no images (looked for "
+            f"{', '.join(sorted(IMAGE_EXTENSIONS))}); add its images, or move the folder out "
+            f"of {root}"
+        )
     every_file = [path for folder_images in images.values() for path in folder_images]
     sizes, gray = _check_images(every_file)
     if image_size is None:
