@@ -224,3 +224,18 @@ def test_a_class_folder_without_images_is_refused_naming_it(tmp_path, capsys):
     err = one_line_error(capsys, [*argv, "--out", str(tmp_path / "run")])
     assert str(tmp_path / "imgs" / "b") in err and "holds no images" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_the_images_of_a_hidden_folder_are_left_out_as_hidden_files_are(tmp_path):
+    # A class folder's .thumbnails/ (or a Mac's .AppleDouble/) added its copies of the photos
+    # to the data set, where hidden files and hidden class folders are left out.
+    write_pngs(tmp_path / "imgs")
+    hidden = tmp_path / "imgs" / "a" / ".thumbnails"
+    hidden.mkdir()
+    (hidden / "0.png").write_bytes((tmp_path / "imgs" / "a" / "0.png").read_bytes())
+    (tmp_path / "imgs" / "b" / ".1.png").write_bytes(
+        (tmp_path / "imgs" / "b" / "1.png").read_bytes()
+    )
+    data = load_dataset(f"folder:{tmp_path / 'imgs'}", split="all")
+    assert data.source == f"12 images in {tmp_path / 'imgs'}"
+    assert hidden / "0.png" not in data.x.paths

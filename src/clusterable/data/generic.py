@@ -36,12 +36,14 @@ def _class_folders(directory: Path) -> list[Path]:
 
 
 def images_in(folder: Path) -> list[Path]:
-    """The image files below ``folder``, sorted, hidden files left out: how a folder data set
-    lists its images, and how a trained run lists a folder it is given."""
+    """The image files below ``folder``, sorted, hidden files and the files of hidden folders
+    (``.thumbnails/``, ``.AppleDouble/``) left out: how a folder data set lists its images, and
+    how a trained run lists a folder it is given."""
     return sorted(
         p
         for p in folder.rglob("*")
-        if p.suffix.lower() in IMAGE_EXTENSIONS and not p.name.startswith(".")
+        if p.suffix.lower() in IMAGE_EXTENSIONS
+        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
     )
 
 
