@@ -90,3 +90,18 @@ def test_a_model_of_feature_rows_refuses_photos_either_way(table_run, photos, tm
     flags = ["--data", f"folder:{photos}", "--split", "test", "--out", str(tmp_path / "emb")]
     err = one_line_error(capsys, ["embed", str(table_run), *flags], "embed")
     assert "holds images, which its model cannot embed" in err
+
+
+def test_a_folders_images_in_nested_folders_take_their_class_folders_label(run, tmp_path):  # noqa: F811
+    # The folder data set labels an image by its class folder, however deep it lies; a folder
+    # given as items labelled it by the folder just above it, making "2023 trip" a class.
+    rng = np.random.default_rng(0)
+    for name in ("boot/a.jpg", "boot/2023 trip/day 1/b.jpg", "boot/2023 trip/c.jpg", "shirt/d.jpg"):
+        (tmp_path / "photos" / name).parent.mkdir(parents=True, exist_ok=True)
+        pixels = rng.integers(0, 255, (30, 40, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(tmp_path / "photos" / name)
+    embedder = TrainedRun.load(run, device="cpu")
+    bare = embedder.embed(tmp_path / "photos", progress=False)
+    named = embedder.embed(f"folder:{tmp_path / 'photos'}", split="all", progress=False)
+    assert bare.ids.tolist() == named.ids.tolist()
+    assert bare.labels.tolist() == named.labels.tolist() == ["boot"] * 3 + ["shirt"]

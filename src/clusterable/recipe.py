@@ -74,6 +74,7 @@ from clusterable.train.run_folder import (
     RUN_RECORD,
     TEST_METRICS,
     check_resume_epochs,
+    clear_run_folder,
     prepare_run_folder,
 )
 from clusterable.train.trainer import Trainer, TrainResult
@@ -624,7 +625,8 @@ def train_run(
     The run folder ``out`` is checked first
     (:func:`~clusterable.train.run_folder.prepare_run_folder`: a new run needs it empty, or
     ``overwrite``; ``resume`` needs a run in it), then the data is loaded and every piece built,
-    all before the first training step. With ``config.verbose``, a banner says what is trained,
+    all before the first training step; ``overwrite`` deletes what ``out`` held only then, so a
+    run refused before keeps the old one. With ``config.verbose``, a banner says what is trained,
     on what and where. Training, the test embeddings and their evaluation all run on
     ``config.device``.
     """
@@ -660,6 +662,8 @@ def train_run(
         out=out,
         preprocessing=preprocessing,
     )
+    if out is not None and overwrite and main_process:
+        clear_run_folder(out)
     if config.verbose and trainer.env.is_main:
         sizes = {"train": len(train), "validation": len(val) if val else 0, "test": len(test)}
         print(

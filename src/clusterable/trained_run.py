@@ -74,12 +74,19 @@ EMBED_BOUNDS = {
     "workers": Bounds(0, integer=True, none="the training default"),
 }
 
+#: A 16-bit grayscale image's first step (:func:`clusterable.data.stored_images.in_mode`).
+_SIXTEEN_BITS = (
+    "; a 16-bit grayscale image (mode I;16) is scaled to 8 bits before the conversion: "
+    "image = Image.fromarray((np.asarray(image) >> 8).astype(np.uint8))"
+)
+
 #: How an image file is decoded to the model's channels, by the number of channels: PIL's
 #: conversion, before any resize (converting after resizing gives other pixel values).
 _DECODE = {
     1: "Image.open(file).convert('L'), before resizing: PIL's luma, L = R * 299/1000 + "
-    "G * 587/1000 + B * 114/1000 (not the channels' mean)",
-    3: "Image.open(file).convert('RGB'), before resizing (an alpha channel is dropped)",
+    "G * 587/1000 + B * 114/1000 (not the channels' mean)" + _SIXTEEN_BITS,
+    3: "Image.open(file).convert('RGB'), before resizing (an alpha channel is dropped)"
+    + _SIXTEEN_BITS,
 }
 
 
@@ -705,12 +712,13 @@ class TrainedRun:
         self, folder: Path, split: str | None
     ) -> tuple[LabelledDataset, np.ndarray, str]:
         """Every image in ``folder``: directly in it (no label) and in its sub-folders (labelled
-        by them); with a ``split``, the folder read as the data set ``folder:PATH``."""
+        by the sub-folder of ``folder`` they lie in, however deep, as the data set labels them);
+        with a ``split``, the folder read as the data set ``folder:PATH``."""
         if split is not None:
             dataset = self.split(split, data=f"folder:{folder}")
             return dataset, _ids(dataset), dataset.name
         paths = images_in(folder)  # as a folder data set lists them
-        names = [p.relative_to(folder).parts[-2] if p.parent != folder else "" for p in paths]
+        names = [p.relative_to(folder).parts[0] if p.parent != folder else "" for p in paths]
         if not paths:
             raise ValueError(
                 f"folder {folder} holds no image files ({', '.join(sorted(IMAGE_EXTENSIONS))}); "

@@ -163,3 +163,79 @@ def test_nan_features_are_refused_at_load_naming_the_row(tmp_path, suffix):
         np.save(tmp_path / "t_labels.npy", y)
     with pytest.raises(ValueError, match="row 7, column 2"):
         load_dataset(f"table:{tmp_path / ('t' + suffix)}", split="all")
+
+
+def write_jpegs(folder, n_per_class=6, classes=("a", "b")):
+    rng = np.random.default_rng(0)
+    for name in classes:
+        (folder / name).mkdir(parents=True, exist_ok=True)
+        for i in range(n_per_class):
+            pixels = rng.integers(0, 256, (40, 30, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(folder / name / f"{i}.jpg")
+
+
+def test_a_jpeg_cut_short_fails_the_load_naming_it(tmp_path, capsys):
+    # PIL's verify() checks nothing of a JPEG: a copy cut short trained, then stopped the test
+    # table at the end of `train`, leaving a run folder without its results.
+    write_jpegs(tmp_path / "imgs")
+    cut = tmp_path / "imgs" / "b" / "3.jpg"
+    cut.write_bytes(cut.read_bytes()[:-200])
+    err = one_line_error(
+        capsys,
+        ["train", "--data", f"folder:{tmp_path / 'imgs'}", "--out", str(tmp_path / "run")],
+    )
+    assert str(cut) in err and "truncated" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_bytes_after_a_jpegs_end_marker_are_read_as_pil_reads_them(tmp_path):
+    write_jpegs(tmp_path / "imgs")
+    padded = tmp_path / "imgs" / "a" / "0.jpg"
+    padded.write_bytes(padded.read_bytes() + b"\0" * 64)  # as some cameras leave
+    data = load_dataset(f"folder:{tmp_path / 'imgs'}", split="all")
+    assert data[0][0].shape == (3, 40, 30)
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_a_16_bit_image_keeps_its_shades(tmp_path, channels):
+    # PIL's convert() clips a 16-bit grayscale PNG (mode I;16) to white above 255: every pixel
+    # of such a photo was 1.0.
+    write_pngs(tmp_path / "imgs", n_per_class=3)
+    pixels = np.random.default_rng(1).integers(0, 65536, (28, 28), dtype=np.uint16)
+    deep = tmp_path / "imgs" / "a" / "0.png"
+    Image.fromarray(pixels).save(deep)
+    assert Image.open(deep).mode == "I;16"
+    data = load_dataset(f"folder:{tmp_path / 'imgs'}", split="all", channels=channels)
+    item = data[0][0].numpy()  # the 16-bit image, first of class a
+    assert item.shape == (channels, 28, 28)
+    for channel in item:
+        np.testing.assert_array_equal(channel, (pixels >> 8).astype(np.float32) / 255)
+
+
+def test_a_class_folder_without_images_is_refused_naming_it(tmp_path, capsys):
+    # An empty class folder (or one of notes and .DS_Store) was a class of no items: its
+    # number skipped in the labels, cross-entropy refused them ("labels must lie in [0, 2)")
+    # after the banner, and every other loss trained with a class that holds nothing.
+    write_pngs(tmp_path / "imgs", classes=("a", "c"))
+    (tmp_path / "imgs" / "b").mkdir()
+    (tmp_path / "imgs" / "b" / "notes.txt").write_text("to sort")
+    (tmp_path / "imgs" / "b" / ".DS_Store").write_bytes(b"\0")
+    argv = ["train", "--data", f"folder:{tmp_path / 'imgs'}", "--loss", "cross-entropy"]
+    err = one_line_error(capsys, [*argv, "--out", str(tmp_path / "run")])
+    assert str(tmp_path / "imgs" / "b") in err and "holds no images" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_images_of_a_hidden_folder_are_left_out_as_hidden_files_are(tmp_path):
+    # A class folder's .thumbnails/ (or a Mac's .AppleDouble/) added its copies of the photos
+    # to the data set, where hidden files and hidden class folders are left out.
+    write_pngs(tmp_path / "imgs")
+    hidden = tmp_path / "imgs" / "a" / ".thumbnails"
+    hidden.mkdir()
+    (hidden / "0.png").write_bytes((tmp_path / "imgs" / "a" / "0.png").read_bytes())
+    (tmp_path / "imgs" / "b" / ".1.png").write_bytes(
+        (tmp_path / "imgs" / "b" / "1.png").read_bytes()
+    )
+    data = load_dataset(f"folder:{tmp_path / 'imgs'}", split="all")
+    assert data.source == f"12 images in {tmp_path / 'imgs'}"
+    assert hidden / "0.png" not in data.x.paths

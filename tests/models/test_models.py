@@ -242,6 +242,63 @@ def test_torchvision_backbone_loads_local_weights_and_drops_the_classifier(
         build_model("torchvision:tiny", (3, 16, 16), DIM, weights=tmp_path / "missing.pth")
 
 
+def _stand_in_torchvision(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``torchvision.models.get_model`` building a :class:`_TinyClassifier`, whatever its name."""
+    package = types.ModuleType("torchvision")
+    package.models = types.SimpleNamespace(get_model=lambda arch, **kwargs: _TinyClassifier())
+    monkeypatch.setitem(sys.modules, "torchvision", package)
+    monkeypatch.setitem(sys.modules, "torchvision.models", package.models)
+
+
+def _weights_files_of_no_model(folder) -> dict[str, object]:
+    """Files a user may give as weights that hold no state dict of the model, by what they are."""
+    folder.mkdir()
+    files = {
+        "text": folder / "notes.pth",
+        "empty": folder / "empty.pth",
+        "module": folder / "module.pth",
+        "tensor": folder / "tensor.pth",
+        "other shapes": folder / "wider.pth",
+        "safetensors cut short": folder / "cut.safetensors",
+    }
+    files["text"].write_text("not weights\n")
+    files["empty"].write_bytes(b"")
+    torch.save(_TinyClassifier(), files["module"])  # the module pickled, not its state dict
+    torch.save(torch.zeros(3), files["tensor"])
+    torch.save(_TinyClassifier(num_classes=7).state_dict(), files["other shapes"])
+    files["safetensors cut short"].write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{")
+    return files
+
+
+def test_weights_that_are_no_state_dict_of_the_model_are_named_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    # A text file given as weights raised KeyError: 101 out of torch's unpickler, a traceback.
+    _stand_in_torchvision(monkeypatch)
+    for what, path in _weights_files_of_no_model(tmp_path / "weights").items():
+        with pytest.raises(ValueError) as error:
+            build_model("torchvision:tiny", (3, 16, 16), DIM, weights=path)
+        message = str(error.value)
+        assert str(path) in message and "state dict" in message and "\n" not in message, what
+
+
+def test_timm_names_a_weights_file_it_cannot_read(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    def create_model(arch: str, **kwargs: object) -> nn.Module:
+        model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        model.num_features = 4
+        if kwargs.get("pretrained"):  # as timm's load_pretrained reads its config's file
+            model.load_state_dict(torch.load(kwargs["pretrained_cfg_overlay"]["file"]))
+        return model
+
+    monkeypatch.setitem(sys.modules, "timm", types.SimpleNamespace(create_model=create_model))
+    path = tmp_path / "notes.pth"
+    path.write_text("not weights\n")
+    with pytest.raises(ValueError, match=r"weights file .*notes\.pth cannot be read as weights"):
+        build_model("timm:tiny", (3, 16, 16), DIM, weights=path)
+
+
 def test_timm_backbone_passes_the_local_file_to_timm(
     monkeypatch: pytest.MonkeyPatch, tmp_path
 ) -> None:

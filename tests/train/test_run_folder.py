@@ -92,6 +92,20 @@ def test_a_non_empty_out_needs_resume_or_overwrite(contrastive_run, tmp_path, ca
     assert epochs == [1, 2], "the log holds one run"
 
 
+def test_overwrite_keeps_the_old_run_when_the_new_one_is_refused(contrastive_run, tmp_path, capsys):
+    # --overwrite emptied the folder before the data was read: a mistyped --data deleted the
+    # old run and trained nothing in its place.
+    import shutil
+
+    out = tmp_path / "kept"
+    shutil.copytree(contrastive_run, out)
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    nowhere = tmp_path / "nowhere"
+    err = one_line_error(capsys, lambda: train(out, "--data", f"folder:{nowhere}", "--overwrite"))
+    assert str(nowhere) in err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
 def test_an_unwritable_out_fails_before_the_data_is_read(tmp_path, capsys, monkeypatch):
     (tmp_path / "file").write_text("not a folder")
 

@@ -110,7 +110,10 @@ def add_train(verbs: Verbs) -> argparse.ArgumentParser:
         "(only --epochs and output flags may change)",
     )
     train.add_argument(
-        "--overwrite", action="store_true", help="delete what --out holds, then start a new run"
+        "--overwrite",
+        action="store_true",
+        help="delete what --out holds, then start a new run (once its data is read and its "
+        "model built: a run refused before keeps the old one)",
     )
     train.add_argument(
         "--report",

@@ -36,12 +36,14 @@ def _class_folders(directory: Path) -> list[Path]:
 
 
 def images_in(folder: Path) -> list[Path]:
-    """The image files below ``folder``, sorted, hidden files left out: how a folder data set
-    lists its images, and how a trained run lists a folder it is given."""
+    """The image files below ``folder``, sorted, hidden files and the files of hidden folders
+    (``.thumbnails/``, ``.AppleDouble/``) left out: how a folder data set lists its images, and
+    how a trained run lists a folder it is given."""
     return sorted(
         p
         for p in folder.rglob("*")
-        if p.suffix.lower() in IMAGE_EXTENSIONS and not p.name.startswith(".")
+        if p.suffix.lower() in IMAGE_EXTENSIONS
+        and not any(part.startswith(".") for part in p.relative_to(folder).parts)
     )
 
 
@@ -49,9 +51,23 @@ def _grayscale(mode: str) -> bool:
     return mode in ("1", "L", "LA", "I", "I;16", "F")  # "P" (palette) may hold colours
 
 
+def _jpeg_is_cut_short(path: Path) -> bool:
+    """Whether a JPEG file ends before its image data does: no end-of-image marker (``FF D9``)
+    after its last start-of-scan (``FF DA``), what a copy or a download cut short leaves.
+
+    PIL's ``verify`` checks nothing of a JPEG, and decoding such a file fails ("image file is
+    truncated"). Neither marker can occur inside the entropy-coded data (an ``FF`` there is
+    followed by ``00`` or a restart marker), and bytes after the end marker are read as PIL reads
+    them, ignored.
+    """
+    data = path.read_bytes()
+    last_scan = data.rfind(b"\xff\xda")
+    return last_scan < 0 or data.find(b"\xff\xd9", last_scan) < 0
+
+
 def _check_images(files: list[Path]) -> tuple[set[tuple[int, int]], bool]:
-    """Open and verify every image once (chunk structure and checksums, no pixel decoding), so a
-    corrupt file fails the load, not a run that already trained for hours.
+    """Open and verify every image once (chunk structure and checksums, a JPEG's end marker, no
+    pixel decoding), so a corrupt file fails the load, not a run that already trained for hours.
 
     Returns the (width, height) sizes found and whether every image is grayscale.
     """
@@ -60,8 +76,10 @@ def _check_images(files: list[Path]) -> tuple[set[tuple[int, int]], bool]:
     for path in files:
         try:
             with Image.open(path) as image:
-                size, mode = image.size, image.mode
+                size, mode, jpeg = image.size, image.mode, image.format == "JPEG"
                 image.verify()
+            if jpeg and _jpeg_is_cut_short(path):
+                raise OSError("image file is truncated: it ends before its image data does")
         except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
             raise ValueError(
                 f"cannot decode image file {path} ({error}); replace or delete the file"
@@ -152,6 +170,15 @@ def load_image_folder(
             f"image folder {root} holds no images in class sub-folders (looked for "
             f"{', '.join(sorted(IMAGE_EXTENSIONS))}); give a directory with one sub-folder of "
             f"images per class{flat}"
+        )
+    # A class is a folder name; one without an image in any part would be a class of no items.
+    imageless = {f.name for _, f in every} - {f.name for _, f in every if images[f]}
+    if imageless:
+        folder = next(f for _, f in every if f.name == min(imageless))
+        raise FileNotFoundError(
+            f"class folder {folder} holds no images (looked for "
+            f"{', '.join(sorted(IMAGE_EXTENSIONS))}); add its images, or move the folder out "
+            f"of {root}"
         )
     every_file = [path for folder_images in images.values() for path in folder_images]
     sizes, gray = _check_images(every_file)

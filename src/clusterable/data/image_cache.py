@@ -35,7 +35,7 @@ from clusterable.data.dataset import ImageFiles
 from clusterable.data.stored_images import DecodedImages, named_read_errors
 
 #: Changed whenever the files' layout or what the pixels are changes: older caches are not read.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: 16-bit grayscale images scaled to 8 bits, no longer clipped white
 
 #: The environment variable that names the folder caches are kept in.
 CACHE_DIR_VARIABLE = "CLUSTERABLE_CACHE_DIR"

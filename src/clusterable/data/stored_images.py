@@ -51,8 +51,16 @@ def named_read_errors(path: Path) -> Iterator[None]:
         ) from error
 
 
+#: PIL's modes of 16-bit grayscale images (a 16-bit PNG or TIFF), which its ``convert`` clips
+#: to white above 255.
+SIXTEEN_BIT_MODES = ("I;16", "I;16B", "I;16L", "I;16N")
+
+
 def in_mode(image: Image.Image, channels: int) -> Image.Image:
-    """``image`` as RGB (3 channels) or grayscale (1)."""
+    """``image`` as RGB (3 channels) or grayscale (1); a 16-bit grayscale image is first scaled
+    to 8 bits (its values divided by 256), as PIL's own conversion would clip it to white."""
+    if image.mode in SIXTEEN_BIT_MODES:
+        image = Image.fromarray((np.asarray(image) >> 8).astype(np.uint8))  # (H, W), mode L
     mode = "RGB" if channels == 3 else "L"
     # convert() to the mode an image has already is a copy of it; decoding is the cost that
     # remains (benchmarks/README.md, "Training throughput").

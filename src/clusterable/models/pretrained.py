@@ -10,11 +10,15 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import pickle
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
+from typing import TypeVar
 
 import torch
+from safetensors import SafetensorError
 from torch import Tensor, nn
 
 from clusterable.data.transforms import Preprocessing, backbone_preprocessing
@@ -82,6 +86,40 @@ _BUILD_KEYWORDS = frozenset(
 )
 
 
+#: What reading a weights file that is no state dict of the model raises, in torch, safetensors
+#: or timm: text or an empty file, a file cut short, a pickled module rather than its state
+#: dict, a lone tensor, or tensors of another shape.
+_UNREADABLE_WEIGHTS = (
+    pickle.UnpicklingError,
+    EOFError,
+    KeyError,
+    RuntimeError,
+    AttributeError,
+    SafetensorError,
+)
+
+_Built = TypeVar("_Built")
+
+
+def _with_weights(
+    load: Callable[[], _Built], path: str | os.PathLike[str], model_name: str
+) -> _Built:
+    """``load()``, which reads the weights file ``path`` of ``model_name``; a file it cannot read
+    as the model's weights is a ValueError of one line naming the file and what to give."""
+    try:
+        return load()
+    except _UNREADABLE_WEIGHTS as error:
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+        said = lines[0].split(". ")[0] if lines else ""  # torch's first sentence, not its advice
+        if said.endswith(":") and len(lines) > 1:  # a size mismatch: the first tensor's
+            said += f" {lines[1]}"
+        raise ValueError(
+            f"weights file {path} cannot be read as weights of {model_name!r} "
+            f"({type(error).__name__}{': ' + said if said else ''}); give a .safetensors file or "
+            "a torch.save state dict of that model's weights"
+        ) from None
+
+
 def _load_state_dict(path: str | os.PathLike[str], model_name: str) -> dict[str, Tensor]:
     """Read a ``.safetensors`` or a ``torch.save`` state dict (optionally under "state_dict")."""
     path = Path(path)
@@ -90,9 +128,18 @@ def _load_state_dict(path: str | os.PathLike[str], model_name: str) -> dict[str,
     if path.suffix == ".safetensors":
         from safetensors.torch import load_file
 
-        return load_file(path)
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    return state.get("state_dict", state)
+        return _with_weights(lambda: load_file(path), path, model_name)
+    state = _with_weights(
+        lambda: torch.load(path, map_location="cpu", weights_only=True), path, model_name
+    )
+    state = state.get("state_dict", state) if isinstance(state, Mapping) else state
+    if not isinstance(state, Mapping):
+        raise ValueError(
+            f"weights file {path} holds a {type(state).__name__}, not a state dict of "
+            f"{model_name!r}; give a .safetensors file or a torch.save state dict of that "
+            "model's weights"
+        )
+    return dict(state)
 
 
 class InputNormalization(nn.Module):
@@ -156,17 +203,20 @@ def _timm_backbone(
             raise FileNotFoundError(f"weights file for model 'timm:{arch}' not found: {weights}")
         pretrained = {"pretrained": True, "pretrained_cfg_overlay": {"file": str(weights)}}
     arguments = {"num_classes": 0, "in_chans": input_shape[0], **pretrained, **kwargs}
+
     # A vision transformer is built for its config's input size and refuses any other; built
     # with the run's (height, width), it takes them (timm resamples the weights' position
     # embeddings). A convolutional network takes no img_size and takes any size as it is.
-    model: nn.Module | None = None
-    if len(input_shape) == 3 and "img_size" not in kwargs:
-        try:
-            model = timm.create_model(arch, img_size=tuple(input_shape[1:]), **arguments)
-        except TypeError:
-            pass  # no img_size keyword, or another argument refused: the build below says which
-    if model is None:
-        model = _built(timm.create_model, f"timm:{arch}", arch, **arguments)
+    def build() -> nn.Module:
+        if len(input_shape) == 3 and "img_size" not in kwargs:
+            try:
+                return timm.create_model(arch, img_size=tuple(input_shape[1:]), **arguments)
+            except TypeError:
+                pass  # no img_size keyword, or another argument refused: the build below says
+        return _built(timm.create_model, f"timm:{arch}", arch, **arguments)
+
+    # timm reads the weights file: what it cannot read is named as the file's.
+    model = build() if weights is None else _with_weights(build, weights, f"timm:{arch}")
     # torch's stub types an unknown Module attribute as Tensor | Module; timm's is an int.
     return model, int(model.num_features)  # type: ignore[arg-type]
 
@@ -213,7 +263,9 @@ def _torchvision_backbone(
             state = vision_transformer.interpolate_embeddings(resized, model.patch_size, state)
         # Extra keys (e.g. GoogLeNet's auxiliary heads when built with aux_logits=False) are
         # harmless; a missing key means the file is for another architecture.
-        missing, _ = model.load_state_dict(state, strict=False)
+        missing, _ = _with_weights(
+            lambda: model.load_state_dict(state, strict=False), weights, name
+        )
         if missing:
             raise ValueError(
                 f"weights file {weights} lacks {len(missing)} tensors of {name}: {missing[:5]}"

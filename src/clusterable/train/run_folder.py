@@ -3,7 +3,8 @@
 ``clusterable train --out RUN`` writes ``run.json`` (the settings), ``log.jsonl``,
 ``checkpoints/`` and the results into one folder. The rules that keep that record true:
 
-- a new run goes into a folder that is absent or empty (or ``overwrite`` clears it first), so two
+- a new run goes into a folder that is absent or empty (or ``overwrite`` clears it first, once
+  the new run is read and built, so a run refused before then leaves the old one whole), so two
   runs never mix their checkpoints and logs;
 - a resumed run takes its settings from its own ``run.json``; a setting given again must agree
   with it, except those a continuation may change (:data:`CHANGEABLE_ON_RESUME`), and its epochs
@@ -302,10 +303,12 @@ def check_resume_epochs(run_dir: Path | str, epochs: int, given: bool = True) ->
 def prepare_run_folder(out: Path | str, resume: bool = False, overwrite: bool = False) -> Path:
     """Make ``out`` ready for a run before any data is read or anything is written in it.
 
-    A new run needs ``out`` absent or empty; ``overwrite`` empties it first. An absent ``out`` is
-    proven writable but not created: the run's first write creates it, so a run refused while it
-    reads its data or builds its pieces leaves no empty folder. ``resume`` needs the run's
-    ``run.json`` and a checkpoint, and removes the temporaries of an interrupted write.
+    A new run needs ``out`` absent or empty, or ``overwrite``: what it holds is then deleted by
+    :func:`clear_run_folder` just before the run's first write, so a run refused while it reads
+    its data or builds its pieces leaves the old run whole. An absent ``out`` is proven writable
+    but not created: the run's first write creates it, so such a refused run leaves no empty
+    folder. ``resume`` needs the run's ``run.json`` and a checkpoint, and removes the
+    temporaries of an interrupted write.
 
     Raises
     ------
@@ -335,13 +338,19 @@ def prepare_run_folder(out: Path | str, resume: bool = False, overwrite: bool = 
                 f"--out {out} already holds files (another run?); add --resume to continue the "
                 "run there, or --overwrite to delete it and start again, or choose another --out"
             )
-        for path in out.iterdir():
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            else:
-                path.unlink()
     # Proven writable, but not made: a run refused before its first write leaves no folder.
     return check_writable(out, keep=False)
+
+
+def clear_run_folder(out: Path | str) -> None:
+    """Delete what ``out`` holds (``--overwrite``), once the new run is read and built: its
+    first write follows."""
+    out = Path(out)
+    for path in out.iterdir() if out.is_dir() else ():
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 def last_checkpoint_epoch(run_dir: Path | str) -> int | None:
