@@ -48,6 +48,10 @@ source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = ["_build", "results/**", "auto_examples/*.ipynb", "auto_examples/*.py"]
 templates_path = ["_templates"]
 
+# Curly quotes and ellipses, but no dashes: "--" stays two hyphens, so that the flags of the
+# command-line reference (its help text is prose, not code) read and copy as typed, never "–out".
+smartquotes_action = "qe"
+
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
 

@@ -173,6 +173,15 @@ def test_evaluate_help_prints_a_single_percent_sign(capsys):
     assert "%%" not in out and "(printed in %)" in " ".join(out.split())
 
 
+def test_embed_help_names_every_file_embed_writes(capsys):
+    from clusterable.cli._files import embed_files
+
+    with pytest.raises(SystemExit):
+        main(["embed", "--help"])
+    text = capsys.readouterr().out
+    assert [name for name in embed_files() if name not in text] == []
+
+
 def test_version(capsys):
     from clusterable import __version__
 

@@ -3,6 +3,7 @@ earlier releases kept, and the settings a command names (file, then flags)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 
 import pytest
@@ -106,6 +107,20 @@ def test_help_is_the_field_comment_with_its_default_and_choices(capsys):
     assert "(default: 0.1)" in text
     assert "--optimizer {" in text and "--sampler {" in text and "--channels {1,3}" in text
     assert "--freeze-batchnorm, --no-freeze-batchnorm" in text
+
+
+def test_the_resume_help_names_every_setting_a_resume_may_change():
+    from clusterable.train.run_folder import CHANGEABLE_ON_RESUME
+
+    train = verb_parsers()["train"]
+    (resume,) = [action for action in train._actions if "--resume" in action.option_strings]
+    named = set(re.findall(r"--[a-z][\w-]*", resume.help))
+    changeable = {"--" + name.replace("_", "-") for name in CHANGEABLE_ON_RESUME}
+    changeable &= option_strings(train)
+    # --num-workers is the old name of --workers; --report is train's own output flag, and --out
+    # the run resumed.
+    assert changeable - {"--num-workers"} <= named
+    assert named <= changeable | {"--report", "--out"}
 
 
 def parsed(argv: list[str]):

@@ -27,6 +27,12 @@ def test_the_readme_lists_every_registered_clusterer():
     assert readme_list("readme-clusterers") == available_clusterings()
 
 
+def test_the_readme_lists_every_experiment():
+    from clusterable.reproduce import available_experiments
+
+    assert readme_list("readme-experiments") == available_experiments()
+
+
 def test_the_cluster_help_lists_every_registered_clusterer_a_new_one_too(capsys):
     from clusterable.cluster import (
         Clusterer,

@@ -96,7 +96,7 @@ class RunSpec:
 
     data: str = "digits"  # the dataset: a registered name, folder:PATH or table:PATH
     root: str | None = None  # folder of the dataset's files (None: /usr/share/datasets/NAME,
-    # then ~/.cache/clusterable/NAME)
+    # then $XDG_CACHE_HOME/clusterable/NAME, ~/.cache without XDG_CACHE_HOME)
     labels: str = "fine"  # which labels train: fine (the dataset's classes) or coarse (MsDNN's
     # merged classes of a 10-class set: 0-4 -> 0, 5-9 -> 1; the fine classes then score
     # sub-class clustering)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -128,3 +129,14 @@ def test_an_api_page_shows_a_signature_and_its_parameters(browser: Any, tmp_path
     assert "API reference" in sidebar
     assert all(loaded)
     assert_drawn(pixels)
+
+
+def test_the_cli_reference_shows_flags_and_examples_as_typed(browser: Any) -> None:
+    page, problems = open_page(browser, "cli.html")
+    text = page.locator("article").inner_text()
+    page.close()
+    assert problems == []
+    assert "clusterable train --data digits --loss lifted --loss-arg margin=1.0 --epochs 20" in text
+    assert "unless --resume or --overwrite" in text
+    dashed = sorted(set(re.findall(r"[\u2013\u2014]-?[a-z][\w-]*", text)))
+    assert not dashed, f"flags typeset with a dash, which a shell does not take: {dashed}"

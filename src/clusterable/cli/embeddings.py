@@ -530,8 +530,10 @@ def add_embed(verbs: Verbs) -> argparse.ArgumentParser:
     embed.add_argument(
         "--out",
         required=True,
-        help="folder for embeddings.npy, labels.npy (-1: no label), class_names.npy and ids.npy "
-        "(each row's file path, or row number)",
+        help="folder for embeddings.npy, labels.npy (-1: no label), fine_labels.npy (a coarse "
+        "run's fine classes; else the labels), class_names.npy, ids.npy (each row's file path, "
+        "or row number), model.json (the run and checkpoint that embedded them) and is_query.npy "
+        "(where the items have query and gallery roles)",
     )
     add_overwrite(embed, "replace the files of an earlier embed in --out")
     return embed

@@ -106,8 +106,10 @@ def add_train(verbs: Verbs) -> argparse.ArgumentParser:
     train.add_argument(
         "--resume",
         action="store_true",
-        help="continue the run in --out from its latest checkpoint, with its own settings "
-        "(only --epochs and output flags may change)",
+        help="continue the run in --out from its latest checkpoint, with its own settings; "
+        "only --epochs (to train longer), how it runs (--device, --workers, --cache-images, "
+        "--chunk-size) and what it reports (--progress, --tensorboard, --mlflow, --report) may "
+        "change",
     )
     train.add_argument(
         "--overwrite",

@@ -126,8 +126,9 @@ class TrainConfig:
     cache_images: Literal["auto", "none", "ram", "disk"] = "auto"  # image files decoded once at
     # the working resolution before the first epoch, the same pixels (each epoch then only crops
     # and resizes): ram into memory, disk into a memory-mapped cache that later runs reuse
-    # ($CLUSTERABLE_CACHE_DIR, else ~/.cache/clusterable/decoded-images), auto ram when they fit
-    # the lesser of 8 GiB and a quarter of the memory available else disk, none never
+    # ($CLUSTERABLE_CACHE_DIR, else $XDG_CACHE_HOME/clusterable/decoded-images, ~/.cache without
+    # XDG_CACHE_HOME), auto ram when they fit the lesser of 8 GiB and a quarter of the memory
+    # available else disk, none never
     augment_on: Literal["auto", "device", "loader"] = "auto"  # where image files' training
     # crops and flips are made: device (drawn per item in the loader, resized for the whole batch
     # on the run's device), loader (PIL in the loader's workers), auto device on CUDA else loader
