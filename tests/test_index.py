@@ -378,10 +378,12 @@ def test_a_cosine_index_refuses_an_all_zero_row_where_it_enters(kind):
         ({"target_recall": 0.0}, r"target_recall=0.0 must be in \(0, 1\]"),
         ({"seed": "x"}, r"seed='x' is not a number: it must be an integer in \[0, "),
         ({"seed": -1}, r"seed=-1 must be an integer in \[0, "),
+        ({"seed": None}, r"seed=None is not a number: it must be an integer in \[0, "),
+        ({"target_recall": None}, r"target_recall=None is not a number: it must be in \(0, 1\]"),
     ],
 )
 def test_build_settings_out_of_range_are_refused_in_one_line(arguments, message):
     """A string target_recall was Python's "'<' not supported", a string seed NumPy's own
-    TypeError."""
+    TypeError, and seed=None faiss's "argument 2 of type 'int'"."""
     with pytest.raises(ValueError, match=rf"^EmbeddingIndex.build {message}"):
         EmbeddingIndex.build(np.eye(4), kind="ivf", **arguments)

@@ -176,6 +176,7 @@ class EmbeddingIndex:
             {"target_recall": target_recall},
             {"target_recall": TARGET_RECALL},
             "EmbeddingIndex.build",
+            none_allowed=False,
         )
         check_seed(seed, "EmbeddingIndex.build")
         vectors = as_embeddings(embeddings, "embeddings")
