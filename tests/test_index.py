@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 import zipfile
 
 import numpy as np
@@ -178,6 +179,13 @@ def test_bad_queries_and_k_get_clear_errors():
         index.search(np.eye(4), k=5)
     with pytest.raises(ValueError, match="choose 1 <= k"):
         index.search(np.eye(4), k=0)
+    # k=2.0 said "k = 2.0 but the index holds 4 items: choose 1 <= k <= 4", which 2.0 is.
+    for k in (2.0, "2", True):
+        refusal = rf"^k must be a whole number of neighbours, got {re.escape(repr(k))}$"
+        with pytest.raises(ValueError, match=refusal):
+            index.search(np.eye(4), k=k)
+        with pytest.raises(ValueError, match=refusal):
+            EmbeddingIndex.build(np.eye(4), labels=[0, 0, 1, 1]).classify(np.eye(4), k=k)
     with pytest.raises(ValueError, match="embed them with the model that built the index"):
         index.search(np.ones((1, 5)), k=1)
     with pytest.raises(ValueError, match="NaN or inf"):
