@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 import zipfile
 
 import numpy as np
@@ -178,6 +179,13 @@ def test_bad_queries_and_k_get_clear_errors():
         index.search(np.eye(4), k=5)
     with pytest.raises(ValueError, match="choose 1 <= k"):
         index.search(np.eye(4), k=0)
+    # k=2.0 said "k = 2.0 but the index holds 4 items: choose 1 <= k <= 4", which 2.0 is.
+    for k in (2.0, "2", True):
+        refusal = rf"^k must be a whole number of neighbours, got {re.escape(repr(k))}$"
+        with pytest.raises(ValueError, match=refusal):
+            index.search(np.eye(4), k=k)
+        with pytest.raises(ValueError, match=refusal):
+            EmbeddingIndex.build(np.eye(4), labels=[0, 0, 1, 1]).classify(np.eye(4), k=k)
     with pytest.raises(ValueError, match="embed them with the model that built the index"):
         index.search(np.ones((1, 5)), k=1)
     with pytest.raises(ValueError, match="NaN or inf"):
@@ -378,10 +386,12 @@ def test_a_cosine_index_refuses_an_all_zero_row_where_it_enters(kind):
         ({"target_recall": 0.0}, r"target_recall=0.0 must be in \(0, 1\]"),
         ({"seed": "x"}, r"seed='x' is not a number: it must be an integer in \[0, "),
         ({"seed": -1}, r"seed=-1 must be an integer in \[0, "),
+        ({"seed": None}, r"seed=None is not a number: it must be an integer in \[0, "),
+        ({"target_recall": None}, r"target_recall=None is not a number: it must be in \(0, 1\]"),
     ],
 )
 def test_build_settings_out_of_range_are_refused_in_one_line(arguments, message):
     """A string target_recall was Python's "'<' not supported", a string seed NumPy's own
-    TypeError."""
+    TypeError, and seed=None faiss's "argument 2 of type 'int'"."""
     with pytest.raises(ValueError, match=rf"^EmbeddingIndex.build {message}"):
         EmbeddingIndex.build(np.eye(4), kind="ivf", **arguments)

@@ -101,13 +101,17 @@ class Bounds:
         """Whether ``value`` is in range (None always is: the type allowed it)."""
         return self.refusal(value) is None
 
-    def refusal(self, value: Any) -> str | None:
+    def refusal(self, value: Any, none_allowed: bool = True) -> str | None:
         """Why ``value`` is out of range, as the rest of a sentence about it; None when it is in.
 
-        A list or tuple is in range when each of its items is.
+        A list or tuple is in range when each of its items is. None is in range when
+        ``none_allowed`` (a setting whose type was checked on entry, which allowed it) or when
+        the bounds say what it means (:attr:`none`); otherwise it is no number.
         """
         if value is None:
-            return None
+            if none_allowed or self.none is not None:
+                return None
+            return f"is not a number: it {self.describe()}"
         if isinstance(value, (list, tuple)):
             for item in value:
                 if self.refusal(item) is not None:
@@ -157,6 +161,8 @@ def check_bounds(
     bounds: Mapping[str, Bounds],
     what: str,
     field: str | None = None,
+    *,
+    none_allowed: bool = True,
 ) -> None:
     """Refuse a value of ``values`` outside its setting's ``bounds`` (names without bounds pass):
     the one range check of run settings, training settings, and a loss's and a model's arguments.
@@ -172,6 +178,12 @@ def check_bounds(
     field : str, optional
         The mapping field these are the keywords of (``"loss_args"``), for
         ``SettingError.setting``; None: each name is a field itself.
+    none_allowed : bool
+        Whether None passes every bound: True for settings whose types were checked on entry
+        (a run's spec, the training settings); False for a function's arguments, which nothing
+        typed, so that ``margin=None`` is refused here, naming it, rather than failing as
+        Python's ``TypeError`` where the value is first used. A bound that says what None means
+        (:attr:`Bounds.none`) takes it either way.
 
     Raises
     ------
@@ -182,7 +194,7 @@ def check_bounds(
     for name, value in values.items():
         if name not in bounds:
             continue
-        reason = bounds[name].refusal(value)
+        reason = bounds[name].refusal(value, none_allowed)
         if reason is not None:
             setting, key = (name, None) if field is None else (field, name)
             raise SettingError(what, setting, value, reason, key)
@@ -202,5 +214,7 @@ def check_seed(seed: Any, what: str) -> None:
     ... except ValueError as error:
     ...     print(error)
     clustering seed=1.5 is not an integer: it must be an integer in [0, 4294967295]
+
+    None is refused too: these seeds make a result reproducible, and None would draw a fresh one.
     """
-    check_bounds({"seed": seed}, {"seed": SEED}, what)
+    check_bounds({"seed": seed}, {"seed": SEED}, what, none_allowed=False)

@@ -176,6 +176,7 @@ class EmbeddingIndex:
             {"target_recall": target_recall},
             {"target_recall": TARGET_RECALL},
             "EmbeddingIndex.build",
+            none_allowed=False,
         )
         check_seed(seed, "EmbeddingIndex.build")
         vectors = as_embeddings(embeddings, "embeddings")
@@ -277,7 +278,9 @@ class EmbeddingIndex:
         fewer than ``k``, or none, with any kind of index.
         """
         q = self._check_queries(queries, "queries")
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= len(self):
+        if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+            raise ValueError(f"k must be a whole number of neighbours, got {k!r}")
+        if not 1 <= k <= len(self):
             raise ValueError(
                 f"k = {k!r} but the index holds {len(self)} items: choose 1 <= k <= {len(self)}"
             )

@@ -188,11 +188,13 @@ def test_a_clusterer_registered_by_a_user_runs_everywhere_without_a_kmeans_fallb
 
 @pytest.mark.parametrize("name", available_clusterings())
 @pytest.mark.parametrize(
-    ("seed", "problem"), [("1", "is not a number"), (1.5, "is not an integer"), (-1, "")]
+    ("seed", "problem"),
+    [("1", "is not a number"), (1.5, "is not an integer"), (-1, ""), (None, "is not a number")],
 )
 def test_a_seed_numpy_cannot_take_is_refused_where_it_enters(name, seed, problem):
     """A string seed reached NumPy's SeedSequence (k-means, spectral) or scikit-learn's
-    random_state check (GMM) as their own TypeError, and was ignored by the others."""
+    random_state check (GMM) as their own TypeError, and was ignored by the others; None
+    clustered with a fresh seed every call."""
     message = rf"^clustering {name!r} seed={seed!r} {problem}.*must be an integer in \[0, "
     with pytest.raises(ValueError, match=message):
         fit(POINTS, name, 3 if takes_n_clusters(name) else None, seed=seed)

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
-from clusterable.cluster import kmeans, spectral
+from clusterable.cluster import ClusterCountWarning, kmeans, spectral
 from clusterable.evaluate import evaluate_embeddings
 
 
@@ -81,3 +81,23 @@ def test_paper_rank_and_default_agree_when_d_equals_k():
 def test_invalid_rank_is_a_value_error(rank):
     with pytest.raises(ValueError, match="rank must be"):
         spectral(np.random.default_rng(0).normal(size=(10, 3)), 2, rank=rank)
+
+
+def test_rank_one_points_warn_of_spectral_rows_not_of_kmeans_points():
+    """Three blobs on a line, asked for three clusters: Algorithm 2's unit rows are -1 and +1
+    only, so two clusters come out. The warning said "kmeans returned 2 clusters, not 3: the 60
+    points hold only 2 distinct points", of a method not called and of points that are all
+    distinct."""
+    line = np.repeat([0.0, 6.0, 12.0], 20)[:, None] + np.random.default_rng(0).normal(size=(60, 1))
+    with pytest.warns(ClusterCountWarning) as caught:
+        labels = spectral(line, 3)
+    assert np.unique(labels).size == 2
+    assert [str(warning.message) for warning in caught] == [
+        "spectral returned 2 clusters, not 3: its unit rows of rank 1 (Algorithm 2, steps 3-4) "
+        "hold only 2 distinct points; ask for at most 2 clusters, or use kmeans"
+    ]
+
+
+def test_duplicated_points_warn_of_the_points_by_the_spectral_name():
+    with pytest.warns(ClusterCountWarning, match=r"^spectral returned 2 clusters, not 3: the 10 "):
+        spectral(np.repeat([[0.0, 0.0], [1.0, 3.0]], 5, axis=0), 3)

@@ -210,6 +210,7 @@ def test_a_count_for_a_method_that_finds_its_own_is_refused_not_ignored():
         ({"clustering": "aas", "n_clusters": 3}, "aas finds its own number of clusters"),
         ({"seed": "a"}, r"evaluate_embeddings seed='a' is not a number"),
         ({"seed": -1}, r"evaluate_embeddings seed=-1 must be an integer in \[0, "),
+        ({"seed": None}, r"evaluate_embeddings seed=None is not a number: it must be an integer"),
         (
             {"options": EvaluationOptions(cluster_kwargs={"k_graph": 5})},
             "'kmeans' takes no argument k_graph",
@@ -219,8 +220,8 @@ def test_a_count_for_a_method_that_finds_its_own_is_refused_not_ignored():
 def test_a_clustering_request_it_would_refuse_is_refused_before_the_search(
     monkeypatch, arguments, message
 ):
-    """These were found only after the whole kNN search (10 s for 20,000 items), and a string
-    seed surfaced as NumPy's own TypeError."""
+    """These were found only after the whole kNN search (10 s for 20,000 items), a string seed
+    surfaced as NumPy's own TypeError, and seed=None clustered with a fresh seed every call."""
     x, y = blobs()
 
     def no_search(*args, **kwargs):

@@ -114,6 +114,19 @@ def test_the_old_metric_keyword_is_refused_naming_distance(call, name):
     assert "\n" not in message
 
 
+@pytest.mark.parametrize("value", [["map@r", "nmi"], "nmi"])
+def test_metric_of_score_names_is_refused_naming_metrics(value):
+    """metric=["map@r"] said to write distance=["map@r"]: the old name of the distance, where
+    the scores (metrics=, one letter away) were meant."""
+    x, y = blobs()
+    with pytest.raises(TypeError) as error:
+        evaluate_embeddings(x, y, metric=value)
+    assert str(error.value) == (
+        "evaluate_embeddings() takes no metric=: the scores to compute are metrics=, write "
+        f"evaluate_embeddings(..., metrics={value!r}) (the distance is distance=)"
+    )
+
+
 def test_the_keywords_moved_into_options_say_where():
     x, y = blobs()
     with pytest.raises(TypeError, match=r"options=EvaluationOptions\(cluster_kwargs=\{'n_init'"):

@@ -133,11 +133,26 @@ def test_per_class_holds_what_was_computed():
     np.testing.assert_allclose(partition["per_class"]["accuracy"], 1.0)
 
 
-@pytest.mark.parametrize("metrics", [["nmi", "mAP"], "recall@5", ["mAP"]])
+@pytest.mark.parametrize("metrics", [["nmi", "mAP"], "recall@0", ["mAP"]])
 def test_an_unknown_name_lists_the_known_ones(metrics):
     x, y = blobs()
     with pytest.raises(ValueError, match=r"unknown metric.*choose among recall@k, precision@1"):
         evaluate_embeddings(x, y, metrics=metrics)
+
+
+@pytest.mark.parametrize("metrics", ["recall@5", ["nmi", "recall@5"]])
+def test_a_key_of_the_table_names_its_metric_and_k(metrics):
+    """metrics=["recall@5"], the key the table prints, was "unknown metric(s) 'recall@5'; choose
+    among recall@k, ...", which did not say where the 5 goes."""
+    x, y = blobs()
+    with pytest.raises(ValueError) as error:
+        evaluate_embeddings(x, y, metrics=metrics)
+    assert str(error.value) == (
+        "'recall@5' is the table's key of recall@k at K = 5: ask for 'recall@k' with ks=(5,) "
+        "(each K of ks gives its key)"
+    )
+    table = evaluate_embeddings(x, y, metrics=["recall@k"], ks=(5,))
+    assert list(table) == ["recall@5"]
 
 
 def test_an_empty_selection_says_what_to_pass():

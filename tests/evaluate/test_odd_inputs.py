@@ -73,6 +73,17 @@ def test_silhouette_sample_size_must_be_a_positive_count(sample_size):
         silhouette(EMB, CLUSTERS, sample_size=sample_size)
 
 
+@pytest.mark.parametrize(
+    ("seed", "problem"),
+    [(None, "is not a number"), ("1", "is not a number"), (1.5, "is not an integer"), (-1, "")],
+)
+def test_silhouette_seed_must_be_one_numpy_takes(seed, problem):
+    """-1, "1" and 1.5 were NumPy's SeedSequence errors; None drew a fresh sample every call."""
+    message = rf"^silhouette seed={seed!r} {problem}.*must be an integer in \[0, "
+    with pytest.raises(ValueError, match=message):
+        silhouette(EMB, CLUSTERS, sample_size=6, seed=seed)
+
+
 def test_knn_labels_of_two_kinds_are_refused_not_compared_as_text():
     """Class ids 0/1 for training and their names for testing scored 0; ids against their
     spelling as text ("0", "1") scored 1 by string equality."""

@@ -143,6 +143,34 @@ def test_a_value_that_is_no_number_is_refused_by_the_constructor():
         loss_class("lifted")(margin="wide")
 
 
+#: Every loss argument whose range does not say what None means: (loss, argument).
+NOT_OPTIONAL = [
+    pytest.param(name, argument, id=f"{name}-{argument}")
+    for name, (cls, _) in LOSSES.items()
+    for argument, bounds in cls.argument_bounds.items()
+    if bounds.none is None
+]
+
+
+@pytest.mark.parametrize(("name", "argument"), NOT_OPTIONAL)
+def test_none_is_refused_by_the_constructor_naming_the_argument(name, argument):
+    """``margin=None`` built a loss whose first call failed as Python's "unsupported operand
+    type(s) for -: 'NoneType' and 'Tensor'"; ``sigma=None`` as float()'s TypeError."""
+    cls = LOSSES[name][0]
+    message = rf"^{cls.__name__} argument {argument}=None is not a number: it must be "
+    with pytest.raises(SettingError, match=message):
+        construct(cls, **{argument: None})
+
+
+def test_none_keeps_its_meaning_where_the_range_gives_one():
+    assert construct(loss_class("opml"), metric_dim=None).metric_dim == TASK["embedding_dim"]
+
+
+def test_the_reconstruction_weight_none_is_refused_naming_it():
+    with pytest.raises(SettingError, match=r"^AutoencoderLoss argument weight=None is not a "):
+        AutoencoderLoss(MsDNNLoss(), None, weight=None)  # type: ignore[arg-type]
+
+
 #: Every loss argument that is a count or a seed: (loss, argument).
 INTEGER_ARGUMENTS = [
     pytest.param(name, argument, id=f"{name}-{argument}")

@@ -155,6 +155,21 @@ def test_bad_arguments_are_rejected():
     assert len(memory) == 0
 
 
+@pytest.mark.parametrize(
+    ("sizes", "message"),
+    [
+        ((2.5, DIM), r"memory_size=2\.5 is not an integer: it must be an integer of at least 1"),
+        ((None, DIM), r"memory_size=None is not a number: it must be an integer of at least 1"),
+        ((8, None), r"embedding_dim=None is not a number: it must be an integer of at least 1"),
+        ((8, 0), r"embedding_dim=0 must be an integer of at least 1"),
+    ],
+)
+def test_a_size_that_is_no_count_is_refused_naming_it(sizes, message):
+    """memory_size=2.5 built a memory of 2; None was int()'s TypeError."""
+    with pytest.raises(ValueError, match=rf"^CrossBatchMemory argument {message}"):
+        CrossBatchMemory(build_loss("lifted"), *sizes)
+
+
 def descend_in_batches(loss, points, labels, batch_size: int, epochs: int, lr: float) -> None:
     """Plain gradient descent on free points, in seeded shuffled batches; each point moves by
     ``lr * batch_size / n`` times its batch gradient, so one epoch moves every point as one

@@ -38,6 +38,41 @@ def blobs_with_uniform_noise(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([blobs, noise]), np.r_[np.repeat([0, 1, 2], 150), np.full(60, -1)]
 
 
+@pytest.mark.parametrize("tsne", [False, True])
+@pytest.mark.parametrize(
+    ("seed", "problem"), [(None, "is not a number"), (-1, ""), (1.5, "is not an integer")]
+)
+def test_pseudo_labels_refuse_a_seed_they_cannot_repeat(tsne, seed, problem):
+    """With t-SNE, -1 was scikit-learn's PCA error and None a fresh map every call; without it,
+    AAS ignored any seed."""
+    x, _ = blobs_with_uniform_noise()
+    message = rf"^pseudo_labels seed={seed!r} {problem}.*must be an integer in \[0, "
+    with pytest.raises(ValueError, match=message):
+        pseudo_labels(x[:40], "aas", tsne=tsne, seed=seed)
+
+
+@pytest.mark.parametrize(
+    ("features", "message"),
+    [
+        (np.full((5, 2), np.nan), r"^features has 5 row\(s\) with NaN or infinite values"),
+        (np.zeros(5), r"^features must be a 2-D array"),
+    ],
+)
+def test_tsne_maps_of_features_it_cannot_place_are_refused(features, message):
+    """NaN features reached openTSNE (its own error, or a map of NaN)."""
+    from clusterable.tsne import tsne_map
+
+    with pytest.raises(ValueError, match=message):
+        tsne_map(features)
+
+
+def test_k_means_pseudo_labels_refuse_a_fractional_count():
+    """n_clusters=2.5 ran as 2."""
+    x, _ = blobs_with_uniform_noise()
+    with pytest.raises(ValueError, match=r"must be an integer or 'auto', got 2\.5"):
+        pseudo_labels(x, "kmeans", tsne=False, n_clusters=2.5)
+
+
 def test_aas_pseudo_labels_mark_noise_and_are_deterministic():
     x, truth = blobs_with_uniform_noise()
     settings = {"tsne": False, "k_graph": 30, "eps": 0.9, "theta_min": 5.0}  # paper's noise setup

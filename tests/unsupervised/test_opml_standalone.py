@@ -120,5 +120,50 @@ def test_unfitted_and_bad_inputs_are_explained(blobs):
         OPML().transform(x)
     with pytest.raises(ValueError, match="no semi-hard triplet"):
         OPML(metric_dim=METRIC_DIM).fit(x, np.full(len(x), -1))
-    with pytest.raises(ValueError, match=r"\(n, d\)"):
+    with pytest.raises(ValueError, match=r"^pseudo_labels has 299 entries but there are 300 "):
         OPML(metric_dim=METRIC_DIM).fit(x, labels[:-1])
+
+
+@pytest.mark.parametrize(
+    ("features", "message"),
+    [
+        (np.full((6, 4), np.nan), r"^features has 6 row\(s\) with NaN or infinite values"),
+        (np.zeros(6), r"^features must be a 2-D array"),
+    ],
+)
+def test_features_it_cannot_fit_are_named(features, message):
+    """NaN features were "no semi-hard triplet could be formed"."""
+    with pytest.raises(ValueError, match=message):
+        OPML(metric_dim=2).fit(features, np.repeat([0, 1], 3))
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"maxiter": None}, r"^OPML argument maxiter=None is not a number"),
+        ({"max_triplets": 2.5}, r"^OPML argument max_triplets=2\.5 is not an integer"),
+    ],
+)
+def test_counts_it_cannot_run_are_named(blobs, settings, message):
+    """maxiter=None was Python's "'<' not supported between 'NoneType' and 'int'"."""
+    x, labels = blobs
+    with pytest.raises(ValueError, match=message):
+        OPML(metric_dim=METRIC_DIM, **settings).fit(x, labels)
+
+
+def test_named_clusters_fit_as_their_numbers(blobs, fitted):
+    """String pseudo-labels were torch's "can't convert np.ndarray of type numpy.str_"."""
+    x, labels = blobs
+    named = OPML(metric_dim=METRIC_DIM, maxiter=30, seed=0).fit(
+        x, np.char.add("c", labels.astype(str))
+    )
+    np.testing.assert_allclose(named.L_, fitted.L_)
+
+
+def test_transform_names_features_of_another_width(fitted):
+    """They were numpy's "matmul: Input operand 1 has a mismatch in its core dimension"; NaN
+    features came back as NaN embeddings."""
+    with pytest.raises(ValueError, match=r"^x has dimension 3 but this OPML was fitted on 65-"):
+        fitted.transform(np.zeros((2, 3)))
+    with pytest.raises(ValueError, match=r"^x has 1 row\(s\) with NaN"):
+        fitted.transform(np.full((1, 65), np.nan))

@@ -210,10 +210,13 @@ def kmeans_restarts(
     init: str,
     device: torch.device,
     neighbours: np.ndarray | None,
+    *,
+    warn: bool = True,
 ) -> np.ndarray:
     """The core of :func:`kmeans`: the labels of the restart of least inertia on ``device``.
 
-    Prior validation of every argument is assumed.
+    Prior validation of every argument is assumed. ``warn``: warn when fewer than ``k`` clusters
+    come out (False: the caller, which partitions other points than the user's, says why).
     """
     n = points.shape[0]
     if k == 1:
@@ -228,6 +231,8 @@ def kmeans_restarts(
         if inertia < best_inertia:
             best_labels, best_inertia = labels, inertia
     assert best_labels is not None  # n_init >= 1 runs, the first always best so far
+    if not warn:
+        return best_labels
     warn_if_fewer_clusters(
         "kmeans",
         best_labels,

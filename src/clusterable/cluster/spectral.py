@@ -8,7 +8,7 @@ from typing import Any, Literal, overload
 
 import numpy as np
 
-from clusterable.cluster._validation import Rescaling, check_points
+from clusterable.cluster._validation import Rescaling, check_points, warn_if_fewer_clusters
 from clusterable.cluster.auto import AUTO_MAX_CLUSTERS, by_eigengap, check_auto_settings
 from clusterable.cluster.kmeans import MAX_ITER, N_INIT, kmeans_restarts
 from clusterable.cluster.partition import NearestCentrePartition, member_means
@@ -101,6 +101,19 @@ class _Spectrum:
         r = self.numerical_rank if rank is None else min(int(rank), self.numerical_rank)
         projection = SpectralProjection(self.rescaling, self.vt[:r].T / self.singular_values[:r])
         return projection, _unit_rows(self.u[:, :r])  # T from U_t (step 3), step 4
+
+
+def _fewer_rows_reason(embedding: np.ndarray, k: int, missing: int) -> str:
+    """Why k-means of the ``(n, r)`` unit rows ``T`` of Algorithm 2 left ``missing`` of ``k``
+    clusters empty, the user's points holding ``k`` distinct points: ``T`` holds fewer (rank-1
+    points have rows of -1 and +1 only), or k-means left them empty."""
+    distinct = np.unique(embedding, axis=0).shape[0]
+    if distinct < k:
+        return (
+            f"its unit rows of rank {embedding.shape[1]} (Algorithm 2, steps 3-4) hold only "
+            f"{distinct} distinct points; ask for at most {distinct} clusters, or use kmeans"
+        )
+    return f"{missing} centroid(s) of the k-means step kept no point"
 
 
 def _unit_rows(u: np.ndarray) -> np.ndarray:
@@ -243,7 +256,18 @@ class SpectralClusterer(Clusterer):
         device = search_device(self.device)
         step = KMEANS_STEP
         labels = kmeans_restarts(
-            embedding, k, self.seed, step["n_init"], step["max_iter"], step["init"], device, None
+            embedding,
+            k,
+            self.seed,
+            step["n_init"],
+            step["max_iter"],
+            step["init"],
+            device,
+            None,
+            warn=False,
+        )
+        warn_if_fewer_clusters(
+            "spectral", labels, points, k, lambda missing: _fewer_rows_reason(embedding, k, missing)
         )
         return labels, projection, embedding
 

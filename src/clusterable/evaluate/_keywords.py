@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,6 +44,43 @@ def refuse_renamed(**renamed: str) -> Callable[[F], F]:
                         f"{name}() takes {keyword}= now, not {old}=: write "
                         f"{name}(..., {write.replace('{value}', repr(value))})"
                     )
+            return function(*args, **kwargs)
+
+        return checked  # type: ignore[return-value]
+
+    return wrap
+
+
+def refuse_metric_meaning_metrics(distances: Any) -> Callable[[F], F]:
+    """Decorator, outside `refuse_renamed`, for a function that takes both ``metrics=`` (the
+    scores) and ``distance=`` (formerly ``metric=``): ``metric=`` given something other than a
+    name of ``distances`` (a ``Literal`` of them), such as ``metric=["nmi"]``, meant
+    ``metrics=``, one letter away, and raises a one-line TypeError saying so, where
+    `refuse_renamed` would write ``distance=["nmi"]``.
+
+    Examples
+    --------
+    >>> from typing import Literal
+    >>> @refuse_metric_meaning_metrics(Literal["euclidean", "cosine"])
+    ... def table(x, *, metrics=None, distance="euclidean"):
+    ...     return metrics
+    >>> table(1, metric=["nmi"])
+    Traceback (most recent call last):
+    ...
+    TypeError: table() takes no metric=: the scores to compute are metrics=, write ...
+    """
+    names = get_args(distances)
+
+    def wrap(function: F) -> F:
+        @functools.wraps(function)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            value = kwargs.get("metric", names[0])
+            if not (isinstance(value, str) and value in names):
+                name = function.__name__
+                raise TypeError(
+                    f"{name}() takes no metric=: the scores to compute are metrics=, write "
+                    f"{name}(..., metrics={value!r}) (the distance is distance=)"
+                )
             return function(*args, **kwargs)
 
         return checked  # type: ignore[return-value]

@@ -181,6 +181,13 @@ def parse_metric(text: str) -> tuple[str, float | None]:
         is not a number in [0, 1].
     """
     name, equals, value = text.partition("=")
+    per_k = metric_of_key(text) if isinstance(text, str) else None
+    if per_k is not None and per_k != text:  # a table's key, "recall@4": recall@k at K = 4
+        k = text.rpartition("@")[2]
+        raise ValueError(
+            f"{text!r} is the table's key of {per_k} at K = {k}: ask for {per_k!r} with "
+            f"ks=({k},) (each K of ks gives its key)"
+        )
     if name not in METRICS or (equals and not _parameterised(name)):
         raise ValueError(
             f"unknown metric(s) {text!r}; choose among {', '.join(available_metrics())}."

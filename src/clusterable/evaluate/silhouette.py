@@ -11,6 +11,7 @@ import numpy as np
 from scipy import sparse
 
 from clusterable._distances import squared_distances
+from clusterable._ranges import check_seed
 from clusterable.evaluate._inputs import Metric as Distance
 from clusterable.evaluate._inputs import as_clusters, as_embeddings, as_points
 from clusterable.evaluate._keywords import refuse_renamed
@@ -77,7 +78,7 @@ def silhouette(
         `AUTO_MIN_SAMPLE` (every item up to 2,236 items; 844 of 5,924; 500 of 60,502).
         ``None`` averages all items (``O(n^2 d)``).
     seed : int
-        Seed of the sample.
+        Seed of the sample, in ``[0, 2**32 - 1]``.
 
     Returns
     -------
@@ -87,14 +88,15 @@ def silhouette(
     Raises
     ------
     ValueError
-        If the items form fewer than 2 clusters, or as many clusters as items, or
-        ``sample_size`` is not a positive int, ``"auto"`` or None.
+        If the items form fewer than 2 clusters, or as many clusters as items,
+        ``sample_size`` is not a positive int, ``"auto"`` or None, or ``seed`` is out of range.
 
     References
     ----------
     Rousseeuw, "Silhouettes: a graphical aid to the interpretation and validation of cluster
     analysis", Journal of Computational and Applied Mathematics, 1987.
     """
+    check_seed(seed, "silhouette")
     x = as_points(as_embeddings(emb), distance)
     codes = as_clusters(clusters, x.shape[0])
     return silhouette_of_codes(x, codes, distance, check_sample_size(sample_size), seed)

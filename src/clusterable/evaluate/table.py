@@ -27,7 +27,7 @@ from clusterable.evaluate._inputs import (
     require_classes,
     to_numpy,
 )
-from clusterable.evaluate._keywords import refuse_renamed
+from clusterable.evaluate._keywords import refuse_metric_meaning_metrics, refuse_renamed
 from clusterable.evaluate._pools import blas_on_one_thread
 from clusterable.evaluate.clustering import (
     KMEANS_PP_MAX_CLUSTERS,
@@ -157,6 +157,7 @@ class _Plan:
         return self.searched and self.is_query is None and self.shard[1] == 1
 
 
+@refuse_metric_meaning_metrics(Distance)
 @refuse_renamed(
     metric="distance",
     silhouette_sample="options=EvaluationOptions(silhouette_sample={value})",
@@ -270,7 +271,8 @@ def evaluate_embeddings(
         option the clustering would refuse, before the kNN search starts.
     TypeError
         For the keywords renamed (``metric``: ``distance``) or moved into ``options``
-        (``silhouette_sample``, ``cluster_kwargs``), naming the new one.
+        (``silhouette_sample``, ``cluster_kwargs``), naming the new one; for ``metric=`` of
+        something other than a distance's name, naming ``metrics``.
 
     References
     ----------

@@ -221,7 +221,9 @@ class EmbeddingLoss(nn.Module):
     def check_arguments(cls, **values: Any) -> None:
         """Refuse a constructor argument outside its :attr:`argument_bounds` (names without one
         pass): a :class:`~clusterable._ranges.SettingError` (a ``ValueError``) naming the argument,
-        its value and its range.
+        its value and its range. None is refused too, unless the bound says what it means
+        (``Bounds(none=...)``): ``margin=None`` would otherwise fail at the first call, as
+        Python's ``TypeError`` about ``NoneType``.
 
         >>> from clusterable.losses import LiftedStructureLoss
         >>> try:
@@ -230,7 +232,7 @@ class EmbeddingLoss(nn.Module):
         ...     print(error)
         LiftedStructureLoss argument margin=-1.0 must be at least 0
         """
-        check_bounds(values, cls.argument_bounds, f"{cls.__name__} argument")
+        check_bounds(values, cls.argument_bounds, f"{cls.__name__} argument", none_allowed=False)
 
     def predict(self, embeddings: Tensor) -> Tensor | None:
         """Class ids ``(n,)`` the loss's own classifier gives ``embeddings`` ``(n, d)``, or None

@@ -63,7 +63,12 @@ def msdnn_autoencoder_loss(
             f"reconstruction has shape {tuple(reconstruction.shape)} but inputs have "
             f"{tuple(inputs.shape)}; the decoder must output the input's shape"
         )
-    check_bounds({"lam": lam}, {"lam": RECONSTRUCTION_WEIGHT}, "msdnn_autoencoder_loss argument")
+    check_bounds(
+        {"lam": lam},
+        {"lam": RECONSTRUCTION_WEIGHT},
+        "msdnn_autoencoder_loss argument",
+        none_allowed=False,
+    )
     error = F.mse_loss(reconstruction, inputs.to(reconstruction.dtype))
     return margin_loss + lam * mean_with_local_gradient(error)
 

@@ -24,9 +24,13 @@ What the memory means for each loss (a loss says so with ``accepts_references``)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import ClassVar
+
 import torch
 from torch import Tensor, nn
 
+from clusterable._ranges import Bounds
 from clusterable.losses._base import EmbeddingLoss
 from clusterable.losses.distributed import DistributedLoss
 
@@ -70,6 +74,11 @@ class CrossBatchMemory(EmbeddingLoss):
     16
     """
 
+    argument_bounds: ClassVar[Mapping[str, Bounds]] = {
+        "memory_size": Bounds(1, integer=True),
+        "embedding_dim": Bounds(1, integer=True),
+    }
+
     # The queue's buffers (register_buffer), typed for the checker.
     embeddings: Tensor  # (memory_size, embedding_dim)
     labels: Tensor  # (memory_size,) int64
@@ -91,10 +100,7 @@ class CrossBatchMemory(EmbeddingLoss):
                 "ref_embeddings and ref_labels sets it)",
             )
             raise ValueError(f"CrossBatchMemory cannot serve {type(loss).__name__}: {reason}")
-        if int(memory_size) < 1:
-            raise ValueError(f"memory_size must be at least 1, got {memory_size}")
-        if int(embedding_dim) < 1:
-            raise ValueError(f"embedding_dim must be at least 1, got {embedding_dim}")
+        self.check_arguments(memory_size=memory_size, embedding_dim=embedding_dim)
         self.loss = loss
         self.memory_size = int(memory_size)
         self.embedding_dim = int(embedding_dim)

@@ -14,7 +14,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from clusterable._arrays import as_embeddings, label_kind, label_values
 from clusterable._optional import require
+from clusterable._ranges import Bounds, check_bounds
 from clusterable.losses import OPMLLoss
 from clusterable.losses._pairs import squared_distances
 from clusterable.mining import positive_pairs
@@ -24,6 +26,9 @@ Triplets = tuple[Tensor, Tensor, Tensor]
 #: Positive pairs scored against all n items at once when sampling triplets: bounds memory to
 #: ``PAIR_CHUNK * n`` floats.
 PAIR_CHUNK = 2048
+
+#: The ranges of `OPML`'s counts, checked when it fits.
+FIT_BOUNDS = {"maxiter": Bounds(1, integer=True), "max_triplets": Bounds(1, integer=True)}
 
 
 def riemannian_steps(
@@ -234,18 +239,35 @@ class OPML:
         self.max_triplets = max_triplets
 
     def fit(self, features: np.ndarray, pseudo_labels: np.ndarray) -> OPML:
-        """Learn ``L`` and ``R`` from ``(n, d)`` features and their ``(n,)`` pseudo-labels."""
-        x = torch.as_tensor(np.asarray(features), dtype=torch.float64)
-        y = torch.as_tensor(np.asarray(pseudo_labels), dtype=torch.long)
-        if x.dim() != 2 or y.shape != (x.shape[0],):
-            raise ValueError(
-                f"features must be (n, d) and pseudo_labels (n,), got {tuple(x.shape)} and "
-                f"{tuple(y.shape)}"
-            )
-        if self.maxiter < 1 or self.max_triplets < 1:
-            raise ValueError(
-                f"maxiter and max_triplets must be >= 1, got {self.maxiter}, {self.max_triplets}"
-            )
+        """Learn ``L`` and ``R`` from ``(n, d)`` features and their ``(n,)`` pseudo-labels.
+
+        Parameters
+        ----------
+        features : array-like
+            ``(n, d)`` finite features, numpy or torch (the package's embedding rule,
+            `clusterable._arrays.as_embeddings`).
+        pseudo_labels : array-like
+            ``(n,)`` cluster ids: integers, -1 for noise (:func:`pseudo_labels`), or strings.
+
+        Raises
+        ------
+        ValueError
+            If the features are not ``(n, d)`` and finite, the pseudo-labels are not one id
+            per item, ``maxiter`` or ``max_triplets`` is not a count of at least 1, or no
+            semi-hard triplet can be formed.
+        """
+        check_bounds(
+            {"maxiter": self.maxiter, "max_triplets": self.max_triplets},
+            FIT_BOUNDS,
+            "OPML argument",
+            none_allowed=False,
+        )
+        points = as_embeddings(features, "features")
+        ids = label_values(pseudo_labels, points.shape[0], "pseudo_labels", what="pseudo-label")
+        if label_kind(ids) == "strings":  # cluster names: numbered, none of them noise
+            ids = np.unique(ids, return_inverse=True)[1].astype(np.int64)
+        x = torch.from_numpy(points.astype(np.float64))  # (n, d)
+        y = torch.from_numpy(ids)  # (n,) int64
         keep = y >= 0
         x, y = x[keep], y[keep]  # (n', d), (n',)
         loss = OPMLLoss(
@@ -283,7 +305,20 @@ class OPML:
         return float(margin_term.mean()), float(weight.mean())
 
     def transform(self, x: np.ndarray) -> np.ndarray:
-        """``(n, d)`` features -> ``(n, l)`` embeddings ``x L``."""
+        """``(n, d)`` features -> ``(n, l)`` embeddings ``x L``.
+
+        Raises
+        ------
+        ValueError
+            If the model is not fitted, or ``x`` is not ``(n, d)`` finite features of the
+            dimension it was fitted on.
+        """
         if not hasattr(self, "L_"):
             raise ValueError("this OPML is not fitted yet: call fit(features, pseudo_labels)")
-        return np.asarray(x, dtype=np.float64) @ self.L_
+        points = as_embeddings(x, "x")
+        if points.shape[1] != self.L_.shape[0]:
+            raise ValueError(
+                f"x has dimension {points.shape[1]} but this OPML was fitted on "
+                f"{self.L_.shape[0]}-dimensional features; transform features of the same kind"
+            )
+        return points.astype(np.float64) @ self.L_  # (n, l)

@@ -12,6 +12,7 @@ from typing import Literal
 
 import numpy as np
 
+from clusterable._ranges import check_seed
 from clusterable.cluster import aas, kmeans
 from clusterable.cluster._validation import check_points
 from clusterable.device import DeviceSpec
@@ -46,7 +47,7 @@ def pseudo_labels(
         Cluster a seeded 2-D t-SNE map of the features (the paper's pipeline, Sec. V-A.5) rather
         than the features themselves.
     seed : int
-        Seed of t-SNE and k-means (AAS is deterministic).
+        Seed of t-SNE and k-means (AAS is deterministic), in ``[0, 2**32 - 1]``.
     n_clusters : int, optional
         k of k-means; required with ``method="kmeans"``.
     k_graph, gamma, eps, theta_min : float
@@ -71,6 +72,7 @@ def pseudo_labels(
     >>> len(set(y[:60])), len(set(y[60:])), bool(y[0] != y[60])
     (1, 1, True)
     """
+    check_seed(seed, "pseudo_labels")
     if method not in ("aas", "kmeans"):
         raise ValueError(f"method must be 'aas' or 'kmeans', got {method!r}")
     if method == "kmeans" and n_clusters is None:
@@ -80,5 +82,5 @@ def pseudo_labels(
         )
     points = tsne_map(features, seed) if tsne else check_points(features, dtype=np.float32)
     if method == "kmeans" and n_clusters is not None:  # checked above
-        return kmeans(points, int(n_clusters), seed=seed, device=device)
+        return kmeans(points, n_clusters, seed=seed, device=device)
     return aas(points, k_graph=k_graph, gamma=gamma, eps=eps, theta_min=theta_min)
