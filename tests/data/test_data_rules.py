@@ -9,6 +9,7 @@ from PIL import Image
 
 from clusterable.cli import main
 from clusterable.data import load_dataset
+from clusterable.data.generic import _jpeg_is_cut_short
 
 
 def one_line_error(capsys, argv: list[str]) -> str:
@@ -194,6 +195,25 @@ def test_bytes_after_a_jpegs_end_marker_are_read_as_pil_reads_them(tmp_path):
     padded.write_bytes(padded.read_bytes() + b"\0" * 64)  # as some cameras leave
     data = load_dataset(f"folder:{tmp_path / 'imgs'}", split="all")
     assert data[0][0].shape == (3, 40, 30)
+
+
+def test_a_video_after_a_jpegs_end_marker_is_not_read_as_its_image(tmp_path):
+    # A phone's motion photo appends a video after the end marker: its bytes hold scan markers
+    # (FF DA) with no end marker after the last one, which a search of the bytes took for a
+    # photo cut short. A progressive JPEG (several scans) cut short is still refused.
+    write_jpegs(tmp_path / "imgs")
+    motion = tmp_path / "imgs" / "a" / "0.jpg"
+    motion.write_bytes(motion.read_bytes() + b"ftypmp42" + b"\xff\xd9\x00\xff\xda\x00\x08" * 3)
+    assert _jpeg_is_cut_short(motion) is False
+    data = load_dataset(f"folder:{tmp_path / 'imgs'}", split="all")
+    assert data[0][0].shape == (3, 40, 30)
+    progressive = tmp_path / "p.jpg"
+    pixels = np.random.default_rng(2).integers(0, 256, (64, 48, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(progressive, progressive=True)
+    whole = progressive.read_bytes()
+    assert whole.count(b"\xff\xda") > 1 and not _jpeg_is_cut_short(progressive)
+    progressive.write_bytes(whole[: len(whole) // 2])
+    assert _jpeg_is_cut_short(progressive)
 
 
 @pytest.mark.parametrize("channels", [1, 3])

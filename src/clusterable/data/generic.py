@@ -9,6 +9,7 @@ one view away (:func:`clusterable.data.views.class_split`).
 from __future__ import annotations
 
 import csv
+import os
 from pathlib import Path
 
 import numpy as np
@@ -51,18 +52,63 @@ def _grayscale(mode: str) -> bool:
     return mode in ("1", "L", "LA", "I", "I;16", "F")  # "P" (palette) may hold colours
 
 
-def _jpeg_is_cut_short(path: Path) -> bool:
-    """Whether a JPEG file ends before its image data does: no end-of-image marker (``FF D9``)
-    after its last start-of-scan (``FF DA``), what a copy or a download cut short leaves.
+#: A JPEG marker's second byte that stands alone, without a length: fill (``FF``), stuffing
+#: (``00``), the restart markers ``D0``-``D7`` and ``TEM`` (``01``).
+_STANDALONE_MARKERS = frozenset({0x00, 0x01, 0xFF, *range(0xD0, 0xD8)})
+_END_OF_IMAGE, _START_OF_SCAN = 0xD9, 0xDA
 
-    PIL's ``verify`` checks nothing of a JPEG, and decoding such a file fails ("image file is
-    truncated"). Neither marker can occur inside the entropy-coded data (an ``FF`` there is
-    followed by ``00`` or a restart marker), and bytes after the end marker are read as PIL reads
-    them, ignored.
+
+def _jpeg_is_cut_short(path: Path) -> bool:
+    """Whether a JPEG file ends before its image data does, what a copy or a download cut short
+    leaves: PIL's ``verify`` checks nothing of a JPEG, and decoding such a file fails ("image
+    file is truncated").
+
+    A file whose last two bytes are the end-of-image marker (``FF D9``) is whole, read no
+    further: an ``FF`` inside the image data is followed by ``00`` or a restart marker. Any
+    other file (bytes after the end, as some cameras pad, or a phone's motion photo appends a
+    video) is walked segment by segment from its start, through each scan's data, to its end
+    marker (:func:`_jpeg_image_ends_at`), so that what follows the image is never read as part
+    of it, as PIL does not.
     """
-    data = path.read_bytes()
-    last_scan = data.rfind(b"\xff\xda")
-    return last_scan < 0 or data.find(b"\xff\xd9", last_scan) < 0
+    with path.open("rb") as file:
+        file.seek(0, os.SEEK_END)
+        if file.tell() >= 4:
+            file.seek(-2, os.SEEK_END)
+            if file.read(2) == b"\xff\xd9":
+                return False
+        file.seek(0)
+        return _jpeg_image_ends_at(file.read()) is None
+
+
+def _jpeg_image_ends_at(data: bytes) -> int | None:
+    """The offset just past a JPEG's end-of-image marker, walking its segments (each marker's
+    length) and the entropy-coded data after each start of scan (up to the first marker that is
+    no stuffing or restart); None where the data ends first."""
+    position = 2  # after the start-of-image marker, which PIL has read
+    while position + 1 < len(data):
+        if data[position] != 0xFF:  # not a marker: damaged; PIL decodes what it can
+            return position
+        marker = data[position + 1]
+        if marker == _END_OF_IMAGE:
+            return position + 2
+        if marker in _STANDALONE_MARKERS:
+            position += 1 if marker == 0xFF else 2
+            continue
+        position += 2 + int.from_bytes(data[position + 2 : position + 4], "big")
+        if marker != _START_OF_SCAN:
+            continue
+        while True:  # the scan's data: to the next marker that is no stuffing or restart
+            position = data.find(b"\xff", position)
+            if position < 0 or position + 1 >= len(data):
+                return None
+            following = data[position + 1]
+            if following == 0xFF:  # fill before a marker
+                position += 1
+            elif following in _STANDALONE_MARKERS:
+                position += 2
+            else:
+                break
+    return None
 
 
 def _check_images(files: list[Path]) -> tuple[set[tuple[int, int]], bool]:
