@@ -282,6 +282,36 @@ def test_weights_that_are_no_state_dict_of_the_model_are_named_in_one_line(
         assert str(path) in message and "state dict" in message and "\n" not in message, what
 
 
+class _DeeperClassifier(_TinyClassifier):
+    """`_TinyClassifier` with one more layer inside ``features`` (resnet34 beside resnet18)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features.append(nn.Identity())
+        self.features.append(nn.Linear(4, 4))
+
+
+def test_a_deeper_models_weights_are_refused_and_a_missing_heads_are_not(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    # resnet34's weights given to torchvision:resnet18 loaded into the keys both have, and the
+    # run trained on them without a word; GoogLeNet's auxiliary heads, which a model built
+    # without them has no module for, are still left out.
+    _stand_in_torchvision(monkeypatch)
+    deeper = tmp_path / "deeper.pth"
+    torch.save(_DeeperClassifier().state_dict(), deeper)
+    with pytest.raises(ValueError) as error:
+        build_model("torchvision:tiny", (3, 16, 16), DIM, weights=deeper)
+    message = str(error.value)
+    assert "holds 2 tensors torchvision:tiny has no place for: ['features.4.weight'" in message
+    assert str(deeper) in message and "\n" not in message
+    with_heads = tmp_path / "heads.pth"
+    state = _TinyClassifier().state_dict()
+    torch.save({**state, "aux1.fc.weight": torch.zeros(2, 4)}, with_heads)
+    model = build_model("torchvision:tiny", (3, 16, 16), DIM, weights=with_heads)
+    torch.testing.assert_close(model.backbone.model.features[0].weight, state["features.0.weight"])
+
+
 def test_timm_names_a_weights_file_it_cannot_read(
     monkeypatch: pytest.MonkeyPatch, tmp_path
 ) -> None:

@@ -261,14 +261,22 @@ def _torchvision_backbone(
         if resized is not None:  # the file's position embeddings are for its own image size
             vision_transformer = importlib.import_module("torchvision.models.vision_transformer")
             state = vision_transformer.interpolate_embeddings(resized, model.patch_size, state)
-        # Extra keys (e.g. GoogLeNet's auxiliary heads when built with aux_logits=False) are
-        # harmless; a missing key means the file is for another architecture.
-        missing, _ = _with_weights(
+        # A missing key, or an extra one inside a module the model has (resnet34's third
+        # block of layer1 in a resnet18), means the file is for another architecture; the
+        # extra keys of a whole module the model is built without (GoogLeNet's auxiliary
+        # heads under aux_logits=False) are harmless.
+        missing, unexpected = _with_weights(
             lambda: model.load_state_dict(state, strict=False), weights, name
         )
-        if missing:
+        modules = {child for child, _ in model.named_children()}
+        foreign = [key for key in unexpected if key.partition(".")[0] in modules]
+        wrong = [f"lacks {len(missing)} tensors of {name}: {missing[:5]}"] if missing else []
+        if foreign:
+            wrong.append(f"holds {len(foreign)} tensors {name} has no place for: {foreign[:5]}")
+        if wrong:
             raise ValueError(
-                f"weights file {weights} lacks {len(missing)} tensors of {name}: {missing[:5]}"
+                f"weights file {weights} {'; '.join(wrong)} (another architecture's weights?); "
+                f"give the weights of {name} itself"
             )
     # The classifier is the last linear layer in registration order for every torchvision
     # classification model (fc, classifier[-1], heads.head).
