@@ -189,6 +189,20 @@ def test_a_jpeg_cut_short_fails_the_load_naming_it(tmp_path, capsys):
     assert not (tmp_path / "run").exists()
 
 
+def test_every_undecodable_file_is_named_by_one_load(tmp_path):
+    # The load stopped at the first bad file: a user replaced it, ran again, and met the next.
+    write_jpegs(tmp_path / "imgs", n_per_class=8)
+    broken = [tmp_path / "imgs" / name / f"{i}.jpg" for name in "ab" for i in (1, 4, 6)]
+    for path in broken:
+        path.write_bytes(b"not a jpeg")
+    with pytest.raises(ValueError) as error:
+        load_dataset(f"folder:{tmp_path / 'imgs'}", split="all")
+    message = str(error.value)
+    assert message.startswith("cannot decode 6 image files: ") and "\n" not in message
+    assert all(str(path) in message for path in broken[:5]) and str(broken[5]) not in message
+    assert message.endswith("; and 1 more; replace or delete them")
+
+
 def test_bytes_after_a_jpegs_end_marker_are_read_as_pil_reads_them(tmp_path):
     write_jpegs(tmp_path / "imgs")
     padded = tmp_path / "imgs" / "a" / "0.jpg"

@@ -111,14 +111,20 @@ def _jpeg_image_ends_at(data: bytes) -> int | None:
     return None
 
 
+#: Undecodable image files a refused load names; more are counted.
+_UNDECODABLE_NAMED = 5
+
+
 def _check_images(files: list[Path]) -> tuple[set[tuple[int, int]], bool]:
     """Open and verify every image once (chunk structure and checksums, a JPEG's end marker, no
-    pixel decoding), so a corrupt file fails the load, not a run that already trained for hours.
+    pixel decoding), so a corrupt file fails the load, not a run that already trained for hours;
+    every such file is found before the load is refused, so that one pass names them all.
 
     Returns the (width, height) sizes found and whether every image is grayscale.
     """
     sizes: set[tuple[int, int]] = set()
     gray = True
+    undecodable: list[str] = []
     for path in files:
         try:
             with Image.open(path) as image:
@@ -127,11 +133,20 @@ def _check_images(files: list[Path]) -> tuple[set[tuple[int, int]], bool]:
             if jpeg and _jpeg_is_cut_short(path):
                 raise OSError("image file is truncated: it ends before its image data does")
         except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as error:
-            raise ValueError(
-                f"cannot decode image file {path} ({error}); replace or delete the file"
-            ) from None
+            undecodable.append(f"{path} ({error})")
+            continue
         sizes.add(size)
         gray = gray and _grayscale(mode)
+    if len(undecodable) == 1:
+        raise ValueError(f"cannot decode image file {undecodable[0]}; replace or delete the file")
+    if undecodable:
+        named = "; ".join(undecodable[:_UNDECODABLE_NAMED])
+        more = len(undecodable) - _UNDECODABLE_NAMED
+        raise ValueError(
+            f"cannot decode {len(undecodable)} image files: {named}"
+            + (f"; and {more} more" if more > 0 else "")
+            + "; replace or delete them"
+        )
     return sizes, gray
 
 
