@@ -122,3 +122,14 @@ def test_an_index_of_another_checkpoint_is_refused_naming_the_checkpoint(run, tm
     err = capsys.readouterr().err
     assert f"was made by another model than the one of {other} " in err, err
     assert err.count("\n") == 1
+
+
+def test_a_run_given_by_a_relative_path_records_absolute_folders(run, monkeypatch):
+    # `TrainedRun.load("runs/x")` kept the checkpoint relative (the folder absolute), and an
+    # index built from it recorded a checkpoint that another working folder could not find.
+    best, other = best_and_other(run)
+    monkeypatch.chdir(run.parent)
+    for given, checkpoint in ((Path(run.name), best), (other.relative_to(run.parent), other)):
+        trained = TrainedRun.load(given, device="cpu")
+        assert (trained.folder, trained.checkpoint) == (run, checkpoint)
+        assert trained.identity().checkpoint in (None, str(checkpoint))

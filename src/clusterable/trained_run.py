@@ -268,8 +268,10 @@ class TrainedRun:
                 f"run folder {path} does not exist; give the folder `clusterable train` wrote"
             )
         trained = load_trained(path)
-        # A checkpoint of a run (or its checkpoints/ folder) is that run, with those weights.
-        folder = checkpoint_run_folder(trained.checkpoint) or path.resolve()
+        # A checkpoint of a run (or its checkpoints/ folder) is that run, with those weights;
+        # both absolute, as what records the model (model.json, an index) keeps them.
+        checkpoint = trained.checkpoint.resolve()
+        folder = checkpoint_run_folder(checkpoint) or path.resolve()
         config = (
             read_run_record(folder, f"run {path}")["config"]
             if (folder / RUN_RECORD).is_file()
@@ -282,7 +284,7 @@ class TrainedRun:
             config=config,
             model_id=model_checksum(trained.model.state_dict()),
             folder=folder,
-            checkpoint=trained.checkpoint,
+            checkpoint=checkpoint,
             device=device,
             loss=trained.loss,
             preprocessing=trained.preprocessing,
