@@ -187,7 +187,8 @@ def test_assign_auto_sends_an_unseen_class_to_none(open_set, capsys, criterion):
     assert (clusters[unseen] == -1).mean() >= 0.9  # most of the unseen class: none of these
     assert (clusters[~unseen] == plain[~unseen]).mean() >= 0.95  # the others keep their clusters
     named = {None: "balanced_accuracy", "f1": "f1", "fmr=0.01": "fmr<=0.01"}[criterion]
-    assert f"--max-distance auto: {result['max_distance']:.4g}, the best {named}" in printed
+    assert f"--max-distance auto: {result['max_distance']:g}, the best {named}" in printed
+    assert f" farther than {result['max_distance']:g}: none of these" in printed  # the same D
     assert "on 120 held-out items of " in printed
 
 

@@ -135,7 +135,7 @@ def calibrated_max_distance(partition: Any, args: argparse.Namespace, run: Any) 
     score = choice.fmr if name.startswith("fmr") else getattr(choice, name)
     fitted = _fitted_items(partition, points)
     print(
-        f"--max-distance auto: {choice.threshold:.4g}, the best {name} ({score:.3f}) on "
+        f"--max-distance auto: {choice.threshold:g}, the best {name} ({score:.3f}) on "
         f"{len(points)} held-out items of {what}: each item's "
         f"distance to its own class's cluster (a match) against the nearest other class's "
         f"(none); false match rate {choice.fmr:.3f}, false non-match rate {choice.fnmr:.3f}"
