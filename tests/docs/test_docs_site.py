@@ -3,7 +3,8 @@ gallery and an API page render, with their navigation, every image and every sty
 script they load, and the API page shows a function's signature and its Parameters.
 
 It tests the site ``make docs`` built and builds nothing itself (a build runs the examples, a few
-minutes), so it skips where ``docs/_build/html`` is absent. ``.ci/run`` runs it after ``make docs``
+minutes), so it skips where ``docs/_build/html`` is absent, or older than a source of the site
+(a stale site shows the pages before the change). ``.ci/run`` runs it after ``make docs``
 with ``CLUSTERABLE_DOCS_REQUIRED=1``, which turns that skip (and a missing Chromium) into a
 failure: in CI a skip cannot hide a broken site.
 """
@@ -28,9 +29,26 @@ REQUIRED = os.environ.get("CLUSTERABLE_DOCS_REQUIRED") == "1"
 FLAGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 
 
+#: What the site is built from: a change to any of these leaves a built site stale.
+SOURCES = ("README.md", "CHANGELOG.md", "docs/**/*.md", "docs/conf.py", "src/**/*.py")
+
+
+def _newer_source() -> Path | None:
+    """A source of the site changed after it was built (its ``index.html``); None if none."""
+    root, built = SITE.parents[2], (SITE / "index.html").stat().st_mtime
+    for pattern in SOURCES:
+        for path in root.glob(pattern):
+            if "_build" not in path.parts and path.stat().st_mtime > built:
+                return path
+    return None
+
+
 def _missing() -> str | None:
     if not (SITE / "index.html").is_file():
         return f"no built site in {SITE} (run `make docs`)"
+    newer = _newer_source()
+    if newer is not None:  # the pages would be of the sources before it
+        return f"the built site in {SITE} is older than {newer} (run `make docs`)"
     if CHROMIUM is None:
         return "Chromium not installed (as root: apt-get install chromium)"
     return None
