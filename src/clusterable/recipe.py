@@ -358,15 +358,13 @@ TEST_RECALL_KS, TEST_KNN_KS = (1, 2, 4, 8), (1, 3, 5, 7)
 KNN_LEFT_OUT = "k-NN accuracy from training items left out: "
 #: Under the table of a zero-shot test split, whose k-NN accuracy from training items would be 0.
 ZERO_SHOT_NOTE = f"{KNN_LEFT_OUT}no test class is a training class (zero-shot)"
+#: The clustering scores against the fine classes that a coarse-label table adds (``subclass_*``).
+SUBCLASS_SCORES = ("nmi", "accuracy", "f1")
 
 
 def knn_left_out_reason(note: str) -> str:
     """Why a note beginning :data:`KNN_LEFT_OUT` leaves the k-NN accuracy out."""
     return note.removeprefix(KNN_LEFT_OUT)
-
-
-#: The clustering scores against the fine classes that a coarse-label table adds (``subclass_*``).
-SUBCLASS_SCORES = ("nmi", "accuracy", "f1")
 
 
 def training_items(spec: RunSpec, train_split: LabelledDataset, seed: int) -> LabelledDataset:

@@ -181,7 +181,7 @@ def parse_metric(text: str) -> tuple[str, float | None]:
         is not a number in [0, 1].
     """
     name, equals, value = text.partition("=")
-    per_k = metric_of_key(text) if isinstance(text, str) else None
+    per_k = metric_of_key(text)
     if per_k is not None and per_k != text:  # a table's key, "recall@4": recall@k at K = 4
         k = text.rpartition("@")[2]
         raise ValueError(
