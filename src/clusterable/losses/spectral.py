@@ -18,9 +18,20 @@ from clusterable.losses._registry import register_loss
 def _thin_svd(embeddings: Tensor, eps: float) -> tuple[Tensor, Tensor, Tensor]:
     """Singular triplets of ``F`` at numerical rank ``r``: ``U (n, r)``, ``s (r,)``, ``V^T (r, d)``.
 
-    The tolerance ``max(s) * max(n, d) * eps`` is ``numpy.linalg.matrix_rank``'s, with ``eps`` the
-    machine epsilon of the precision ``F`` was given in: singular values below it are rounding
-    noise, and inverting them would blow the pseudo-inverse up.
+    Singular values below the tolerance are rounding noise, and inverting them would blow the
+    pseudo-inverse up. With ``eps`` the machine epsilon of the precision the caller gave ``F`` in,
+    the tolerance is the larger of two:
+
+    - ``max(s) * max(n, d) * eps``, ``numpy.linalg.matrix_rank``'s, for the rounding of the
+      decomposition, which starts from float32 at most (float16 and bfloat16 arrive upcast): its
+      ``eps`` is float32's below float32;
+    - ``eps * ||F||_F``, for the rounding of ``F`` itself: rounding each entry moves every singular
+      value by at most ``||E||_2 <= ||E||_F <= eps / 2 * ||F||_F`` (Weyl), so a singular value
+      below twice that bound may be rounding alone (a rank-3 ``F`` rounded to float16 has 3 more)
+      and one above it is the matrix's. numpy's rule at bfloat16's ``eps = 2^-7`` would cut every
+      singular value from ``max(n, d) = 128`` up: a loss of ``k`` and no gradient.
+
+    At float32 and float64 the first is the larger (``||F||_F <= sqrt(min(n, d)) max(s)``).
 
     ``F`` in float64 is decomposed by SVD. Below float64 (float32, or float16 upcast), the
     triplets come in float64 from the eigendecomposition of the float64 Gram matrix of the thin
@@ -37,7 +48,11 @@ def _thin_svd(embeddings: Tensor, eps: float) -> tuple[Tensor, Tensor, Tensor]:
         left, singular, right_t = torch.linalg.svd(embeddings, full_matrices=False)
     else:
         left, singular, right_t = _triplets_from_gram(embeddings.double())
-    tolerance = singular.max() * max(embeddings.shape) * eps
+    decomposition_eps = min(eps, torch.finfo(torch.float32).eps)
+    tolerance = torch.maximum(
+        singular.max() * max(embeddings.shape) * decomposition_eps,
+        singular.norm() * eps,  # ||F||_F eps
+    )
     rank = int((singular > tolerance).sum())
     return left[:, :rank], singular[:rank], right_t[:rank]
 
@@ -125,10 +140,10 @@ class SpectralClusteringLoss(EmbeddingLoss):
     The gradient is the paper's closed form, ``-2 (I - F F^+) C (F^+)^T`` (Eq. 8; the paper's
     rescaled gradient ``G`` of Eq. 9 and Algorithm 1 is half of it, a learning-rate constant),
     computed from a thin SVD in ``O(n d^2)`` time and ``O(n d)`` memory. The pseudo-inverse uses the
-    numerical rank (tolerance ``max(s) * max(n, d) * eps``, ``eps`` of the dtype ``F`` is passed in,
-    float16 included), so rank-deficient ``F`` (duplicate dimensions, ``d > n``) gives a finite
-    loss and gradient; the gradient is exact wherever the rank
-    is locally constant, which holds almost everywhere.
+    numerical rank (numpy's tolerance ``max(s) * max(n, d) * eps``, or that of the rounding of
+    ``F`` to the dtype it is passed in, ``eps ||F||_F``, where larger: float16 and bfloat16), so
+    rank-deficient ``F`` (duplicate dimensions, ``d > n``) gives a finite loss and gradient; the
+    gradient is exact wherever the rank is locally constant, which holds almost everywhere.
 
     Takes no arguments.
 
