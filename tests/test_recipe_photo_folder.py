@@ -51,3 +51,19 @@ def test_photos_are_resized_to_the_documented_default(tmp_path):
     photos = write_photos(tmp_path / "photos", classes=2, per_class=3)
     train = RunSpec(data=f"folder:{photos}").load("train")
     assert train.input_shape == (3, 64, 64)
+
+
+def test_an_unsupervised_run_of_a_backbone_clusters_its_features(tmp_path, capsys):
+    """OPML on photos (Sec. V-D): the first pseudo-labels are t-SNE + AAS of the starting
+    backbone's features, 512 a photo for a ResNet-18, not its 3 x 64 x 64 pixels."""
+    pytest.importorskip("torchvision")
+    photos = write_photos(tmp_path / "photos", classes=3, per_class=12)
+    spec = RunSpec(
+        data=f"folder:{photos}", model="torchvision:resnet18", loss="opml", unsupervised=True,
+        embedding_dim=16, loss_args={"metric_dim": 8},
+    )  # fmt: skip
+    config = TrainConfig(epochs=1, batch_size=16, device="cpu", progress=False, verbose=True)
+    result, metrics = train_run(spec, config, out=tmp_path / "run")
+    assert result.checkpoint is not None and "nmi" in metrics
+    banner = capsys.readouterr().out
+    assert "pseudo-labels of t-SNE + AAS of the backbone's features" in banner

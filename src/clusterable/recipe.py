@@ -48,6 +48,7 @@ from clusterable.losses import (
 from clusterable.metric_table import format_metric_table
 from clusterable.mining import ClassBalancedBatchSampler, DistributedBatchSampler
 from clusterable.models import (
+    EmbeddingNet,
     available_models,
     build_decoder,
     build_model,
@@ -67,7 +68,7 @@ from clusterable.train.config import (
     check_patience_has_validation,
 )
 from clusterable.train.config_typing import field_types, parameter_types, typed_settings
-from clusterable.train.distributed import Distributed
+from clusterable.train.distributed import Distributed, setup_distributed
 from clusterable.train.embed import embed_dataset
 from clusterable.train.precision import resolve_precision
 from clusterable.train.run_folder import (
@@ -83,6 +84,7 @@ from clusterable.unsupervised import (  # OPML: Algorithm 1 (RCGD on R, L), pseu
     OPMLDiagnostics,
     PseudoLabelRefresh,
     RiemannianOPMLLoss,
+    backbone_features,
     with_pseudo_labels,
 )
 
@@ -113,7 +115,8 @@ class RunSpec:
     normalize: bool = False  # l2-normalise the embeddings the model outputs
     val_fraction: float = 0.1  # share of each training class held out for validation
     autoencoder: bool = False  # MsDNN-AE: a mirrored decoder (loss_args reconstruction_weight)
-    unsupervised: bool = False  # OPML: train on pseudo-labels (t-SNE + AAS of the raw inputs)
+    unsupervised: bool = False  # OPML: train on pseudo-labels (t-SNE + AAS of the raw inputs; of
+    # an image backbone's features for timm: and torchvision: models)
     pseudo_label_every: int = 0  # unsupervised: recompute pseudo-labels every E epochs (0: once)
     memory_size: int = 0  # XBM: past embeddings kept as extra partners of a pair loss (0: none)
 
@@ -242,7 +245,7 @@ def split_validation(
 class Pieces:
     """What :func:`build` makes: the model, the loss, and the MsDNN-AE decoder (or None)."""
 
-    model: nn.Module
+    model: EmbeddingNet
     loss: EmbeddingLoss
     decoder: nn.Module | None = None
 
@@ -543,6 +546,26 @@ def evaluate_on_test(
     )
 
 
+def pseudo_label_features(
+    spec: RunSpec,
+    config: TrainConfig,
+    train: LabelledDataset,
+    preprocessing: Preprocessing | None,
+) -> np.ndarray | None:
+    """What an unsupervised run clusters into its first pseudo-labels (OPML's Algorithm 1, line
+    2): for an image backbone (``timm:``, ``torchvision:``) its features of the training items
+    (:func:`~clusterable.unsupervised.backbone_features`), from the weights the run starts from
+    (a resumed run's too), on the run's device; None for a built-in model: the raw inputs, the
+    paper's representation of Fashion-MNIST. Raw photos would be ``3 x 224 x 224`` numbers an
+    item, 3.5 GB for CUB's 5,864 before t-SNE."""
+    if model_builder(spec.model) is not None:
+        return None
+    pieces = build(spec, train.input_shape, train.num_classes, config.seed, preprocessing)
+    env = setup_distributed(config.device)  # the Trainer's own
+    progress = "pseudo-label features" if config.progress and env.is_main else None
+    return backbone_features(pieces.model.backbone, train, env.device, progress=progress)
+
+
 def describe_start(
     spec: RunSpec,
     config: TrainConfig,
@@ -557,7 +580,10 @@ def describe_start(
     """The banner a run prints before its first step: what it trains on, with what (the
     batches ``sampler`` draws), where."""
     counts = ", ".join(f"{name} {n}" for name, n in sizes.items())
-    labels = "pseudo-labels of t-SNE + AAS" if spec.unsupervised else f"{spec.labels} labels"
+    labels = f"{spec.labels} labels"
+    if spec.unsupervised:
+        of = "raw inputs" if model_builder(spec.model) is not None else "backbone's features"
+        labels = f"pseudo-labels of t-SNE + AAS of the {of}"
     loss_args = ", ".join(f"{k}={v}" for k, v in spec.loss_args.items())
     lines = [
         f"data      {spec.data} ({labels}, {train.num_classes} classes, items of "
@@ -646,7 +672,8 @@ def train_run(
     test = spec.load("test", preprocessing)
     if spec.unsupervised:
         # Labels only evaluate: no validation split (it would pick checkpoints by true labels).
-        train, val = with_pseudo_labels(full_train, seed=config.seed), None
+        features = pseudo_label_features(spec, config, full_train, preprocessing)
+        train, val = with_pseudo_labels(full_train, features, seed=config.seed), None
     else:
         train, val = split_validation(full_train, spec.val_fraction, config.seed)
     check_enough_items(spec.data, train, val, test, spec.val_fraction)  # a few photos per class

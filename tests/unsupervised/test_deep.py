@@ -23,6 +23,7 @@ from clusterable.unsupervised import (
     OPMLDiagnostics,
     PseudoLabelRefresh,
     RiemannianOPMLLoss,
+    backbone_features,
     pseudo_label_triplets,
     pseudo_labels,
     with_pseudo_labels,
@@ -271,3 +272,46 @@ def test_cli_train_unsupervised_runs_end_to_end(tmp_path, capsys):
     run = json.loads((out / "run.json").read_text())
     assert run["spec"]["unsupervised"] is True
     assert "recall@1" in capsys.readouterr().out
+
+
+def test_backbone_features_are_its_outputs_in_unit_rows():
+    train = load_dataset("digits", split="train").subset(np.arange(40))
+    backbone = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 6))  # (n, 6)
+    features = backbone_features(backbone, train, "cpu")
+    with torch.no_grad():
+        outputs = backbone(torch.as_tensor(train.features()[0])).numpy()  # (40, 6)
+    expected = outputs / np.linalg.norm(outputs, axis=1, keepdims=True)
+    np.testing.assert_allclose(features, expected, rtol=1e-6)
+
+
+def test_an_image_backbone_run_clusters_the_backbones_features(monkeypatch, tmp_path, capsys):
+    """OPML's deep experiments (Sec. V-D) cluster the starting backbone's features into the
+    first pseudo-labels; a ``timm:`` or ``torchvision:`` run clustered the raw pixels (3 x 224 x
+    224 numbers a photo). A built-in model stands in for the backbone here (CI has neither
+    library; `make test-vision` runs a real one, tests/test_recipe_photo_folder.py)."""
+    import clusterable.recipe as recipe
+
+    monkeypatch.setattr(recipe, "model_builder", lambda name: None)  # "a pretrained backbone"
+    clustered = []
+    real = recipe.with_pseudo_labels
+
+    def spy(ds, features=None, **options):
+        clustered.append(features)
+        return real(ds, features, **options)
+
+    monkeypatch.setattr(recipe, "with_pseudo_labels", spy)
+    out = tmp_path / "run"
+    code = main(
+        ["train", "--data", "digits", "--loss", "opml", "--unsupervised", "--model", "mlp",
+         "--embedding-dim", "8", "--epochs", "1",
+         "--batch-size", "128", "--no-progress", "--out", str(out)]
+    )  # fmt: skip
+    assert code == 0
+    (features,) = clustered
+    n, width = (
+        len(load_dataset("digits", split="train")),
+        build_model("mlp", (1, 8, 8), 8).feature_dim,
+    )
+    assert features is not None and features.shape == (n, width)  # the backbone's, not 64 pixels
+    np.testing.assert_allclose(np.linalg.norm(features, axis=1), 1.0, rtol=1e-5)
+    assert "pseudo-labels of t-SNE + AAS of the backbone's features" in capsys.readouterr().out

@@ -22,10 +22,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 from clusterable._ranges import Bounds
 from clusterable.data import LabelledDataset
+from clusterable.device import DeviceSpec, resolve_device
 from clusterable.losses import OPMLLoss
 from clusterable.losses._pairs import partner_masks, squared_distances
 from clusterable.losses._triplets import semi_hard_triplet_list
@@ -161,8 +162,28 @@ def flat_features(ds: LabelledDataset) -> np.ndarray:
 
     The paper's representation for Fashion-MNIST: raw pixels, concatenated, l2-normalised.
     """
-    x = ds.features(flat=True)[0]
-    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return _unit_rows(ds.features(flat=True)[0])
+
+
+def backbone_features(
+    backbone: nn.Module, ds: LabelledDataset, device: DeviceSpec, progress: str | None = None
+) -> np.ndarray:
+    """``(n, feature_dim)`` float32 features of ``ds`` from an image backbone, each row
+    l2-normalised, in the evaluation view of its images.
+
+    The paper's representation for its deep experiments on photos (Sec. V-D, CUB-200, Cars-196,
+    SOP): features of the ImageNet-pretrained backbone before training (there the R-MAC of
+    GoogLeNet's last convolutions over three input scales, after MOM); here the backbone's own
+    pooled output at one scale. ``progress``: a progress bar with this description.
+    """
+    backbone.to(resolve_device(device))
+    features, _ = embed_dataset(backbone, ds, progress=progress)  # (n, feature_dim)
+    return _unit_rows(features)
+
+
+def _unit_rows(x: np.ndarray) -> np.ndarray:
+    """``(n, d)`` rows divided by their l2 norms (a zero row stays zero)."""
+    norms = np.linalg.norm(x, axis=1, keepdims=True)  # (n, 1)
     return x / np.maximum(norms, np.finfo(np.float32).tiny)
 
 
@@ -183,7 +204,8 @@ def with_pseudo_labels(
     ds : LabelledDataset
         The training items; their labels are not read.
     features : np.ndarray, optional
-        ``(n, d)`` features to cluster; by default :func:`flat_features` (raw inputs).
+        ``(n, d)`` features to cluster; by default :func:`flat_features` (raw inputs); for an
+        image backbone, :func:`backbone_features`.
     method, seed, **kwargs
         As :func:`~clusterable.unsupervised.pseudo_labels`.
     """
