@@ -88,11 +88,25 @@ class _Spectrum:
 
     @classmethod
     def of(cls, points: np.ndarray, rescaling: Rescaling) -> _Spectrum:
+        """The SVD of ``points`` (float32 or float64) centred and rescaled, in float64.
+
+        The numerical rank (step 2) counts the singular values above the larger of two
+        tolerances, so that ``U_t U_t^T = M_t M_t^+`` holds for the directions the points have:
+        numpy's ``matrix_rank`` tolerance ``max(s) max(n, d) eps`` for the float64 SVD, and the
+        rounding of the points to the precision they were given in, ``eps ||X||_F`` (in the
+        rescaled frame): rounding each entry moves every singular value by at most ``eps / 2
+        ||X||_F`` (Weyl). Without the second, float32 embeddings of a rank-10 set in 64
+        dimensions had rank 64, and step 3 scaled 54 directions of rounding noise up to weigh as
+        much as the 10 (ARI 0.89 for 20 clusters, where float64 gives 1.0).
+        """
         centred = rescaling.apply(points)  # M_t (step 1), scaled into [-1, 1]
         u, singular_values, vt = np.linalg.svd(centred, full_matrices=False)
-        # Numerical rank (step 2), numpy's matrix_rank tolerance, so that U_t U_t^T = M_t M_t^+.
         eps = np.finfo(np.float64).eps
-        tolerance = singular_values.max(initial=0.0) * max(centred.shape) * eps
+        decomposition = singular_values.max(initial=0.0) * max(centred.shape) * eps
+        # ||X||_F^2 = ||M_t||_F^2 + n ||offset||^2: M_t's columns sum to zero.
+        offset = rescaling.centre / rescaling.spread  # (d,) the mean, in the rescaled frame
+        given = np.sqrt((singular_values**2).sum() + len(centred) * (offset @ offset))
+        tolerance = max(decomposition, np.finfo(points.dtype).eps * given)
         numerical_rank = int((singular_values > tolerance).sum())
         return cls(rescaling, u, singular_values, vt, numerical_rank)
 
