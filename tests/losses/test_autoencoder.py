@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
+from _hard_batches import relative_error
 
 from clusterable.losses import AutoencoderLoss, MsDNNLoss, build_loss, msdnn_autoencoder_loss
 
@@ -67,6 +70,28 @@ def test_zero_weight_is_the_wrapped_loss_and_leaves_the_decoder_untouched():
     assert value.item() == MsDNNLoss(sigma=2.0)(embeddings, labels).item()
     value.backward()
     assert loss.decoder.weight.grad is None
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_embeddings_meet_a_float32_decoder(dtype):
+    """Embeddings of a model in bfloat16 (not under autocast) with the float32 decoder
+    ``build_decoder`` makes: float64 on the same rounded values, gradient in the embeddings'
+    dtype. The decoder raised PyTorch's dtype mismatch of its first product."""
+    torch.manual_seed(0)
+    loss = AutoencoderLoss(MsDNNLoss(), torch.nn.Linear(64, 100), weight=0.5)
+    generator = torch.Generator().manual_seed(1)
+    inputs = torch.randn(256, 100, generator=generator)
+    embeddings = torch.randn(256, 64, generator=generator).to(dtype).requires_grad_()
+    labels = torch.arange(256) % 16
+    exact = copy.deepcopy(loss).double()
+    embeddings64 = embeddings.detach().double().requires_grad_()
+    value, value64 = loss(embeddings, labels, inputs=inputs), exact(embeddings64, labels, inputs)
+    value.backward()
+    value64.backward()
+    assert value.item() == pytest.approx(value64.item(), rel=1e-5)
+    assert embeddings.grad.dtype == dtype
+    assert relative_error(embeddings.grad, embeddings64.grad) < 1e-2
+    assert relative_error(loss.decoder.weight.grad, exact.decoder.weight.grad) < 1e-4
 
 
 def test_the_decoder_is_part_of_the_state_and_parameters():

@@ -44,9 +44,8 @@ FAST_CASES = sorted({*available_losses(), "triplet batch-hard", "triplet all"})
 BATCHES = ("near-duplicate-same-class", "offset-1e3")
 #: Compiled against eager, both float32. aot_eager runs eager's kernels (0 measured); inductor
 #: fuses and reorders sums: 3.5e-6 at most measured on the near-duplicates (gaussian-corel's
-#: gradient). Where float32 itself is coarser (gaussian-corel's value far from the origin, 2.8e-4
-#: from float64), compiled may differ from eager by more, but must then be as close to float64 as
-#: eager is (within a factor of 2).
+#: gradient). Where float32 itself is coarser, compiled may differ from eager by more, but must
+#: then be as close to float64 as eager is (within a factor of 2).
 RTOL = {"aot_eager": 1e-6, "inductor": 2e-5}
 
 

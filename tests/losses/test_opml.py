@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import math
 from functools import partial
 
 import numpy as np
 import pytest
 import torch
+from _hard_batches import relative_error
 
 from clusterable.data import two_class_subclusters
 from clusterable.losses import OPMLLoss, build_loss
@@ -281,3 +283,30 @@ def test_gradient_descent_lowers_the_margin_term_and_separates_the_classes():
     assert end >= math.log(2) - 1e-12  # softplus of a non-negative number
     assert loss.last_mean_margin_term < 0.01 * start_margin
     assert loo_1nn_accuracy(points.detach().numpy(), data.labels) >= 0.95
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("orthogonal", [True, False])
+def test_half_precision_loss_matches_float64_of_its_values(dtype, orthogonal):
+    """A loss converted with ``.to(dtype)`` (a model and loss trained in bfloat16): its ``L`` is
+    decomposed in float32 (torch has no half-precision QR), and the value and the gradients of
+    the embeddings, ``R`` and ``L`` match float64 on the same rounded values."""
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(256, 64, generator=generator).to(dtype).requires_grad_(True)
+    y = torch.arange(256) % 16
+    loss = OPMLLoss(64, metric_dim=32, alpha_deg=30.0, margin=WIDE, orthogonal=orthogonal)
+    loss = loss.to(dtype)
+    exact = copy.deepcopy(loss).double()
+    x64 = x.detach().double().requires_grad_(True)
+    value, value64 = loss(x, y), exact(x64, y)
+    value.backward()
+    value64.backward()
+    # The semi-hard window may take or leave a triplet at its edge (1 of 58,000 here).
+    assert value.item() == pytest.approx(value64.item(), rel=1e-4)
+    for low, high in [(x, x64), (loss.R, exact.R), (loss.L, exact.L)]:
+        assert low.grad.dtype == dtype
+        assert relative_error(low.grad, high.grad) < 1e-2
+    loss.orthonormalize_()
+    metric = loss.L.detach().double()  # (64, 32), orthonormal to the dtype's rounding
+    assert loss.L.dtype == dtype
+    assert (metric.T @ metric - torch.eye(32, dtype=torch.float64)).abs().max() < 2e-2

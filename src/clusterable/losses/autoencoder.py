@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import ClassVar
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -133,10 +134,18 @@ class AutoencoderLoss(EmbeddingLoss):
         value = loss_on_global_batch(self.loss, embeddings, labels)
         if self.weight == 0.0:
             return value
-        reconstruction = self.decoder(embeddings)  # (n, *input_shape)
+        decoder_input = embeddings.to(self._decoder_dtype(embeddings))  # (n, d)
+        reconstruction = self.decoder(decoder_input)  # (n, *input_shape)
         if reconstruction.dtype in LOW_PRECISION:
             reconstruction = reconstruction.float()
         return msdnn_autoencoder_loss(value, reconstruction, inputs, self.weight)
+
+    def _decoder_dtype(self, embeddings: Tensor) -> torch.dtype:
+        """The dtype the decoder takes: its weights' (bfloat16 embeddings of a bfloat16 model meet
+        a float32 decoder, exactly upcast; autocast recasts them for its own products), or the
+        embeddings' for a decoder without floating-point weights."""
+        weight = next((p for p in self.decoder.parameters() if p.is_floating_point()), None)
+        return embeddings.dtype if weight is None else weight.dtype
 
     def predict(self, embeddings: Tensor) -> Tensor | None:
         """The wrapped loss's classes (None when it has no classifier)."""

@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 from clusterable._ranges import Bounds
-from clusterable.losses._base import EmbeddingLoss
+from clusterable.losses._base import LOW_PRECISION, EmbeddingLoss
 from clusterable.losses._pairs import centred, partner_masks, squared_distances
 from clusterable.losses._registry import register_loss
 from clusterable.losses._triplets import semi_hard_triplet_list
@@ -92,7 +92,14 @@ class _AngularConstraint(torch.autograd.Function):
 
 
 def _orthonormal_basis(matrix: Tensor) -> Tensor:
-    """Orthonormal basis ``Q`` (d x l) of the column span of ``matrix``, by reduced QR."""
+    """Orthonormal basis ``Q`` (d x l) of the column span of ``matrix``, by reduced QR.
+
+    A float16 or bfloat16 ``matrix`` (``L`` of a loss converted with ``.bfloat16()``) is
+    decomposed in float32, and ``Q`` comes out in float32: torch has no QR in those dtypes
+    (``geqrf``), and the loss computes in float32 anyway (:mod:`clusterable.losses._base`).
+    """
+    if matrix.dtype in LOW_PRECISION:
+        matrix = matrix.float()  # (d, l)
     basis, _ = torch.linalg.qr(matrix, mode="reduced")
     return basis
 
