@@ -566,6 +566,17 @@ def pseudo_label_features(
     return backbone_features(pieces.model.backbone, train, env.device, progress=progress)
 
 
+def describe_unlabelled_end(spec: RunSpec, out: Path | None) -> str:
+    """What a run on unlabelled items prints where a test table would be: why there is none, and
+    how to cluster the items with the trained model."""
+    run = out if out is not None else "RUN"
+    return (
+        f"\nno test table: {spec.data} has no classes to score against. Cluster its items with "
+        f"the model: clusterable cluster {run} --split train (other items: clusterable embed "
+        f"{run} --items PATH --out EMB, then clusterable cluster EMB/embeddings.npy)"
+    )
+
+
 def describe_start(
     spec: RunSpec,
     config: TrainConfig,
@@ -669,7 +680,10 @@ def train_run(
     record = None if resumed is None else load_run_record(resumed)
     preprocessing = run_preprocessing(spec, record, str(resumed))
     full_train = spec.load("train", preprocessing)
-    test = spec.load("test", preprocessing)
+    # Unlabelled items (a folder without class folders, a table without labels) have no test
+    # split: an unsupervised run trains on every one of them and scores nothing.
+    unlabelled = spec.unsupervised and not labelled_mask(full_train.labels).any()
+    test = None if unlabelled else spec.load("test", preprocessing)
     if spec.unsupervised:
         # Labels only evaluate: no validation split (it would pick checkpoints by true labels).
         features = pseudo_label_features(spec, config, full_train, preprocessing)
@@ -690,7 +704,8 @@ def train_run(
     if out is not None and overwrite and main_process:
         clear_run_folder(out)
     if config.verbose and trainer.env.is_main:
-        sizes = {"train": len(train), "validation": len(val) if val else 0, "test": len(test)}
+        sizes = {"train": len(train), "validation": len(val) if val else 0}
+        sizes["test"] = 0 if test is None else len(test)
         print(
             describe_start(
                 spec,
@@ -713,6 +728,10 @@ def train_run(
     result = trainer.fit(resume=resume)
     if result.checkpoint is not None:
         load_weights(result.checkpoint, trainer.model, trainer.loss)
+    if test is None:
+        if config.verbose and trainer.env.is_main:
+            print(describe_unlabelled_end(spec, out))
+        return result, Evaluation()
     recall_ks = standard_recall_ks(spec.data) or TEST_RECALL_KS
     reference = training_items(spec, full_train, config.seed)  # as `evaluate RUN` rebuilds them
     metrics = evaluate_on_test(

@@ -48,7 +48,7 @@ from torch import nn
 from clusterable._arrays import to_numpy
 from clusterable._atomic import atomic_write_text
 from clusterable._ranges import Bounds, check_bounds
-from clusterable.data import ImageFiles, LabelledDataset
+from clusterable.data import ImageFiles, LabelledDataset, labelled_mask
 from clusterable.data.generic import IMAGE_EXTENSIONS, images_in, load_table
 from clusterable.data.registry import available_datasets, dataset_items, names_a_path
 from clusterable.data.transforms import (
@@ -473,6 +473,14 @@ class TrainedRun:
             )
         return dataset
 
+    def trained_unlabelled(self) -> bool:
+        """Whether the run trained on unlabelled items (a folder without class folders, a table
+        without labels): an unsupervised run whose train split has no labelled item, and so no
+        test split, no test table and no classes to score."""
+        if self.spec is None or not self.spec.unsupervised:
+            return False
+        return not labelled_mask(self.split("train").labels).any()
+
     def validation_split(self) -> LabelledDataset | None:
         """The items the run held out of its training split for validation, as training held them
         out (`clusterable.recipe.split_validation` with the run's ``val_fraction`` and seed), in
@@ -526,7 +534,6 @@ class TrainedRun:
         the trained classifier's accuracy alone: it reads only which items are of the training
         classes, in their codes (``item_labels``).
         """
-        from clusterable.data import labelled_mask
         from clusterable.recipe import KNN_LEFT_OUT, KnnReference, describe_knn, knn_to_report
 
         spec = self.spec

@@ -12,6 +12,7 @@ import pytest
 from scipy.io import savemat
 
 from clusterable.data import (
+    UNLABELLED,
     ImageFiles,
     available_datasets,
     load_dataset,
@@ -423,13 +424,44 @@ def test_image_folder_errors(tmp_path, image_writer):
     with pytest.raises(FileNotFoundError, match="no images") as empty:
         load_dataset(f"folder:{tmp_path / 'empty'}")
     assert "--items" not in str(empty.value)
-    image_writer(tmp_path / "flat" / "0.png", (0, 0, 0))  # photos without class folders
-    flat = re.escape(f"embed --items {tmp_path / 'flat'}")
-    with pytest.raises(FileNotFoundError, match=f"lie directly in it.*{flat}"):
-        load_dataset(f"folder:{tmp_path / 'flat'}")
     image_writer(tmp_path / "half" / "train" / "a" / "0.png", (0, 0, 0))
     with pytest.raises(FileNotFoundError, match="no test/"):
         load_dataset(f"folder:{tmp_path / 'half'}", split="test")
+
+
+def test_a_folder_without_class_folders_is_unlabelled_items_with_no_test_split(
+    tmp_path, image_writer
+):
+    """Photos lying directly in a folder are items without classes: its train (and all) split
+    is every photo, which `train --unsupervised` trains on; a test split would have nothing to
+    score, and is refused saying what the photos can do (they were refused whole)."""
+    flat = tmp_path / "flat"
+    for i in range(5):
+        image_writer(flat / f"{i}.png", (40 * i, 0, 0))
+    for split in ("train", "all"):
+        ds = load_dataset(f"folder:{flat}", split=split)
+        assert len(ds) == 5 and (ds.labels == UNLABELLED).all() and ds.num_classes == 0
+        assert [Path(p).name for p in ds.x.paths] == [f"{i}.png" for i in range(5)]
+    message = re.escape(f"image folder {flat} (its images lie directly in it) has no classes")
+    with pytest.raises(ValueError, match=f"{message}.*train --unsupervised.*embed RUN --items"):
+        load_dataset(f"folder:{flat}", split="test")
+
+
+@pytest.mark.parametrize("form", ["npz x alone", "npy without labels", "every label -1"])
+def test_a_table_without_labels_is_unlabelled_items_with_no_test_split(tmp_path, form):
+    x = np.arange(40, dtype=np.float32).reshape(20, 2)
+    path = tmp_path / ("t.npy" if form == "npy without labels" else "t.npz")
+    if form == "npz x alone":
+        np.savez(path, x=x)
+    elif form == "npy without labels":
+        np.save(path, x)
+    else:
+        np.savez(path, x=x, y=np.full(20, -1))
+    train = load_dataset(f"table:{path}", split="train")
+    assert len(train) == 20 and (train.labels == UNLABELLED).all()
+    np.testing.assert_array_equal(train.x, x)
+    with pytest.raises(ValueError, match="has no classes, so no test split"):
+        load_dataset(f"table:{path}", split="test")
 
 
 # --- feature tables ------------------------------------------------------------------------------
@@ -487,8 +519,8 @@ def test_table_csv_keeps_distractor_labels(tmp_path):
 
 def test_table_npy_with_labels_file(tmp_path):
     np.save(tmp_path / "feat.npy", np.zeros((10, 3)))
-    with pytest.raises(FileNotFoundError, match=re.escape("feat_labels.npy")):
-        load_dataset(f"table:{tmp_path / 'feat.npy'}")
+    with pytest.raises(ValueError, match=r"labels file feat_labels\.npy does not exist\) has no"):
+        load_dataset(f"table:{tmp_path / 'feat.npy'}", split="test")  # unlabelled items
     np.save(tmp_path / "feat_labels.npy", np.arange(10) % 2)
     assert len(load_dataset(f"table:{tmp_path / 'feat.npy'}", split="all")) == 10
 

@@ -647,13 +647,17 @@ def _cluster_labels(
     args: argparse.Namespace, rows: int, own: np.ndarray | None, own_name: str
 ) -> np.ndarray | None:
     """The labels ``cluster`` scores its partition by: ``--labels`` (``rows`` of them), else the
-    split's ``own`` (named ``own_name``), else None; refused with fewer than two classes."""
+    split's ``own`` (named ``own_name``), else None (nor for a split of unlabelled items: an
+    unsupervised run's folder without classes); refused with fewer than two classes."""
+    from clusterable.data import labelled_mask
+
     if args.labels is not None:
         labels = load_labels(args.labels, rows, "--labels")
         check_classes(labels, f"--labels {args.labels}")
         return labels
-    if own is not None:
-        check_classes(own, own_name)
+    if own is None or not labelled_mask(own).any():
+        return None
+    check_classes(own, own_name)
     return own
 
 

@@ -15,7 +15,13 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from clusterable.data.dataset import DEFAULT_IMAGE_SIZE, ImageFiles, LabelledDataset
+from clusterable.data.dataset import (
+    DEFAULT_IMAGE_SIZE,
+    UNLABELLED,
+    ImageFiles,
+    LabelledDataset,
+    labelled_mask,
+)
 from clusterable.data.registry import register_dataset
 from clusterable.data.splits import check_split, stratified_split
 
@@ -30,6 +36,19 @@ def _split_part(ds: LabelledDataset, split: str) -> LabelledDataset:
         return ds
     train, test = stratified_split(ds.labels)
     return ds.subset(train if split == "train" else test)
+
+
+def _unlabelled_part(ds: LabelledDataset, split: str, what: str) -> LabelledDataset:
+    """A set of unlabelled items (every label :data:`UNLABELLED`): all of it as the train (and
+    all) split, which ``train --unsupervised`` trains on; no test split, which would have no
+    classes to score."""
+    if split != "test":
+        return ds
+    raise ValueError(
+        f"{what} has no classes, so no test split to score: train --unsupervised trains on all of "
+        "it without a test table (OPML on pseudo-labels), a trained run embeds and clusters its "
+        "items (embed RUN --items PATH, cluster RUN --split train), and classes make a test split"
+    )
 
 
 def _class_folders(directory: Path) -> list[Path]:
@@ -218,19 +237,13 @@ def load_image_folder(
         files += images[folder]
         labels += [names.index(folder.name)] * len(images[folder])
         is_query += [part == "query"] * len(images[folder])
+    if not files and not own_split and not folders and images_in(root):
+        return _unlabelled_folder(root, split, image_size, channels)
     if not files:
-        flat = (
-            ""
-            if not images_in(root)
-            else (
-                "; its images lie directly in it: a trained run embeds such a folder of unlabelled "
-                f"images named as it is (embed --items {root}, index --data {root})"
-            )
-        )
         raise FileNotFoundError(
             f"image folder {root} holds no images in class sub-folders (looked for "
             f"{', '.join(sorted(IMAGE_EXTENSIONS))}); give a directory with one sub-folder of "
-            f"images per class{flat}"
+            "images per class"
         )
     # A class is a folder name; one without an image in any part would be a class of no items.
     imageless = {f.name for _, f in every} - {f.name for _, f in every if images[f]}
@@ -242,15 +255,7 @@ def load_image_folder(
             f"of {root}"
         )
     every_file = [path for folder_images in images.values() for path in folder_images]
-    sizes, gray = _check_images(every_file)
-    if image_size is None:
-        width, height = next(iter(sizes))
-        photos = len(sizes) > 1 or max(width, height) > DEFAULT_IMAGE_SIZE
-        size: int | tuple[int, int] = DEFAULT_IMAGE_SIZE if photos else (height, width)
-    else:
-        size = image_size
-    if channels is None:
-        channels = 1 if gray else 3
+    size, channels = _image_view(every_file, image_size, channels)
     ds = LabelledDataset(
         f"{root.name}/{split}",
         ImageFiles(files, size, channels),
@@ -260,6 +265,39 @@ def load_image_folder(
         is_query=is_query if split == "test" and test_parts == ["query", "gallery"] else None,
     )
     return ds if own_split else _split_part(ds, split)
+
+
+def _unlabelled_folder(
+    root: Path, split: str, image_size: int | None, channels: int | None
+) -> LabelledDataset:
+    """The images of a folder without class sub-folders, unlabelled: a train split of every
+    image (:func:`_unlabelled_part`)."""
+    files = images_in(root)
+    size, channels = _image_view(files, image_size, channels)
+    ds = LabelledDataset(
+        f"{root.name}/{split}",
+        ImageFiles(files, size, channels),
+        np.full(len(files), UNLABELLED, dtype=np.int64),
+        class_names=[],
+        source=f"{len(files)} unlabelled images in {root}",
+    )
+    return _unlabelled_part(ds, split, f"image folder {root} (its images lie directly in it)")
+
+
+def _image_view(
+    files: list[Path], image_size: int | None, channels: int | None
+) -> tuple[int | tuple[int, int], int]:
+    """The size and channels ``files`` are read at, every file checked first: ``image_size``,
+    or their own size where they share one of at most 64 pixels a side, else 64; ``channels``,
+    or 1 where every image is grayscale, else 3."""
+    sizes, gray = _check_images(files)
+    if image_size is None:
+        width, height = next(iter(sizes))
+        photos = len(sizes) > 1 or max(width, height) > DEFAULT_IMAGE_SIZE
+        size: int | tuple[int, int] = DEFAULT_IMAGE_SIZE if photos else (height, width)
+    else:
+        size = image_size
+    return size, (1 if gray else 3) if channels is None else channels
 
 
 def _test_parts(root: Path) -> list[str]:
@@ -365,10 +403,13 @@ def _read_npz(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
             return x, y, split
         if {"x", "y"} <= by_name.keys():
             return arrays[by_name["x"]], arrays[by_name["y"]], None
+        if by_name.keys() == {"x"}:  # unlabelled items
+            x = arrays[by_name["x"]]
+            return x, np.full(len(x), UNLABELLED, dtype=np.int64), None
         keys = sorted(arrays.files)
     raise ValueError(
-        f"table {path} holds arrays {keys}; expected 'x' (n, d) and 'y' (n,), or "
-        "x_train, y_train, x_test and y_test (any letter case)"
+        f"table {path} holds arrays {keys}; expected 'x' (n, d) and 'y' (n,), 'x' alone "
+        "(unlabelled items), or x_train, y_train, x_test and y_test (any letter case)"
     )
 
 
@@ -394,8 +435,10 @@ def load_table(path: str | Path, split: str) -> LabelledDataset:
     - ``.npy`` features ``(n, d)`` with labels in ``<stem>_labels.npy`` beside it.
 
     Integer labels >= -1 are kept as they are (-1: distractor); other labels (text) are numbered in
-    sorted order and named. A NaN or infinite feature, an empty cell or a short row is an error
-    naming its row and column.
+    sorted order and named. Items without labels (``x`` alone, a ``.npy`` without its labels
+    file, or every label -1) are unlabelled: their train split is every item, and they have no
+    test split (``train --unsupervised`` trains on them). A NaN or infinite feature, an empty
+    cell or a short row is an error naming its row and column.
     """
     check_split(split, "a table")
     path = Path(path).expanduser()
@@ -405,18 +448,16 @@ def load_table(path: str | Path, split: str) -> LabelledDataset:
             ".npy (with <stem>_labels.npy beside it) file"
         )
     suffix = path.suffix.lower()
+    unlabelled = f"table {path} (its items have no labels)"
     if suffix == ".npz":
         x, y, own_split = _read_npz(path)
     elif suffix == ".csv":
         x, y, own_split = _read_csv(path)
     elif suffix == ".npy":
         labels_path = path.with_name(f"{path.stem}_labels.npy")
-        if not labels_path.is_file():
-            raise FileNotFoundError(
-                f"table {path}: its labels should be in {labels_path}, which does not exist; "
-                "save the labels there with np.save"
-            )
-        x, y, own_split = np.load(path), np.load(labels_path), None
+        x, own_split = np.load(path), None
+        y = np.load(labels_path) if labels_path.is_file() else np.full(len(x), UNLABELLED)
+        unlabelled = f"table {path} (its labels file {labels_path.name} does not exist)"
     else:
         raise ValueError(f"table {path}: unknown format {suffix!r}; use .npz, .csv or .npy")
     try:
@@ -433,6 +474,8 @@ def load_table(path: str | Path, split: str) -> LabelledDataset:
     _check_finite(path, x)
     labels, names = _encode_labels(np.asarray(y))
     ds = LabelledDataset(f"{path.stem}/{split}", x, labels, class_names=names, source=str(path))
+    if own_split is None and not labelled_mask(labels).any():
+        return _unlabelled_part(ds, split, unlabelled)
     if own_split is None:
         return _split_part(ds, split)
     return ds if split == "all" else ds.subset(np.char.lower(np.char.strip(own_split)) == split)

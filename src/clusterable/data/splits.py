@@ -97,9 +97,10 @@ def items_needed(val_fraction: float, train_fraction: float = TRAIN_FRACTION) ->
 def check_enough_items(name: str, train: Any, val: Any, test: Any, val_fraction: float) -> None:
     """Refuse, before training, data whose splits leave no class two items to train on or to
     test: no pair to learn from, nothing to retrieve, and a clustering of single items that
-    scores 100 % whatever the model. ``train``, ``val`` (or None) and ``test`` are the run's
-    :class:`~clusterable.data.LabelledDataset` splits; a test split of queries and a gallery
-    (``is_query``) is judged by its own protocol, not here.
+    scores 100 % whatever the model. ``train``, ``val`` and ``test`` are the run's
+    :class:`~clusterable.data.LabelledDataset` splits (``val`` None where it holds none out,
+    ``test`` None for unlabelled items); a test split of queries and a gallery (``is_query``) is
+    judged by its own protocol, not here.
 
     Raises
     ------
@@ -112,7 +113,7 @@ def check_enough_items(name: str, train: Any, val: Any, test: Any, val_fraction:
     problems = []
     if counts["train"].max(initial=0) < 2:
         problems.append("no class of the training split holds two items, so no pair to learn")
-    if test.is_query is None and counts["test"].max(initial=0) < 2:
+    if test is not None and test.is_query is None and counts["test"].max(initial=0) < 2:
         problems.append(
             "no class of the test split holds two items, so the test table could neither "
             "retrieve nor cluster (single items score 100 %)"

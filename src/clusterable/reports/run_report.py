@@ -25,7 +25,7 @@ from clusterable.evaluate.clustering import describe_kmeans, kmeans_rule
 from clusterable.evaluate.pair_sample import pair_distances
 from clusterable.plots.curves import read_epoch_records
 from clusterable.plots.maps import Colouring
-from clusterable.reports.page import Section, render, write_page
+from clusterable.reports.page import Section, note, render, write_page
 from clusterable.reports.panels import (
     cluster_section,
     curves_section,
@@ -44,6 +44,7 @@ from clusterable.versions import library_versions
 
 if TYPE_CHECKING:
     from clusterable.evaluate.pair_sample import PairDistances
+    from clusterable.recipe import RunSpec
     from clusterable.trained_run import TrainedRun
 
 #: Test items the panels use at most (a seeded sample beyond), and the t-SNE map at most.
@@ -95,12 +96,23 @@ def write_run_report(
             "`clusterable train` wrote, or a TrainedRun loaded from one"
         )
     seed = trained.seed if seed is None else seed
+    sections = [settings_section({"run": asdict(spec), "train": trained.config})]
+    sections.append(settings_section(library_versions(), "Versions", "versions"))
+    log = folder / "log.jsonl"
+    records = read_epoch_records(log) if log.is_file() else []
+    curves = [curves_section(records)] if records else []
+    if trained.trained_unlabelled():
+        body = note(
+            f"{spec.data} has no classes: the run trained on its pseudo-labels, and there is no "
+            "test split to score. Embed its items with `clusterable embed` (--items) and "
+            "cluster them with `clusterable cluster`."
+        )
+        sections += [*curves, Section("test", "No test table", body)]
+        return _write(trained, folder, spec, sections, out)
     test = trained.split("test")
     sample = _sample(test, PANEL_ITEMS, seed)
     embeddings = trained.embed(sample, progress=False).embeddings  # (m, d)
     labelled = labelled_mask(sample.labels)  # distractors take part in retrieval only as gallery
-    sections = [settings_section({"run": asdict(spec), "train": trained.config})]
-    sections.append(settings_section(library_versions(), "Versions", "versions"))
     metrics = trained.test_metrics
     if metrics is not None:
         sections.append(
@@ -111,10 +123,7 @@ def write_run_report(
                 f"{describe_kmeans(kmeans_rule(test.num_classes))}) for the clustering metrics.",
             )
         )
-    log = folder / "log.jsonl"
-    records = read_epoch_records(log) if log.is_file() else []
-    if records:
-        sections.append(curves_section(records))
+    sections += curves
     described = _sample_description(len(sample), len(test), spec.data)
     items = item_images(sample)
     names = test.class_names
@@ -130,6 +139,19 @@ def write_run_report(
         device=trained.device,
     )
     sections.append(_verification(trained, sample, embeddings, described, seed))
+    return _write(trained, folder, spec, sections, out)
+
+
+def _write(
+    trained: TrainedRun,
+    folder: Path,
+    spec: RunSpec,
+    sections: list[Section],
+    out: str | os.PathLike[str] | None,
+) -> Path:
+    """The page of a run's ``sections``, titled by its loss, data and checkpoint, written to
+    ``out`` (default: the run's ``report.html``, or ``report-NAME.html`` for a checkpoint other
+    than its best)."""
     checkpoint = None if trained.is_best else Path(str(trained.checkpoint)).name
     title = f"{folder.name}: {spec.loss} on {spec.data}"
     if checkpoint is not None:

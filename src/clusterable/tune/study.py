@@ -206,6 +206,11 @@ def tune(
     if train is None:
         train = load_dataset(spec.data, root=spec.root, split="train", labels=spec.labels)
     train = train.labelled()  # distractors are never scored
+    if len(train) == 0:
+        raise ValueError(
+            f"tune scores its folds with the classes of the training split, and {spec.data} has "
+            "no labelled item: give it classes (class sub-folders, a label column or array)"
+        )
     splits = cross_validation_folds(train.labels, folds, protocol, seed)
     _check_metric(metric)
     _check_protocol(metric, protocol)
