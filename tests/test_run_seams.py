@@ -213,6 +213,24 @@ def test_evaluate_run_asks_training_items_only_of_items_they_can_score(
     assert json.loads(table.read_text()) == {"nmi": own["nmi"]}
 
 
+def test_evaluate_run_on_other_data_says_how_many_items_no_training_class_can_vote_right(
+    coarse_run, tmp_path, capsys
+):
+    """Items of a class the run never trained on count as k-NN errors, whatever the model: the
+    table says how many, as it says when none is of a training class (the count was silent)."""
+    run = TrainedRun.load(coarse_run, device="cpu")
+    test = run.split("test")
+    # Read in the run's coarse view: "0 | 1 | 2 | 3 | 4", a training class, and "a | b | c | d | e".
+    names = np.array(list("01234abcde"))[test.fine_labels]
+    np.savez(tmp_path / "half.npz", x=test.x.reshape(len(test), -1), y=names)
+    data = f"table:{tmp_path / 'half.npz'}"
+    assert cli("evaluate", coarse_run, "--data", data, "--split", "all", "--metrics", "knn@1") == 0
+    unseen = int((test.fine_labels >= 5).sum())
+    assert (
+        f"counts as errors the {unseen} of {len(test)} items whose class is no training class"
+    ) in capsys.readouterr().out
+
+
 def one_line_error(capsys, *argv) -> str:
     """The refusal of ``argv``: exit 2, one line naming the verb, no traceback; and nothing
     embedded first (no "embedding ..." line)."""

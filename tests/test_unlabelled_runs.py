@@ -76,7 +76,10 @@ def test_the_model_clusters_embeds_indexes_and_exports_them(unlabelled_run, tmp_
     embedded = np.load(tmp_path / "emb" / "embeddings.npy")
     assert embedded.shape == (len(_rows(items)), 16)
     assert cli("cluster", tmp_path / "emb" / "embeddings.npy", "--n-clusters", "3",
-               "--out", tmp_path / "c2.npy") == 0  # fmt: skip
+               "--out", tmp_path / "c2.npy", "--save", tmp_path / "p.npz") == 0  # fmt: skip
+    assert cli("report", tmp_path / "p.npz", "--embeddings", tmp_path / "emb" / "embeddings.npy",
+               "--out", tmp_path / "clusters.html") == 0  # fmt: skip
+    assert (tmp_path / "clusters.html").is_file()
     assert cli("index", out, "--out", tmp_path / "gallery.npz") == 0
     assert cli("export", out, "--format", "torchscript", "--out", tmp_path / "m.pt") == 0
 

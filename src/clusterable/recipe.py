@@ -570,10 +570,16 @@ def describe_unlabelled_end(spec: RunSpec, out: Path | None) -> str:
     """What a run on unlabelled items prints where a test table would be: why there is none, and
     how to cluster the items with the trained model."""
     run = out if out is not None else "RUN"
-    return (
-        f"\nno test table: {spec.data} has no classes to score against. Cluster its items with "
-        f"the model: clusterable cluster {run} --split train (other items: clusterable embed "
-        f"{run} --items PATH --out EMB, then clusterable cluster EMB/embeddings.npy)"
+    items = spec.data.partition(":")[2] or "PATH"
+    return "\n".join(
+        [
+            f"\nno test table: {spec.data} has no classes to score against. With the model:",
+            f"  clusterable cluster {run} --split train  # its items' clusters",
+            f"  clusterable embed {run} --items {items} --out EMB",
+            "  clusterable cluster EMB/embeddings.npy --save CLUSTERS.npz",
+            "  clusterable report CLUSTERS.npz --embeddings EMB/embeddings.npy  # each cluster's "
+            "items",
+        ]
     )
 
 

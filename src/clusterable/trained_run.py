@@ -567,6 +567,13 @@ class TrainedRun:
         notes = [] if note is None else [note]
         if not ks:
             return None, notes
+        unseen = 0 if codes is None else int((codes >= len(training.class_names)).sum())
+        if unseen:  # they can never be voted right
+            notes.append(
+                f"k-NN accuracy from training items counts as errors the {unseen} of "
+                f"{len(labels)} items whose class is no training class of the run (classes are "
+                "matched by name)"
+            )
         embedded = self.embed(training).embeddings if voters else np.empty((0, 0), np.float32)
         reference = KnnReference(embedded, training.labels, ks, codes)
         return reference, [*notes, describe_knn(len(training), len(whole) - len(training))]
