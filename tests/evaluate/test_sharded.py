@@ -12,6 +12,7 @@ import torch.multiprocessing as mp
 
 from clusterable.evaluate import evaluate_embeddings
 from clusterable.evaluate.neighbors import shard_rows
+from clusterable.train import end_distributed
 
 #: More than two query chunks of the faiss search, so that both ranks search, one of them twice.
 N = 9_000
@@ -48,7 +49,7 @@ def _worker(rank: int, world: int, port: int, out: str) -> None:
         with open(f"{out}.{rank}", "wb") as f:
             pickle.dump([table(process_group=True), table(process_group=True, queries=QUERIES)], f)
     finally:
-        dist.destroy_process_group()
+        end_distributed()  # both ranks done before the group goes: no abort at exit
 
 
 def test_two_shards_give_exactly_the_single_process_table(tmp_path, free_port):
