@@ -577,8 +577,7 @@ def describe_unlabelled_end(spec: RunSpec, out: Path | None) -> str:
             f"  clusterable cluster {run} --split train  # its items' clusters",
             f"  clusterable embed {run} --items {items} --out EMB",
             "  clusterable cluster EMB/embeddings.npy --save CLUSTERS.npz",
-            "  clusterable report CLUSTERS.npz --embeddings EMB/embeddings.npy  # each cluster's "
-            "items",
+            "  clusterable report CLUSTERS.npz --embeddings EMB/embeddings.npy  # their items",
         ]
     )
 

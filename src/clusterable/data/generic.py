@@ -237,8 +237,9 @@ def load_image_folder(
         files += images[folder]
         labels += [names.index(folder.name)] * len(images[folder])
         is_query += [part == "query"] * len(images[folder])
-    if not files and not own_split and not folders and images_in(root):
-        return _unlabelled_folder(root, split, image_size, channels)
+    loose = images_in(root) if not own_split and not folders else []  # no class folders
+    if loose:
+        return _unlabelled_folder(root, loose, split, image_size, channels)
     if not files:
         raise FileNotFoundError(
             f"image folder {root} holds no images in class sub-folders (looked for "
@@ -268,11 +269,10 @@ def load_image_folder(
 
 
 def _unlabelled_folder(
-    root: Path, split: str, image_size: int | None, channels: int | None
+    root: Path, files: list[Path], split: str, image_size: int | None, channels: int | None
 ) -> LabelledDataset:
-    """The images of a folder without class sub-folders, unlabelled: a train split of every
-    image (:func:`_unlabelled_part`)."""
-    files = images_in(root)
+    """The images ``files`` of a folder ``root`` without class sub-folders, unlabelled: a train
+    split of every image (:func:`_unlabelled_part`)."""
     size, channels = _image_view(files, image_size, channels)
     ds = LabelledDataset(
         f"{root.name}/{split}",

@@ -101,7 +101,10 @@ def write_run_report(
     log = folder / "log.jsonl"
     records = read_epoch_records(log) if log.is_file() else []
     curves = [curves_section(records)] if records else []
-    if trained.trained_unlabelled():
+    metrics = trained.test_metrics
+    # A run without a test table may have trained on unlabelled items (reading its train split
+    # checks every file: left to the runs that need it).
+    if metrics is None and trained.trained_unlabelled():
         body = note(
             f"{spec.data} has no classes: the run trained on its pseudo-labels, and there is no "
             "test split to score. Embed its items with `clusterable embed` (--items) and "
@@ -113,7 +116,6 @@ def write_run_report(
     sample = _sample(test, PANEL_ITEMS, seed)
     embeddings = trained.embed(sample, progress=False).embeddings  # (m, d)
     labelled = labelled_mask(sample.labels)  # distractors take part in retrieval only as gallery
-    metrics = trained.test_metrics
     if metrics is not None:
         sections.append(
             metrics_section(
