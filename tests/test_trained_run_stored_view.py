@@ -74,19 +74,29 @@ def spec_and_config(photos, epochs=1):
     return spec, config
 
 
+def write_photos(root, draw, per_class, classes=2):
+    """``root/SPLIT/cC/I.png`` for each split's ``per_class`` count, pixels ``draw(C, I)``
+    (``(h, w, 3)`` values in [0, 255]); returns ``root``."""
+    for split, count in per_class.items():
+        for c in range(classes):
+            (root / split / f"c{c}").mkdir(parents=True)
+            for i in range(count):
+                pixels = draw(c, i).astype(np.uint8)
+                Image.fromarray(pixels).save(root / split / f"c{c}" / f"{i}.png")
+    return root
+
+
 @pytest.fixture
 def trained(tmp_path, monkeypatch):
     """A run of the stand-in backbone, trained one epoch on non-square photos with the view of
     :data:`TRAINED_WITH`; its folder and its photos."""
     rng = np.random.default_rng(0)
-    photos = tmp_path / "photos"
-    for split, per_class in (("train", 6), ("test", 3)):
-        for c in range(2):
-            (photos / split / f"c{c}").mkdir(parents=True)
-            for i in range(per_class):
-                width, height = (61, 37) if i % 2 else (29, 53)
-                pixels = rng.integers(0, 255, (height, width, 3)).astype(np.uint8)
-                Image.fromarray(pixels).save(photos / split / f"c{c}" / f"{i}.png")
+
+    def draw(c, i):
+        width, height = (61, 37) if i % 2 else (29, 53)
+        return rng.integers(0, 255, (height, width, 3))
+
+    photos = write_photos(tmp_path / "photos", draw, {"train": 6, "test": 3})
     install_torchvision(monkeypatch, **TRAINED_WITH)
     out = tmp_path / "run"
     train_run(*spec_and_config(photos), out=out)

@@ -69,10 +69,30 @@ def partition_heading(partition: ScoredPartition, n: int, what: str) -> str:
     )
 
 
-def format_metric_table(table: Mapping[str, float], heading: str, notes: Sequence[str] = ()) -> str:
+def format_metric_table(
+    table: Mapping[str, float],
+    heading: str,
+    notes: Sequence[str] = (),
+    beside: tuple[str, str, Mapping[str, float]] | None = None,
+) -> str:
     """The heading, then one labelled line per metric, values in %, then each note (a metric
-    left out, and why) on a line of its own."""
+    left out, and why) on a line of its own.
+
+    ``beside``: ``(title of the table's column, title of another, its table)``, a second
+    column of the same metrics under a line of the two titles (a metric the other table lacks
+    shows ``-``): the run's test table beside the one before training."""
     labels = {name: metric_label(name) for name in table}
     width = max(len(label) for label in labels.values())
-    rows = [f"  {labels[name]:<{width}}  {100 * value:6.2f} %" for name, value in table.items()]
-    return "\n".join([heading, *rows, *(f"  note: {note}" for note in notes)])
+    if beside is None:
+        rows = [f"  {labels[name]:<{width}}  {100 * value:6.2f} %" for name, value in table.items()]
+        return "\n".join([heading, *rows, *(f"  note: {note}" for note in notes)])
+    title, other_title, other = beside
+    cells = {name: f"{100 * other[name]:6.2f} %" if name in other else "-" for name in table}
+    first = max(len(title), 8)  # "100.00 %"
+    second = max(len(other_title), 8)
+    titles = f"  {'':<{width}}  {title:>{first}}  {other_title:>{second}}"
+    rows = [
+        f"  {labels[name]:<{width}}  {f'{100 * value:6.2f} %':>{first}}  {cells[name]:>{second}}"
+        for name, value in table.items()
+    ]
+    return "\n".join([heading, titles, *rows, *(f"  note: {note}" for note in notes)])

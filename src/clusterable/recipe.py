@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from clusterable._atomic import atomic_write_text
+from clusterable.before_training import BeforeTraining, starting_representation
 from clusterable.data import (
     ImageFiles,
     LabelledDataset,
@@ -519,23 +520,47 @@ def evaluate_on_test(
     """The evaluation table on the test split, k-NN accuracy (k = 1, 3, 5, 7) from the training
     items ``train`` (with the trained ``classifier``'s accuracy where it predicts classes), and,
     when labels are coarse, clustering scores against the fine classes (sub-class NMI):
-    :func:`score_test_table` of the embeddings.
+    :func:`test_table_of` the model's embeddings.
 
-    Everything runs where the model is (the run's device). A test split with query and gallery
-    roles (``test.is_query``: In-Shop) is scored as its protocol says: each query ranks the
-    gallery; the clustering scores cover every test item. The training items are embedded only
-    where the table has k-NN accuracy (not for a zero-shot test split)."""
-    device = module_device(model)
-    test_emb, test_y = embed_dataset(model, test)
-    keep = labelled_mask(test_y)
+    Everything runs where the model is (the run's device)."""
+    return test_table_of(
+        lambda items: embed_dataset(model, items)[0],
+        train,
+        test,
+        seed,
+        recall_ks,
+        device=module_device(model),
+        classifier=classifier,
+    )
+
+
+def test_table_of(
+    represent: Callable[[LabelledDataset], np.ndarray],
+    train: LabelledDataset,
+    test: LabelledDataset,
+    seed: int,
+    recall_ks: Sequence[int] = TEST_RECALL_KS,
+    *,
+    device: DeviceSpec = "auto",
+    classifier: EmbeddingLoss | None = None,
+) -> Evaluation:
+    """The test table (:func:`score_test_table`) of the items as ``represent`` gives them
+    (``LabelledDataset`` of m items -> ``(m, d)`` rows): a trained model's embeddings, or the
+    representation a run starts from (:mod:`clusterable.before_training`).
+
+    A test split with query and gallery roles (``test.is_query``: In-Shop) is scored as its
+    protocol says: each query ranks the gallery; the clustering scores cover every test item.
+    The training items are represented only where the table has k-NN accuracy (not for a
+    zero-shot test split). Searches and clustering run on ``device``."""
+    test_emb = represent(test)
+    keep = labelled_mask(test.labels)
     table, knn_ks = table_to_report(train, test, recall_ks)
     knn = None
     if knn_ks:
-        train_emb, train_y = embed_dataset(model, train)
-        knn = KnnReference(train_emb, train_y, knn_ks)
+        knn = KnnReference(represent(train), train.labels, knn_ks)
     return score_test_table(
         test_emb[keep],
-        test_y[keep],
+        test.labels[keep],
         table,
         seed,
         knn=knn,
@@ -544,6 +569,30 @@ def evaluate_on_test(
         device=device,
         classifier=classifier,
     )
+
+
+def score_before_training(
+    spec: RunSpec,
+    model: nn.Module,
+    reference: LabelledDataset,
+    test: LabelledDataset,
+    seed: int,
+    recall_ks: Sequence[int],
+    progress: bool = False,
+) -> BeforeTraining | None:
+    """The test table of the representation the run starts from
+    (:func:`~clusterable.before_training.starting_representation`), scored as the trained table
+    will be (:func:`test_table_of`: the same test items, k-NN voters ``reference`` and
+    clustering), on the model's device; None where the run starts from nothing worth a row.
+    ``progress``: a progress bar while a backbone embeds."""
+    start = starting_representation(spec, model, test.input_shape, progress)
+    if start is None:
+        return None
+    represent, words = start
+    metrics = test_table_of(
+        represent, reference, test, seed, recall_ks, device=module_device(model)
+    )
+    return BeforeTraining(words, dict(metrics))
 
 
 def pseudo_label_features(
@@ -730,6 +779,18 @@ def train_run(
             out / RUN_RECORD,
             json.dumps({"spec": asdict(spec), "config": config.to_dict()}, indent=2),
         )
+    recall_ks = standard_recall_ks(spec.data) or TEST_RECALL_KS
+    reference = training_items(spec, full_train, config.seed)  # as `evaluate RUN` rebuilds them
+    before = None
+    if test is not None and config.before_training:  # before the first step: the weights' own
+        before = BeforeTraining.load(out) if resume else None
+        if before is None:
+            shown = config.progress and trainer.env.is_main
+            before = score_before_training(
+                spec, trainer.model, reference, test, config.seed, recall_ks, shown
+            )
+            if before is not None and out is not None and trainer.env.is_main:
+                before.save(out)
     result = trainer.fit(resume=resume)
     if result.checkpoint is not None:
         load_weights(result.checkpoint, trainer.model, trainer.loss)
@@ -737,8 +798,6 @@ def train_run(
         if config.verbose and trainer.env.is_main:
             print(describe_unlabelled_end(spec, out))
         return result, Evaluation()
-    recall_ks = standard_recall_ks(spec.data) or TEST_RECALL_KS
-    reference = training_items(spec, full_train, config.seed)  # as `evaluate RUN` rebuilds them
     metrics = evaluate_on_test(
         trainer.model, reference, test, config.seed, recall_ks, classifier=trainer.loss
     )
@@ -761,7 +820,11 @@ def train_run(
         notes = report.notes
         if knn_ks:
             notes = [*notes, describe_knn(len(reference), len(full_train) - len(reference))]
-        print(format_metric_table(metrics, heading, notes=notes))
+        beside = None
+        if before is not None:
+            notes = [*notes, f"before training: {before.representation}, scored alike"]
+            beside = ("trained", "before training", before.metrics)
+        print(format_metric_table(metrics, heading, notes=notes, beside=beside))
     return result, metrics
 
 

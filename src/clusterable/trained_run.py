@@ -59,6 +59,7 @@ from clusterable.data.transforms import (
 from clusterable.device import DeviceSpec, resolve_device
 
 if TYPE_CHECKING:
+    from clusterable.before_training import BeforeTraining
     from clusterable.losses import EmbeddingLoss
     from clusterable.recipe import KnnReference, RunSpec
 
@@ -325,6 +326,14 @@ class TrainedRun:
         if path is None or not path.is_file() or not self.is_best:
             return None
         return json.loads(path.read_text())
+
+    @property
+    def before_training(self) -> BeforeTraining | None:
+        """The test table of where the run started (``train --before-training``: the
+        pretrained backbone's features or the raw inputs), or None where it has none."""
+        from clusterable.before_training import BeforeTraining
+
+        return BeforeTraining.load(self.run_folder)
 
     @property
     def is_best(self) -> bool:

@@ -108,7 +108,8 @@ def add_train(verbs: Verbs) -> argparse.ArgumentParser:
         action="store_true",
         help="continue the run in --out from its latest checkpoint, with its own settings; "
         "only --epochs (to train longer), how it runs (--device, --workers, --cache-images, "
-        "--chunk-size) and what it reports (--progress, --tensorboard, --mlflow, --report) may "
+        "--chunk-size) and what it reports (--progress, --tensorboard, --mlflow, --report, "
+        "--before-training: a table kept is read back) may "
         "change",
     )
     train.add_argument(

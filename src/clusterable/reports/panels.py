@@ -78,14 +78,33 @@ def _short(value: Any) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-def metrics_section(metrics: Mapping[str, float], description: str) -> Section:
-    """The evaluation table in percent, each metric named in full."""
-    rows = [
-        (metric_label(key), f"{100 * value:.2f}")
+def metrics_section(
+    metrics: Mapping[str, float],
+    description: str,
+    before: tuple[str, Mapping[str, float]] | None = None,
+) -> Section:
+    """The evaluation table in percent, each metric named in full; ``before``: (what it scored,
+    the table before training), a second column (``-`` where it lacks a metric)."""
+    keys = [
+        key
         for key, value in metrics.items()
         if isinstance(value, (int, float)) and not isinstance(value, bool)
     ]
-    return Section("metrics", "Metrics", note(description) + table(["metric", "%"], rows))
+    if before is None:
+        rows = [[metric_label(key), f"{100 * metrics[key]:.2f}"] for key in keys]
+        return Section("metrics", "Metrics", note(description) + table(["metric", "%"], rows))
+    representation, earlier = before
+    rows = [
+        [
+            metric_label(key),
+            f"{100 * metrics[key]:.2f}",
+            f"{100 * earlier[key]:.2f}" if key in earlier else "-",
+        ]
+        for key in keys
+    ]
+    description += f" Before training: {representation}, scored alike."
+    header = ["metric", "trained, %", "before training, %"]
+    return Section("metrics", "Metrics", note(description) + table(header, rows))
 
 
 def per_class_section(

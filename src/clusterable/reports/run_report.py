@@ -117,12 +117,14 @@ def write_run_report(
     embeddings = trained.embed(sample, progress=False).embeddings  # (m, d)
     labelled = labelled_mask(sample.labels)  # distractors take part in retrieval only as gallery
     if metrics is not None:
+        before = trained.before_training
         sections.append(
             metrics_section(
                 metrics,
                 f"The run's test evaluation: all {len(test):,} items of the {test.name} test "
                 f"split, k-means with k = the number of classes ({test.num_classes}; "
                 f"{describe_kmeans(kmeans_rule(test.num_classes))}) for the clustering metrics.",
+                None if before is None else (before.representation, before.metrics),
             )
         )
     sections += curves

@@ -117,6 +117,9 @@ class TrainConfig:
     eval_every: int = 1  # epochs between validation runs (0 = never)
     eval_metric: str = "recall@1"  # key of evaluate_embeddings, or "classification_accuracy"
     eval_embeddings: bool = True  # the whole evaluate_embeddings table; False: predict() only
+    before_training: bool = True  # the test table of where training starts too, shown beside
+    # the trained one: the pretrained backbone's features (timm:, torchvision: with weights),
+    # else the raw inputs (up to 4,096 numbers an item), each l2-normalised
     patience: int | None = None  # stop after this many evaluations without improvement
     # (None: never stop early)
     checkpoint_every: int = 1  # epochs between checkpoints (0 = only at the end)

@@ -29,13 +29,15 @@ from clusterable.train.checkpoint import resolve_checkpoint
 RUN_RECORD = "run.json"
 #: The run's test table, written at the end of training.
 TEST_METRICS = "test_metrics.json"
+#: The test table of where the run started (``train --before-training``), written before training.
+BEFORE_TRAINING = "before_training.json"
 #: The run's record of every step and epoch (read back by ``plot`` and ``report``).
 RUN_LOG = "log.jsonl"
 #: The trainer's summary of the run.
 RUN_RESULT = "result.json"
 #: The files of a run folder that ``train`` writes and the verbs read back: no verb's output
 #: flag may name one (``report RUN --out RUN/run.json`` would destroy the run's record).
-RUN_OWNED_FILES = frozenset({RUN_RECORD, TEST_METRICS, RUN_LOG, RUN_RESULT})
+RUN_OWNED_FILES = frozenset({RUN_RECORD, TEST_METRICS, BEFORE_TRAINING, RUN_LOG, RUN_RESULT})
 #: The folders of a run folder that ``train`` writes (checkpoints, loggers): nothing else goes in.
 RUN_OWNED_FOLDERS = frozenset({"checkpoints", "tensorboard", "mlruns"})
 
@@ -46,6 +48,7 @@ CHANGEABLE_ON_RESUME = frozenset(
     {
         "epochs",
         "chunk_size",
+        "before_training",
         "progress",
         "verbose",
         "workers",
