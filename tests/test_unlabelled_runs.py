@@ -106,3 +106,30 @@ def test_what_needs_classes_says_so_in_one_line(unlabelled_run, tmp_path, capsys
         assert stop.value.code == 2 and len(err.strip().splitlines()) == 1, err
         assert words in err, err
     assert not (tmp_path / "supervised" / "checkpoints").exists()
+
+
+def test_its_verbs_read_every_item_for_want_of_a_test_split(unlabelled_run, tmp_path, capsys):
+    """Such a run has no test split: plot, embed and cluster of it read its train split, every
+    item, unless told (each refused it, asking for --split train); --split test is refused in one
+    line saying so, and evaluate of any split says the items have no classes to score."""
+    out, items, _ = unlabelled_run
+    rows = len(_rows(items))
+    assert cli("plot", out, "--out", tmp_path / "plots") == 0
+    assert (tmp_path / "plots" / "tsne.png").is_file()
+    assert cli("embed", out, "--out", tmp_path / "emb") == 0
+    assert np.load(tmp_path / "emb" / "embeddings.npy").shape == (rows, 16)
+    assert cli("cluster", out, "--n-clusters", "3", "--out", tmp_path / "c.npy") == 0
+    assert np.load(tmp_path / "c.npy").shape == (rows,)
+    capsys.readouterr()
+    for argv, words in (
+        (["plot", out, "--split", "test", "--out", tmp_path / "p2"], "--split test: the run"),
+        (["embed", out, "--split", "test", "--out", tmp_path / "e2"], "--split test: the run"),
+        (["cluster", out, "--split", "test", "--out", tmp_path / "c2.npy"], "no test split"),
+        (["index", out, "--split", "test", "--out", tmp_path / "i.npz"], "--split train"),
+        (["evaluate", out, "--split", "train"], f"clusterable cluster {out.resolve()}"),
+    ):
+        with pytest.raises(SystemExit) as stop:
+            cli(*argv)
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and len(err.strip().splitlines()) == 1, err
+        assert words in err and "unlabelled items" in err, err

@@ -539,7 +539,7 @@ class TrainedRun:
         spec = self.spec
         if spec is None:
             return None, [f"{KNN_LEFT_OUT}the model was not loaded from a run"]
-        own = data is None or replace(spec, data=data).data == spec.data
+        own = self.is_own_data(data)
         if own and split != "test":
             return None, [f"{KNN_LEFT_OUT}the {split} split holds the training items themselves"]
         whole = self.split("train")
@@ -577,6 +577,18 @@ class TrainedRun:
         embedded = self.embed(training).embeddings if voters else np.empty((0, 0), np.float32)
         reference = KnnReference(embedded, training.labels, ks, codes)
         return reference, [*notes, describe_knn(len(training), len(whole) - len(training))]
+
+    def is_own_data(self, data: str | None) -> bool:
+        """Whether ``data`` (None: the run's own) names the data set the run trained on (as the
+        run's settings name it: ``folder:photos`` is ``folder:/abs/photos``); False for items no
+        data set names (a folder given by its path alone)."""
+        spec = self.spec
+        if data is None or spec is None:
+            return data is None
+        try:
+            return replace(spec, data=data).data == spec.data
+        except ValueError:  # not a data-set name
+            return False
 
     def image_files(self, paths: Sequence[Path]) -> ImageFiles:
         """Image files in the view the run's own images had at evaluation: its channels and

@@ -37,6 +37,7 @@ from clusterable.cli._files import (
     load_run,
     roles_beside,
     seed_of,
+    split_of_run,
     write_json,
 )
 from clusterable.cli._flag_types import ks_list, metric_name
@@ -126,7 +127,7 @@ def command_evaluate(args: argparse.Namespace) -> int:
         elif args.metrics is None or knn_asked is not None:
             reference.append(knn_to_score(run, split, args, knn_asked))
 
-    source = embeddings_of(args, before_embedding=before_embedding)
+    source = embeddings_of(args, before_embedding=before_embedding, scores=True)
     if source.run is None:  # saved arrays: their labels file, named
         check_classes(source.labels, f"labels file {source.labels_file}")
     keep = labelled_mask(source.labels)
@@ -415,8 +416,6 @@ def command_embed(args: argparse.Namespace) -> int:
     check_outputs(args, Output("out", "--out", kind="the embeddings are", files=embed_files()))
     if args.items is not None:
         _check_items_flags(args)
-    else:  # a data set's split: the test split unless --split
-        args.split = args.split or "test"
     check_writable(out, keep=False)  # a refused source leaves no folder behind
     source = embeddings_of(args) if args.items is None else _embedded_items(args)
     out = check_writable(out)
@@ -518,7 +517,7 @@ def add_embed(verbs: Verbs) -> argparse.ArgumentParser:
         command_embed,
         runs=("model",),
     )
-    add_source(embed, split_default=None)
+    add_source(embed, items=True)
     embed.add_argument(
         "--items",
         nargs="+",
@@ -626,7 +625,7 @@ def _points_to_cluster(args: argparse.Namespace) -> _PointsToCluster:
     source = Path(args.embeddings)
     if source.is_dir():
         run = load_run(source, args)
-        dataset = run.split(args.split or "test", args.data, args.root)
+        dataset = run.split(split_of_run(run, args), args.data, args.root)
         labels = _cluster_labels(args, len(dataset), dataset.labels, f"the {dataset.name} items")
         embedded = run.embed(dataset)
         return _PointsToCluster(embedded.embeddings, labels, run.model_id, embedded.ids)
@@ -677,7 +676,11 @@ def add_cluster(verbs: Verbs) -> argparse.ArgumentParser:
     )
     cluster.add_argument("--data", help="with a run: dataset to embed (default: the run's)")
     cluster.add_argument("--root", help="with a run: folder of the dataset's files")
-    cluster.add_argument("--split", help="with a run: dataset split (default: test)")
+    cluster.add_argument(
+        "--split",
+        help="with a run: dataset split (default: test; train, every item, for a run on "
+        "unlabelled items, which has no test split)",
+    )
     _add_clustering(cluster, "the partition method")
     cluster.add_argument(
         "--n-clusters",
