@@ -128,35 +128,41 @@ def calibrated_max_distance(partition: Any, args: argparse.Namespace, run: Any) 
     from clusterable.open_set import choose_max_distance
 
     points, labels, what = _calibration_items(partition, args, run)
+    fitted = _fitted_items(partition, points)
     choice = choose_max_distance(
         partition, points, labels, args.threshold_criterion or DEFAULT_CRITERION
     )
     name = choice.criterion
     score = choice.fmr if name.startswith("fmr") else getattr(choice, name)
-    fitted = _fitted_items(partition, points)
     print(
         f"--max-distance auto: {choice.threshold:g}, the best {name} ({score:.3f}) on "
-        f"{len(points)} held-out items of {what}: each item's "
+        f"{len(points)} {'' if fitted else 'held-out '}items of {what}: each item's "
         f"distance to its own class's cluster (a match) against the nearest other class's "
         f"(none); false match rate {choice.fmr:.3f}, false non-match rate {choice.fnmr:.3f}"
     )
     if fitted:
         print(
-            f"note: these {len(points)} items are not held out: {what} holds the very items the "
-            "partition was fitted on, "
-            "so the distance suits them better than new items; calibrate on items the "
-            "clustering never saw (with a run, its validation split is the default)"
+            f"note: {fitted} of these {len(points)} items are not held out: the partition was "
+            "fitted on them, so the distance suits them better than new items; give "
+            "--calibration labelled items the clustering never saw (a split it did not cluster, "
+            "a folder, an embeddings .npy)"
         )
     return choice.threshold
 
 
-def _fitted_items(partition: Any, points: Any) -> bool:
-    """Whether ``points`` look like the items ``partition`` was fitted on: as many, each put in
-    the cluster the fit gave it (only held-out items make a fair calibration)."""
+def _fitted_items(partition: Any, points: Any) -> int:
+    """How many of ``points`` are items ``partition`` was fitted on
+    (`clusterable.cluster.Partition.fitted_among`; only held-out items make a fair calibration).
+    A partition saved before it kept its points' keys: all of them where they look like its
+    fitted items (as many, each put in the cluster the fit gave it), else none."""
     import numpy as np
 
+    among = partition.fitted_among(points)
+    if among is not None:
+        return int(among.sum())
     fitted = np.asarray(partition.labels_)
-    return len(points) == len(fitted) and bool(np.array_equal(partition.predict(points), fitted))
+    same = len(points) == len(fitted) and np.array_equal(partition.predict(points), fitted)
+    return len(points) if same else 0
 
 
 def _calibration_items(partition: Any, args: argparse.Namespace, run: Any) -> tuple[Any, Any, str]:
