@@ -206,14 +206,37 @@ def test_assign_with_a_distance_and_by_a_runs_validation_split(work, tmp_path, c
     printed = capsys.readouterr().out
     assert "held-out items of the run's validation split" in printed
     assert json.loads((tmp_path / "a.json").read_text())["max_distance"] > 0
-    assert main([*argv, "--calibration", "test"]) == 0
-    assert "held-out items of the run's test split" in capsys.readouterr().out
+    assert main([*argv, "--calibration", "test"]) == 0  # the very items clustered: not held out
+    printed = capsys.readouterr().out
+    assert "on 539 items of the run's test split" in printed and "not held out" in printed
     other = train(tmp_path / "other", seed=1)
     assert main(["embed", str(other), "--split", "test", "--out", str(tmp_path / "emb")]) == 0
     err = one_line_error(
         capsys, [*argv, "--calibration", str(tmp_path / "emb" / "embeddings.npy")], "assign"
     )
     assert "--calibration" in err and "embedded by another model" in err
+
+
+def test_assign_auto_notes_a_calibration_on_items_the_partition_clustered(work, tmp_path, capsys):  # noqa: F811
+    """The run's validation items are in its train split: calibrated on them by default, the
+    distance of a partition of the train split is noted as not held out (it was called held
+    out), as the whole train split was; the test split is held out, without a note."""
+    _, run, pngs = work
+    part = tmp_path / "part.npz"
+    argv = ["cluster", str(run), "--split", "train", "--n-clusters", "10"]
+    assert main([*argv, "--out", str(tmp_path / "c.npy"), "--save", str(part)]) == 0
+    argv = ["assign", str(part), str(run), str(pngs[0].parent), "--max-distance", "auto"]
+    capsys.readouterr()
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    validation = len(TrainedRun.load(run).validation_split())
+    assert f"on {validation} items of the run's validation split" in printed
+    (note,) = [line for line in printed.splitlines() if line.startswith("note:")]
+    assert f"{validation} of these {validation} items are not held out" in note
+    assert "give --calibration" in note
+    assert main([*argv, "--calibration", "test"]) == 0
+    printed = capsys.readouterr().out
+    assert "held-out items of the run's test split" in printed and "note:" not in printed
 
 
 def test_assign_refuses_bad_threshold_flags(open_set, capsys):

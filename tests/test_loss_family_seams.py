@@ -126,6 +126,38 @@ def test_evaluate_run_gives_the_classification_accuracy_asked_or_says_why_not(fa
         assert words in err and "Traceback" not in err and "embedding" not in out, err
 
 
+def test_classification_accuracy_of_other_data_says_how_many_items_it_cannot_get_right(
+    family, tmp_path, capsys
+):
+    """The trained classifier predicts training classes only: ``evaluate RUN --data OTHER``
+    counts the items of other classes as its errors, as k-NN accuracy does, and says how many,
+    asked alone (its note was dropped, with who votes), beside knn@K or in the default table
+    (whose note named k-NN alone)."""
+    if family.name.rstrip("0123456789") not in CLASSIFIERS:
+        return
+    from clusterable.data import load_dataset
+
+    test = load_dataset("digits", split="test")
+    names = np.array(list("01234abcde"))[test.labels]  # half the classes are training classes
+    np.savez(tmp_path / "half.npz", x=test.x.reshape(len(test), -1), y=names)
+    unseen = int((test.labels >= 5).sum())
+    argv = ("evaluate", family / "run", "--data", f"table:{tmp_path / 'half.npz'}", "--split")
+    argv += ("all", "--device", "cpu", "--json", tmp_path / "t.json", "--overwrite", "--metrics")
+    capsys.readouterr()
+    assert cli(*argv, "classification_accuracy") == 0
+    printed = capsys.readouterr().out
+    counted = f"count as errors the {unseen} of {len(test)} items whose class is no training class"
+    assert f"the trained classifier's accuracy {counted.replace('count', 'counts', 1)}" in printed
+    assert "k-NN accuracy: each item takes" not in printed  # no one votes
+    accuracy = json.loads((tmp_path / "t.json").read_text())["classification_accuracy"]
+    assert accuracy <= 1 - unseen / len(test)
+    both = f"k-NN accuracy from training items and the trained classifier's accuracy {counted}"
+    assert cli(*argv, "classification_accuracy", "knn@1") == 0
+    assert both in capsys.readouterr().out
+    assert cli(*argv[:-1]) == 0  # the default table scores both too
+    assert both in capsys.readouterr().out
+
+
 def test_index_holds_the_vectors_embed_writes(family):
     """The same vectors, and the same classes: `embed` writes class codes and their names."""
     emb = family / "emb"

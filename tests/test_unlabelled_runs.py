@@ -106,3 +106,64 @@ def test_what_needs_classes_says_so_in_one_line(unlabelled_run, tmp_path, capsys
         assert stop.value.code == 2 and len(err.strip().splitlines()) == 1, err
         assert words in err, err
     assert not (tmp_path / "supervised" / "checkpoints").exists()
+
+
+def test_its_verbs_read_every_item_for_want_of_a_test_split(unlabelled_run, tmp_path, capsys):
+    """Such a run has no test split: plot, embed and cluster of it read its train split, every
+    item, unless told (each refused it, asking for --split train); --split test is refused in one
+    line saying so, and evaluate of any split says the items have no classes to score."""
+    out, items, _ = unlabelled_run
+    rows = len(_rows(items))
+    assert cli("plot", out, "--out", tmp_path / "plots") == 0
+    assert (tmp_path / "plots" / "tsne.png").is_file()
+    assert cli("embed", out, "--out", tmp_path / "emb") == 0
+    assert np.load(tmp_path / "emb" / "embeddings.npy").shape == (rows, 16)
+    assert cli("cluster", out, "--n-clusters", "3", "--out", tmp_path / "c.npy") == 0
+    assert np.load(tmp_path / "c.npy").shape == (rows,)
+    capsys.readouterr()
+    for argv, words in (
+        (["plot", out, "--split", "test", "--out", tmp_path / "p2"], "--split test: the run"),
+        (["embed", out, "--split", "test", "--out", tmp_path / "e2"], "--split test: the run"),
+        (["cluster", out, "--split", "test", "--out", tmp_path / "c2.npy"], "no test split"),
+        (["index", out, "--split", "test", "--out", tmp_path / "i.npz"], "--split train"),
+        (["evaluate", out, "--split", "train"], f"clusterable cluster {out.resolve()}"),
+    ):
+        with pytest.raises(SystemExit) as stop:
+            cli(*argv)
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and len(err.strip().splitlines()) == 1, err
+        assert words in err and "unlabelled items" in err, err
+
+
+def test_assign_calibrates_on_labelled_items_only_and_says_so(unlabelled_run, tmp_path, capsys):
+    """--max-distance auto needs classes to choose its distance: the run's unlabelled items are
+    refused in one line naming --calibration (it said "points is empty")."""
+    out, items, _ = unlabelled_run
+    part = tmp_path / "p.npz"
+    argv = ["cluster", out, "--split", "train", "--n-clusters", "3", "--save", part]
+    assert cli(*argv, "--out", tmp_path / "c.npy") == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        cli("assign", part, out, items, "--max-distance", "auto", "--calibration", "train")
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "--calibration: the run's train split holds 0 classes" in err, err
+
+
+def test_classify_by_its_items_is_refused_before_any_embedding(unlabelled_run, capsys, monkeypatch):
+    """A run's train split is the gallery classify votes among: without labels it is refused
+    in one line before the items and the whole split are embedded (it was, after both)."""
+    from clusterable.trained_run import TrainedRun
+
+    out, items, _ = unlabelled_run
+
+    def embed(*args, **kwargs):
+        raise AssertionError("embedded before the refusal")
+
+    monkeypatch.setattr(TrainedRun, "embed", embed)
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        cli("classify", out, items)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "has no labels to classify by" in err and f"clusterable index {out}" in err, err

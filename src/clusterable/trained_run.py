@@ -527,6 +527,7 @@ class TrainedRun:
         data: str | None = None,
         split: str = "test",
         voters: bool = True,
+        classifier: bool = False,
     ) -> tuple[KnnReference | None, list[str]]:
         """The reference of k-NN accuracy from training items for the labelled ``items``, a
         ``split`` of ``data`` (None: the run's own data) in the run's view, as the run's test
@@ -539,16 +540,18 @@ class TrainedRun:
         - no class of the items is a training class (zero-shot). The classes of another data
           set are the training classes of the same name (``class_names``).
 
-        ``voters`` False leaves the training items unembedded (an empty ``(0, 0)`` array), for
-        the trained classifier's accuracy alone: it reads only which items are of the training
-        classes, in their codes (``item_labels``).
+        ``voters`` False leaves the training items unembedded (an empty ``(0, 0)`` array) and asks
+        no k, for the trained classifier's accuracy alone: it reads only which items are of the
+        training classes, in their codes (``item_labels``), and its one note says how many are
+        not, which it counts as errors as k-NN accuracy does. ``classifier``: the trained
+        classifier's accuracy is scored beside the k-NN accuracy, and that note names both.
         """
         from clusterable.recipe import KNN_LEFT_OUT, KnnReference, describe_knn, knn_to_report
 
         spec = self.spec
         if spec is None:
             return None, [f"{KNN_LEFT_OUT}the model was not loaded from a run"]
-        own = data is None or replace(spec, data=data).data == spec.data
+        own = self.is_own_data(data)
         if own and split != "test":
             return None, [f"{KNN_LEFT_OUT}the {split} split holds the training items themselves"]
         whole = self.split("train")
@@ -576,16 +579,35 @@ class TrainedRun:
         notes = [] if note is None else [note]
         if not ks:
             return None, notes
-        unseen = 0 if codes is None else int((codes >= len(training.class_names)).sum())
-        if unseen:  # they can never be voted right
-            notes.append(
-                f"k-NN accuracy from training items counts as errors the {unseen} of "
-                f"{len(labels)} items whose class is no training class of the run (classes are "
-                "matched by name)"
+        truth = labels if codes is None else codes
+        unseen = int((~np.isin(truth, training.labels)).sum())  # never voted or predicted right
+        unseen_notes = []
+        if unseen:
+            scored = ["k-NN accuracy from training items"] if voters else []
+            scored += ["the trained classifier's accuracy"] if classifier or not voters else []
+            unseen_notes.append(
+                f"{' and '.join(scored)} count{'s' if len(scored) == 1 else ''} as errors the "
+                f"{unseen} of {len(labels)} items whose class is no training class of the run"
+                + ("" if own else " (classes are matched by name)")
             )
-        embedded = self.embed(training).embeddings if voters else np.empty((0, 0), np.float32)
-        reference = KnnReference(embedded, training.labels, ks, codes)
-        return reference, [*notes, describe_knn(len(training), len(whole) - len(training))]
+        if not voters:  # no one votes: the classifier's note alone
+            nobody = np.empty((0, 0), np.float32)
+            return KnnReference(nobody, training.labels, (), codes), unseen_notes
+        reference = KnnReference(self.embed(training).embeddings, training.labels, ks, codes)
+        held_out = len(whole) - len(training)
+        return reference, [*notes, *unseen_notes, describe_knn(len(training), held_out)]
+
+    def is_own_data(self, data: str | None) -> bool:
+        """Whether ``data`` (None: the run's own) names the data set the run trained on (as the
+        run's settings name it: ``folder:photos`` is ``folder:/abs/photos``); False for items no
+        data set names (a folder given by its path alone)."""
+        spec = self.spec
+        if data is None or spec is None:
+            return data is None
+        try:
+            return replace(spec, data=data).data == spec.data
+        except ValueError:  # not a data-set name
+            return False
 
     def image_files(self, paths: Sequence[Path]) -> ImageFiles:
         """Image files in the view the run's own images had at evaluation: its channels and

@@ -189,6 +189,22 @@ def test_assignment_does_not_depend_on_scale(method, scale):
     assert adjusted_rand_score(at_unit, at_scale) == 1.0
 
 
+@pytest.mark.parametrize("points", ["blobs", "digits"])
+def test_a_partition_knows_its_fitted_points_again(points, tmp_path):
+    """`fitted_among` finds the fitted points among others (a subset of them, and new points),
+    moved by the rounding of the same items embedded again in other batches (relative 1e-6), in
+    3 dimensions (the coordinates) and in 64 (projections); after save and load too."""
+    x = blobs(160, seed=0)[0].astype(np.float32) if points == "blobs" else float32_digits()
+    fitted_rows, new = x[:100], x[100:]
+    saved = fit(fitted_rows, "kmeans", n_clusters=4, seed=0).save(tmp_path / "p.npz")
+    partition = Partition.load(saved)
+    again = fitted_rows[::3] * np.float32(1 + 1e-6)  # (34, d)
+    among = partition.fitted_among(np.concatenate([again, new]))
+    assert among.tolist() == [True] * len(again) + [False] * len(new)
+    partition.fitted_keys = None  # a partition saved before it kept them: unknown
+    assert partition.fitted_among(fitted_rows) is None
+
+
 def test_a_damaged_partition_file_is_refused(tmp_path):
     path = fit(blobs(40, 0)[0], "kmeans", n_clusters=2).save(tmp_path / "p.npz")
     with np.load(path) as data:

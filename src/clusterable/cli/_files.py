@@ -392,9 +392,10 @@ def write_json(payload: dict[str, Any], path: str | None) -> None:
         print(f"wrote {path}")
 
 
-def add_source(parser: argparse.ArgumentParser, split_default: str | None = "test") -> None:
-    """``SOURCE [LABELS] [--data] [--root] [--split]``: what :func:`embeddings_of` reads
-    (``split_default`` None: the verb resolves it, as ``embed`` does for ``--items``)."""
+def add_source(parser: argparse.ArgumentParser, items: bool = False) -> None:
+    """``SOURCE [LABELS] [--data] [--root] [--split]``: what :func:`embeddings_of` reads, its
+    split resolved there (`split_of_run`); ``items``: the verb also takes ``--items``, which
+    ``--split`` leaves whole unless given."""
     parser.add_argument("source", help="a run folder or checkpoint, or an embeddings .npy file")
     parser.add_argument(
         "labels",
@@ -408,10 +409,8 @@ def add_source(parser: argparse.ArgumentParser, split_default: str | None = "tes
     )
     parser.add_argument(
         "--split",
-        default=split_default,
-        help="dataset split (default: test"
-        + ("" if split_default else "; every item of --items")
-        + ")",
+        help="dataset split (default: test; train, every item, for a run on unlabelled items, "
+        "which has no test split" + ("; every item of --items" if items else "") + ")",
     )
 
 
@@ -465,9 +464,11 @@ def seed_of(args: argparse.Namespace, source: Embedded) -> int:
 def embeddings_of(
     args: argparse.Namespace,
     before_embedding: Callable[[TrainedRun, LabelledDataset], None] | None = None,
+    scores: bool = False,
 ) -> Embedded:
     """Embeddings and labels from ``EMB.npy LABELS.npy``, or a split embedded by a trained run in
-    its own view (:meth:`clusterable.trained_run.TrainedRun.split`, its model loaded once).
+    its own view (:meth:`clusterable.trained_run.TrainedRun.split`, its model loaded once): the
+    split `split_of_run` reads (``scores``: the verb scores the items by their classes).
 
     ``before_embedding(run, split)``: what the verb does before a run embeds the split (minutes
     with an image backbone): its checks of its flags against the split (its labels, its query
@@ -485,6 +486,7 @@ def embeddings_of(
             f"(to embed files or a folder of images: --items {args.labels})"
         )
     run = load_run(source, args)
+    args.split = split_of_run(run, args, scores=scores)  # what the verb reports it read
     dataset = run.split(args.split, args.data, args.root)
     if before_embedding is not None:
         before_embedding(run, dataset)
@@ -501,6 +503,40 @@ def embeddings_of(
         dataset.is_query,
         ids=items.ids,
     )
+
+
+def split_of_run(
+    run: TrainedRun, args: argparse.Namespace, default: str = "test", scores: bool = False
+) -> str:
+    """The split of ``--data`` (the run's own by default) a verb of the run reads: ``--split``,
+    else ``default``. A run trained on unlabelled items
+    (`clusterable.trained_run.TrainedRun.trained_unlabelled`) has no test split of them: its
+    train split, every item, is read instead, as ``train`` prints for it; ``--split test`` of
+    them is refused, and so is any split for a verb that ``scores`` the items by their classes.
+
+    Raises
+    ------
+    ValueError
+        One line naming the run and ``--split``, or what to score instead.
+    """
+    split = args.split or default
+    if split != "test" and not scores:  # only a test split can be lacking: nothing to check
+        return split
+    if not run.is_own_data(args.data) or not run.trained_unlabelled():
+        return split
+    assert run.spec is not None  # a run that trained on unlabelled items has its settings
+    items = f"the run {run.folder} trained on unlabelled items ({run.spec.data})"
+    if scores:
+        raise ValueError(
+            f"{items}, which have no classes, so no test split to score: cluster them unscored "
+            f"(clusterable cluster {run.folder}), or score labelled items with --data"
+        )
+    if args.split == "test":
+        raise ValueError(
+            f"--split test: {items}, which have no test split; leave --split out, or give "
+            "--split train (every item)"
+        )
+    return "train"
 
 
 #: The query and gallery roles ``clusterable embed`` writes beside a split's embeddings.

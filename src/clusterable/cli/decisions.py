@@ -128,35 +128,41 @@ def calibrated_max_distance(partition: Any, args: argparse.Namespace, run: Any) 
     from clusterable.open_set import choose_max_distance
 
     points, labels, what = _calibration_items(partition, args, run)
+    fitted = _fitted_items(partition, points)
     choice = choose_max_distance(
         partition, points, labels, args.threshold_criterion or DEFAULT_CRITERION
     )
     name = choice.criterion
     score = choice.fmr if name.startswith("fmr") else getattr(choice, name)
-    fitted = _fitted_items(partition, points)
     print(
         f"--max-distance auto: {choice.threshold:g}, the best {name} ({score:.3f}) on "
-        f"{len(points)} held-out items of {what}: each item's "
+        f"{len(points)} {'' if fitted else 'held-out '}items of {what}: each item's "
         f"distance to its own class's cluster (a match) against the nearest other class's "
         f"(none); false match rate {choice.fmr:.3f}, false non-match rate {choice.fnmr:.3f}"
     )
     if fitted:
         print(
-            f"note: these {len(points)} items are not held out: {what} holds the very items the "
-            "partition was fitted on, "
-            "so the distance suits them better than new items; calibrate on items the "
-            "clustering never saw (with a run, its validation split is the default)"
+            f"note: {fitted} of these {len(points)} items are not held out: the partition was "
+            "fitted on them, so the distance suits them better than new items; give "
+            "--calibration labelled items the clustering never saw (a split it did not cluster, "
+            "a folder, an embeddings .npy)"
         )
     return choice.threshold
 
 
-def _fitted_items(partition: Any, points: Any) -> bool:
-    """Whether ``points`` look like the items ``partition`` was fitted on: as many, each put in
-    the cluster the fit gave it (only held-out items make a fair calibration)."""
+def _fitted_items(partition: Any, points: Any) -> int:
+    """How many of ``points`` are items ``partition`` was fitted on
+    (`clusterable.cluster.Partition.fitted_among`; only held-out items make a fair calibration).
+    A partition saved before it kept its points' keys: all of them where they look like its
+    fitted items (as many, each put in the cluster the fit gave it), else none."""
     import numpy as np
 
+    among = partition.fitted_among(points)
+    if among is not None:
+        return int(among.sum())
     fitted = np.asarray(partition.labels_)
-    return len(points) == len(fitted) and bool(np.array_equal(partition.predict(points), fitted))
+    same = len(points) == len(fitted) and np.array_equal(partition.predict(points), fitted)
+    return len(points) if same else 0
 
 
 def _calibration_items(partition: Any, args: argparse.Namespace, run: Any) -> tuple[Any, Any, str]:
@@ -177,7 +183,8 @@ def _calibration_items(partition: Any, args: argparse.Namespace, run: Any) -> tu
                 f"--calibration {given} has no labels.npy beside it: write the held-out items "
                 "with `clusterable embed RUN --split SPLIT --out FOLDER`"
             )
-        return points, load_labels(path.with_name("labels.npy"), len(points)), given
+        labels = load_labels(path.with_name("labels.npy"), len(points))
+        return points, _calibration_labels(labels, given), given
     if run is None:
         raise ValueError(
             "--max-distance auto needs held-out labelled items: give --calibration EMB.npy "
@@ -188,11 +195,8 @@ def _calibration_items(partition: Any, args: argparse.Namespace, run: Any) -> tu
         Path(given).exists() or ":" in given or given in registry_names("datasets")
     ):
         embedded = run.embed(given)
-        if embedded.labels is None:
-            raise ValueError(
-                f"--calibration {given} has no labels (class sub-folders, a label column)"
-            )
-        return embedded.embeddings, embedded.labels, given
+        _calibration_labels(embedded.dataset.labels, given)
+        return embedded.embeddings, embedded.labels, given  # by class name
     if given is None or given == "validation":
         dataset, what = run.validation_split(), "the run's validation split"
         if dataset is None:
@@ -202,7 +206,23 @@ def _calibration_items(partition: Any, args: argparse.Namespace, run: Any) -> tu
             )
     else:
         dataset, what = run.split(given), f"the run's {given} split"
-    return run.embed(dataset).embeddings, dataset.labels, what
+    labels = _calibration_labels(dataset.labels, what)  # before the embedding
+    return run.embed(dataset).embeddings, labels, what
+
+
+def _calibration_labels(labels: Any, what: str) -> Any:
+    """``labels`` of the ``--calibration`` items ``what``, refused in one line where fewer than
+    two classes are among them (unlabelled items: a flat folder, a run's unlabelled split)."""
+    from clusterable.data import labelled_classes
+
+    found = len(labelled_classes(labels))
+    if found < 2:
+        raise ValueError(
+            f"--calibration: {what} holds {found} class{'' if found == 1 else 'es'} among its "
+            "items' labels; the distance is chosen on labelled held-out items of 2 classes or "
+            "more (class sub-folders, a label column, the labels.npy of `clusterable embed`)"
+        )
+    return labels
 
 
 def command_classify(args: argparse.Namespace) -> int:
@@ -255,8 +275,10 @@ def _labelled_gallery(args: argparse.Namespace) -> tuple[EmbeddingIndex, Any, An
     that run embedded (or None: `query_embeddings` reads or embeds them): a saved index with
     labels, or a run's training split embedded as one (exact, Euclidean). A run embeds the items
     before its gallery, so that items it cannot embed (a data set without the ``--split``) are
-    refused before the whole training split is embedded."""
+    refused before the whole training split is embedded; a training split without labels (a run
+    on unlabelled items) is refused before either."""
     from clusterable.cli.use import check_items_model
+    from clusterable.data import labelled_mask
     from clusterable.index import EmbeddingIndex
 
     source = Path(args.source)
@@ -274,6 +296,13 @@ def _labelled_gallery(args: argparse.Namespace) -> tuple[EmbeddingIndex, Any, An
             )
         return index, None, None
     run = load_run(source, args)
+    training = run.split("train")
+    if not labelled_mask(training.labels).any():  # before any embedding
+        raise ValueError(
+            f"the train split of {source} ({training.name}) has no labels to classify by: "
+            f"classify by an index of labelled items (clusterable index {source} --data DATA "
+            "--out INDEX), or put the items in clusters (clusterable cluster --save, then assign)"
+        )
     saved = Path(args.items[0])
     queries = None
     if len(args.items) == 1 and saved.suffix == ".npy":  # another model's: before the gallery
@@ -281,9 +310,7 @@ def _labelled_gallery(args: argparse.Namespace) -> tuple[EmbeddingIndex, Any, An
     else:
         items = args.items if len(args.items) > 1 else args.items[0]
         queries = run.embed(items, split=args.split)
-    gallery = run.embed(run.split("train"))
-    if gallery.labels is None:
-        raise ValueError(f"the training split of {source} has no labels to classify by")
+    gallery = run.embed(training)
     print(f"gallery: {len(gallery.ids)} items of {gallery.source}, embedded with {source}")
     index = EmbeddingIndex.build(
         gallery.embeddings,

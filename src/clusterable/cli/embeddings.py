@@ -37,6 +37,7 @@ from clusterable.cli._files import (
     load_run,
     roles_beside,
     seed_of,
+    split_of_run,
     write_json,
 )
 from clusterable.cli._flag_types import ks_list, metric_name
@@ -124,9 +125,11 @@ def command_evaluate(args: argparse.Namespace) -> int:
         if classifier_asked:
             reference.append(classifier_reference(run, split, args, knn_asked))
         elif args.metrics is None or knn_asked is not None:
-            reference.append(knn_to_score(run, split, args, knn_asked))
+            # The default table scores the trained classifier too, where the loss has one.
+            scored = args.metrics is None and has_classifier(run)
+            reference.append(knn_to_score(run, split, args, knn_asked, classifier=scored))
 
-    source = embeddings_of(args, before_embedding=before_embedding)
+    source = embeddings_of(args, before_embedding=before_embedding, scores=True)
     if source.run is None:  # saved arrays: their labels file, named
         check_classes(source.labels, f"labels file {source.labels_file}")
     keep = labelled_mask(source.labels)
@@ -225,12 +228,17 @@ def knn_of_metrics(metrics: list[str] | None) -> tuple[list[str] | None, KnnAske
 
 
 def knn_to_score(
-    run: TrainedRun, split: LabelledDataset, args: argparse.Namespace, asked: KnnAsked | None
+    run: TrainedRun,
+    split: LabelledDataset,
+    args: argparse.Namespace,
+    asked: KnnAsked | None,
+    classifier: bool = False,
 ) -> tuple[KnnReference | None, list[str]]:
     """The run's k-NN reference for ``split``
     (`clusterable.trained_run.TrainedRun.knn_reference`) with its notes: the test table's ks, or
     those ``--metrics`` asks, which are refused (before any embedding) where the run has no
-    training items for ``split`` or fewer than a K."""
+    training items for ``split`` or fewer than a K. ``classifier``: the run's trained
+    classifier is scored beside them (its notes say so)."""
     if asked is not None and asked.ks:
         training = run.training_items()
         count = None if training is None else len(training)
@@ -239,7 +247,7 @@ def knn_to_score(
                 f"--metrics knn@{asked.ks[-1]}: the run has {count} training items to vote; ask "
                 f"K up to {count}"
             )
-    knn, notes = run.knn_reference(split, args.data, args.split)
+    knn, notes = run.knn_reference(split, args.data, args.split, classifier=classifier)
     if asked is None:
         return knn, notes
     if knn is None:
@@ -261,8 +269,10 @@ def classifier_reference(
 ) -> tuple[KnnReference | None, list[str]]:
     """The k-NN reference that ``--metrics classification_accuracy`` scores the run's classifier
     by (:func:`knn_to_score`: which items are of the training classes, in its codes), with only
-    the ``knn@K`` asked beside it; refused before any embedding where the run's loss has no
-    classifier, and where the items have no training class or are the training items."""
+    the ``knn@K`` asked beside it, and its notes: who votes where a ``knn@K`` is asked, and how
+    many items are of no training class, which the classifier counts as errors as k-NN accuracy
+    does; refused before any embedding where the run's loss has no classifier, and where the
+    items have no training class or are the training items."""
     from clusterable.recipe import knn_left_out_reason
     from clusterable.train.config import losses_with_a_classifier, without_classifier
 
@@ -275,7 +285,7 @@ def classifier_reference(
             f"{', '.join(losses_with_a_classifier())}, or ask knn@K"
         )
     if knn is not None:
-        reference, notes = knn_to_score(run, split, args, knn)
+        reference, notes = knn_to_score(run, split, args, knn, classifier=True)
     else:  # the training items' classes only: none of them is embedded
         reference, notes = run.knn_reference(split, args.data, args.split, voters=False)
     if reference is None:
@@ -284,9 +294,15 @@ def classifier_reference(
             f"{spelled} is scored as the run's test table scores it, on items of the training "
             f"classes that are not the training items, and here {why}"
         )
-    if knn is not None:
-        return reference, notes
-    return reference._replace(ks=()), []  # the notes say who votes, and no one does
+    return reference, notes
+
+
+def has_classifier(run: TrainedRun) -> bool:
+    """Whether the run's trained loss has a classifier of its own (cross-entropy, center,
+    COREL), which its test table scores as ``classification_accuracy``."""
+    from clusterable.train.config import without_classifier
+
+    return run.loss is not None and without_classifier(run.loss) is None
 
 
 def table_asked(
@@ -415,8 +431,6 @@ def command_embed(args: argparse.Namespace) -> int:
     check_outputs(args, Output("out", "--out", kind="the embeddings are", files=embed_files()))
     if args.items is not None:
         _check_items_flags(args)
-    else:  # a data set's split: the test split unless --split
-        args.split = args.split or "test"
     check_writable(out, keep=False)  # a refused source leaves no folder behind
     source = embeddings_of(args) if args.items is None else _embedded_items(args)
     out = check_writable(out)
@@ -518,7 +532,7 @@ def add_embed(verbs: Verbs) -> argparse.ArgumentParser:
         command_embed,
         runs=("model",),
     )
-    add_source(embed, split_default=None)
+    add_source(embed, items=True)
     embed.add_argument(
         "--items",
         nargs="+",
@@ -626,7 +640,7 @@ def _points_to_cluster(args: argparse.Namespace) -> _PointsToCluster:
     source = Path(args.embeddings)
     if source.is_dir():
         run = load_run(source, args)
-        dataset = run.split(args.split or "test", args.data, args.root)
+        dataset = run.split(split_of_run(run, args), args.data, args.root)
         labels = _cluster_labels(args, len(dataset), dataset.labels, f"the {dataset.name} items")
         embedded = run.embed(dataset)
         return _PointsToCluster(embedded.embeddings, labels, run.model_id, embedded.ids)
@@ -677,7 +691,11 @@ def add_cluster(verbs: Verbs) -> argparse.ArgumentParser:
     )
     cluster.add_argument("--data", help="with a run: dataset to embed (default: the run's)")
     cluster.add_argument("--root", help="with a run: folder of the dataset's files")
-    cluster.add_argument("--split", help="with a run: dataset split (default: test)")
+    cluster.add_argument(
+        "--split",
+        help="with a run: dataset split (default: test; train, every item, for a run on "
+        "unlabelled items, which has no test split)",
+    )
     _add_clustering(cluster, "the partition method")
     cluster.add_argument(
         "--n-clusters",

@@ -38,6 +38,7 @@ from clusterable.cli._files import (
     partition_embeddings,
     plain,
     saved_embeddings,
+    split_of_run,
     write_json,
 )
 from clusterable.cli._flag_types import fraction, whole_number
@@ -174,8 +175,9 @@ def _embedded_gallery(args: argparse.Namespace) -> _Gallery:
     (`clusterable.trained_run.TrainedRun.split`, as ``cluster RUN`` and ``evaluate RUN`` read it):
     its ids and class names."""
     run = load_run(args.source, args)
+    split = split_of_run(run, args, default="all")  # checked for every --data
     if args.data is None:  # every item, unless --split, as for a data set named
-        items = run.embed(run.split(args.split or "all", root=args.root))
+        items = run.embed(run.split(split, root=args.root))
     else:
         items = run.embed(args.data, split=args.split, root=args.root)
     print(f"embedded {len(items.ids)} items of {items.source} with {args.source}")

@@ -20,6 +20,12 @@ point that point's label (`identical_rows`). So ``predict`` on the fitted points
 ``labels_``. All rules work in the frame the algorithms fit in (the points centred and scaled
 into ``[-1, 1]``, `Rescaling`), so they hold at any scale.
 
+A partition fitted by `clusterable.cluster.fit` also knows its fitted points again
+(`Partition.fitted_among`): by each point's projections on a few fixed directions of the fitted
+frame (`fitted_keys`, 32 bytes a point), which the same items embedded again match to within
+float32 rounding. ``assign --max-distance auto`` says so when it calibrates on items the
+partition was fitted on.
+
 A partition is saved as one checksummed ``.npz`` file (`clusterable.archive`), at the path given.
 """
 
@@ -45,6 +51,15 @@ FORMAT_VERSION = 1
 #: copy of each block in the fitted frame.
 _BLOCK_ELEMENTS = 1 << 24
 
+#: Directions the fitted points are projected on, to know them again (`Partition.fitted_among`).
+KEY_DIRECTIONS = 8
+
+#: How near each projection of a point (in the fitted frame, the points within ``[-1, 1]``) must
+#: be to a fitted point's for the point to be taken for it: a hundred times the float32 rounding
+#: of the same items embedded again in other batches (~1e-6), far below the gaps between distinct
+#: items in all the directions at once.
+KEY_TOLERANCE = 1e-4
+
 #: Assignment rules by name, filled by each subclass of `Partition` that names its ``RULE``.
 _RULES: dict[str, type[Partition]] = {}
 
@@ -68,6 +83,10 @@ class Partition:
         The checksum of the model whose embeddings were clustered (`clusterable.trained_run.
         ModelIdentity`), saved with the partition so that ``assign`` refuses another model's
         embeddings; None when the points came with no identity.
+    fitted_keys : np.ndarray, optional
+        ``(n, keys)`` float32 projections of the fitted points (`fitted_keys_of`), by which
+        `fitted_among` knows them again; None in a partition not fitted by
+        `clusterable.cluster.fit`, or saved before partitions kept them.
     """
 
     RULE: ClassVar[str] = ""
@@ -79,6 +98,7 @@ class Partition:
     method: str = ""
     options: dict[str, Any] = field(default_factory=dict)
     model: str | None = None
+    fitted_keys: np.ndarray | None = field(default=None, repr=False)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -108,13 +128,17 @@ class Partition:
         ValueError
             If ``x`` is not a finite ``(m, d)`` array of the fitted dimension.
         """
+        return self.assign(self._checked(x))
+
+    def _checked(self, x: Any) -> np.ndarray:
+        """``x`` as finite ``(m, d)`` points of the fitted dimension, refused otherwise."""
         points = check_points(x)
         if points.shape[1] != self.n_features:
             raise ValueError(
                 f"this partition was fitted on {self.n_features}-dimensional points, got "
                 f"{points.shape[1]}; embed the items with the model the partition was fitted on"
             )
-        return self.assign(points)
+        return points
 
     def assign(self, points: np.ndarray) -> np.ndarray:
         """`predict` for points already checked: ``(m, d)`` finite, of the fitted dimension.
@@ -128,10 +152,45 @@ class Partition:
             out[start : start + step] = self._assign(block)
         return out
 
+    def fitted_keys_of(self, points: np.ndarray) -> np.ndarray:
+        """``(m, keys)`` float32 projections of ``points`` ``(m, d)``, already checked (finite, of
+        the fitted dimension), in the fitted frame on `key_directions`: what `fitted_keys` holds
+        of the fitted points. Works through blocks, as `assign` does."""
+        directions = key_directions(points.shape[1])  # (d, keys)
+        out = np.empty((points.shape[0], directions.shape[1]), dtype=np.float32)
+        step = max(1, _BLOCK_ELEMENTS // (8 * max(1, points.shape[1])))
+        for start in range(0, points.shape[0], step):
+            block = self.rescaling.apply(points[start : start + step])  # (b, d)
+            out[start : start + step] = block @ directions  # (b, keys)
+        return out
+
+    def fitted_among(self, x: Any) -> np.ndarray | None:
+        """``(m,)`` whether each of the points ``x`` ``(m, d)`` is one the partition was fitted
+        on: each of its projections within `KEY_TOLERANCE` of that point's (the same item embedded
+        again, in other batches or on another device, is one). None where the partition keeps no
+        `fitted_keys`.
+
+        Raises
+        ------
+        ValueError
+            If ``x`` is not a finite ``(m, d)`` array of the fitted dimension.
+        """
+        from scipy.spatial import cKDTree
+
+        if self.fitted_keys is None:
+            return None
+        keys = self.fitted_keys_of(self._checked(x))  # (m, keys)
+        distance, _ = cKDTree(self.fitted_keys).query(
+            keys, k=1, p=np.inf, distance_upper_bound=KEY_TOLERANCE
+        )
+        return np.isfinite(distance)  # inf where none is within the tolerance
+
     def save(self, path: str | os.PathLike[str]) -> os.PathLike[str]:
         """Write the partition to one checksummed ``.npz`` file at ``path``, atomically; returns
         the path."""
         arrays = {"labels": self.labels_, "centre": self.rescaling.centre, **self._arrays()}
+        if self.fitted_keys is not None:
+            arrays["fitted_keys"] = self.fitted_keys
         return save_archive(
             path,
             ARCHIVE_KIND,
@@ -174,6 +233,7 @@ class Partition:
             "rescaling": Rescaling(manifest["peak"], arrays.pop("centre"), manifest["spread"]),
             "options": manifest["options"],
             "model": manifest.get("model"),  # None in files saved before identities
+            "fitted_keys": arrays.pop("fitted_keys", None),  # None in files saved before keys
         }
         return rule._restore(common, arrays, manifest)
 
@@ -311,6 +371,19 @@ def identical_rows(reference: np.ndarray, z: np.ndarray) -> np.ndarray:
     wanted = _row_keys(z)  # (m,)
     candidate = order[np.minimum(np.searchsorted(keys, wanted, sorter=order), order.size - 1)]
     return np.where(keys[candidate] == wanted, candidate, -1)  # (m,)
+
+
+def key_directions(dimension: int) -> np.ndarray:
+    """``(dimension, keys)`` unit directions a partition projects its fitted points on
+    (`Partition.fitted_keys`): the coordinates themselves up to `KEY_DIRECTIONS` dimensions, else
+    the DCT-II basis vectors of frequencies 1 to `KEY_DIRECTIONS`, fixed in closed form (a random
+    generator's stream may change between numpy versions, and saved keys must match)."""
+    if dimension <= KEY_DIRECTIONS:
+        return np.eye(dimension)
+    coordinate = np.arange(dimension)[:, None] + 0.5  # (d, 1)
+    frequency = np.arange(1, KEY_DIRECTIONS + 1)[None, :]  # (1, keys)
+    basis = np.cos(np.pi * coordinate * frequency / dimension)  # (d, keys)
+    return basis / np.linalg.norm(basis, axis=0)
 
 
 def _row_keys(a: np.ndarray) -> np.ndarray:

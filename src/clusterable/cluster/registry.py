@@ -363,6 +363,7 @@ def fit(
     partition = estimator.partition(points, Rescaling.of(points))
     partition.method = name
     partition.options = _record(estimator, seed, options)
+    partition.fitted_keys = partition.fitted_keys_of(points)  # to know the points again
     return partition
 
 
