@@ -165,6 +165,36 @@ def test_a_timm_backbone_gets_its_own_data_config(arch):
     )
 
 
+@pytest.mark.skipif(importlib.util.find_spec("timm") is None, reason="timm is not installed")
+def test_a_timm_backbone_whose_input_is_no_square_needs_an_image_size(tmp_path, photo, monkeypatch):
+    """timm's sapiens2 models take 1024 x 768 px (height x width): their view is not taken as a
+    square of the width (768 x 768, squashed otherwise than timm's), but refused, with what to
+    give, unless the run gives the side of its square; the view's record keeps the rectangle."""
+    import dataclasses
+
+    import timm
+
+    own = timm.models.get_pretrained_cfg
+    monkeypatch.setattr(
+        timm.models,
+        "get_pretrained_cfg",
+        lambda arch: dataclasses.replace(own("resnet18"), input_size=(3, 48, 32)),
+    )
+    prep = backbone_preprocessing("timm:resnet18")
+    assert prep is not None and prep.size == (48, 32)
+    assert Preprocessing.from_record(prep.to_record(), "the checkpoint") == prep
+    for c in range(2):
+        (tmp_path / "photos" / f"c{c}").mkdir(parents=True)
+        for i in range(3):
+            (tmp_path / "photos" / f"c{c}" / f"{i}.png").write_bytes(photo.read_bytes())
+    spec = RunSpec(data=f"folder:{tmp_path / 'photos'}", model="timm:resnet18")
+    with pytest.raises(ValueError, match=r"48 x 32 px .* is no square.* give --image-size N"):
+        spec.load("train")
+    square = RunSpec(data=spec.data, model=spec.model, image_size=32).load("test")
+    assert square.input_shape == (3, 32, 32)
+    assert square.x[0].shape == (3, 32, 32)
+
+
 #: timm pretrained configs of each crop mode; volo's crop_pct 1.15 pads the centre crop.
 CROP_MODE_CONFIGS = {
     "center": "resnet18.a1_in1k",

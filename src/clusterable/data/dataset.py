@@ -111,6 +111,16 @@ class ImageFiles:
             raise ValueError(f"image size must be a positive number of pixels, got {size}")
         if channels not in (1, 3):
             raise ValueError(f"channels must be 1 (grayscale) or 3 (RGB), got {channels}")
+        if preprocessing is not None and height != width:
+            # A backbone's views (random resized crop, centre crop) are squares; a timm model
+            # whose own input is a rectangle (sapiens2: 1024 x 768) would otherwise be
+            # viewed, silently, as a square of one of its sides.
+            raise ValueError(
+                f"image size {height} x {width} px (height x width; the backbone's own input "
+                "size where no --image-size is given) is no square, and a backbone's images "
+                "are viewed as squares here: give --image-size N (image_size: N) to view them "
+                "as N x N px"
+            )
         self.paths = [Path(p) for p in paths]
         self.size: int | tuple[int, int] = size
         self.height, self.width = int(height), int(width)

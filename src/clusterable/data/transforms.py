@@ -53,9 +53,14 @@ CROP_MODES = ("center", "squash", "border")
 class Preprocessing:
     """How a backbone wants its images: a square of ``size``, normalised by ``mean`` and
     ``std``, resized with ``interpolation`` as ``crop_mode`` says (:data:`CROP_MODES`), then
-    centre-cropped to ``crop_fraction`` of the resize at evaluation."""
+    centre-cropped to ``crop_fraction`` of the resize at evaluation.
 
-    size: int = BACKBONE_IMAGE_SIZE
+    ``size`` is ``(height, width)`` where the backbone's own input is no square (timm's
+    ``input_size`` of 1024 x 768 for its sapiens2 models): the views here are squares, so such a
+    size is its library's answer, kept to say so, and a run gives the side of its square
+    (``image_size``); :class:`~clusterable.data.ImageFiles` refuses the rectangle."""
+
+    size: int | tuple[int, int] = BACKBONE_IMAGE_SIZE
     mean: tuple[float, ...] = IMAGENET_MEAN
     std: tuple[float, ...] = IMAGENET_STD
     interpolation: str = "bilinear"
@@ -72,8 +77,21 @@ class Preprocessing:
     def resize_size(self) -> int:
         """The side the evaluation view resizes to before its centre crop (timm:
         ``floor(size / crop_pct)``): the shorter side, the square's, or the longer side, as
-        ``crop_mode`` says."""
+        ``crop_mode`` says.
+
+        Raises
+        ------
+        ValueError
+            For a ``(height, width)`` size: a square's side has one resize.
+        """
+        if not isinstance(self.size, int):
+            raise ValueError(f"a view of {self.describe_size()} px is no square: it has no resize")
         return math.floor(self.size / self.crop_fraction)
+
+    def describe_size(self) -> str:
+        """``size`` as ``"224 x 224"``, or ``"1024 x 768"`` (height x width)."""
+        height, width = (self.size, self.size) if isinstance(self.size, int) else self.size
+        return f"{height} x {width}"
 
     def to_record(self) -> dict[str, Any]:
         """Every field, as a run stores its view (JSON values); :meth:`from_record` reads it."""
@@ -93,8 +111,9 @@ class Preprocessing:
             interpolation = str(record["interpolation"])
             if interpolation not in RESAMPLING:
                 raise ValueError(f"interpolation {interpolation!r} is none of {list(RESAMPLING)}")
+            size = record["size"]
             return cls(
-                size=int(record["size"]),
+                size=int(size) if not isinstance(size, (list, tuple)) else _height_width(size),
                 mean=tuple(float(m) for m in record["mean"]),
                 std=tuple(float(s) for s in record["std"]),
                 interpolation=interpolation,
@@ -119,6 +138,12 @@ class Preprocessing:
         return tuple(round(255 * m) for m in self.mean)
 
 
+def _height_width(size: list[Any] | tuple[Any, ...]) -> tuple[int, int]:
+    """``(height, width)`` of a stored non-square size."""
+    height, width = size  # a ValueError where it is no pair
+    return int(height), int(width)
+
+
 def _timm_preprocessing(arch: str) -> Preprocessing | None:
     try:
         timm = importlib.import_module("timm")
@@ -134,8 +159,9 @@ def _timm_preprocessing(arch: str) -> Preprocessing | None:
     config = timm.data.resolve_data_config(pretrained_cfg=pretrained_cfg)
     interpolation = config.get("interpolation", "bilinear")
     crop_mode = config.get("crop_mode")
+    height, width = (int(side) for side in config["input_size"][-2:])
     return Preprocessing(
-        size=int(config["input_size"][-1]),
+        size=height if height == width else (height, width),
         mean=tuple(config["mean"]),
         std=tuple(config["std"]),
         interpolation=interpolation if interpolation in RESAMPLING else "bilinear",
