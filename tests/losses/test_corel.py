@@ -208,6 +208,16 @@ def test_wrong_embedding_dimension_and_bad_arguments_are_rejected():
         CosineCORELLoss(1, DIM)
 
 
+@pytest.mark.parametrize("sigma", [1e160, 1e300])
+def test_a_very_wide_gaussian_kernel_builds_and_gives_the_flat_kernel_loss(sigma):
+    """``sigma ** 2`` raised Python's OverflowError from the constructor above sigma = 1.4e154;
+    the kernel is then flat (gamma 0): every class equally likely, L = (1 - lam) log k."""
+    loss = GaussianCORELLoss(CLASSES, DIM, lam=0.25, sigma=sigma)
+    assert loss.gamma == 0.0
+    value = loss(torch.randn(5, DIM, dtype=torch.float64), torch.tensor([0, 1, 2, 3, 0]))
+    assert float(value) == pytest.approx(0.75 * math.log(CLASSES), rel=1e-12)
+
+
 def test_class_matrix_initialisation_is_linear_like_and_seeded():
     torch.manual_seed(7)
     first = CrossEntropyLoss(10, 64).weight.detach().clone()

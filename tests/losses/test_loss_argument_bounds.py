@@ -193,3 +193,38 @@ def test_a_fraction_is_refused_rather_than_truncated(name, argument):
     cls = LOSSES[name][0]
     with pytest.raises(SettingError, match=rf"^{cls.__name__} argument {argument}=2.5 is not an "):
         construct(cls, **{argument: 2.5})
+
+
+#: Every switch of a loss (an argument annotated ``bool``): (loss, argument).
+SWITCHES = [
+    pytest.param(name, argument, id=f"{name}-{argument}")
+    for name, (cls, _) in LOSSES.items()
+    for argument, kind in parameter_types(cls).items()
+    if kind is bool
+]
+
+
+def test_there_are_switches_to_test():
+    declared = {tuple(case.values) for case in SWITCHES}
+    assert {("lifted", "normalize"), ("msdnn", "squared"), ("msdnn", "detach_weights")} <= declared
+    assert {("opml", "orthogonal"), ("opml", "weighted"), ("triplet", "normalize")} <= declared
+
+
+@pytest.mark.parametrize("value", ["false", "no", None, 2, 0.5])
+@pytest.mark.parametrize(("name", "argument"), SWITCHES)
+def test_a_switch_that_is_no_bool_is_refused_naming_it(name, argument, value):
+    """``normalize="false"`` switched normalisation on (``bool("false")`` is True), and
+    ``normalize=None`` off, without a word: a string from a configuration file read by hand."""
+    cls = LOSSES[name][0]
+    message = rf"^{cls.__name__} argument {argument}={re.escape(repr(value))} must be True or "
+    with pytest.raises(SettingError, match=message):
+        construct(cls, **{argument: value})
+
+
+@pytest.mark.parametrize(("name", "argument"), SWITCHES)
+def test_a_switch_takes_bools_and_numpy_bools(name, argument):
+    import numpy as np
+
+    cls = LOSSES[name][0]
+    for value in (True, False, np.bool_(True), 0, 1):
+        assert getattr(construct(cls, **{argument: value}), argument) is bool(value)

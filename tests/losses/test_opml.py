@@ -116,6 +116,37 @@ def test_value_and_diagnostics_match_reference_loop(orthogonal, weighted, alpha_
     assert loss.last_mean_weight == pytest.approx(mean_weight, rel=1e-9)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_noise_items_are_in_no_triplet(seed):
+    """Items labelled -1 (the noise of ``pseudo_labels``, which ``RiemannianOPMLLoss`` leaves
+    out) were mined as a class of their own, pulling the noise together: the loss of a batch
+    with them is the loss of the batch without them, and they get no gradient."""
+    labels = [0, -1, 0, 1, -1, 1, 1, -1, 2, 2]
+    x, y = make_batch(labels, seed)
+    clean = y >= 0
+    loss = build(seed, margin=WIDE)
+    value = loss(x, y)
+    (gradient,) = torch.autograd.grad(value, x)
+    x_clean = x.detach()[clean].requires_grad_(True)
+    clean_value = loss(x_clean, y[clean])
+    (clean_gradient,) = torch.autograd.grad(clean_value, x_clean)
+    expected, _, _ = reference(
+        x_clean.tolist(),
+        y[clean].tolist(),
+        loss.L.tolist(),
+        loss.R.tolist(),
+        45.0,
+        WIDE,
+        orthogonal=True,
+        weighted=True,
+    )
+    assert loss.last_num_triplets > 0
+    assert value.item() == pytest.approx(expected, rel=1e-9)
+    assert value.item() == pytest.approx(clean_value.item(), rel=1e-12)
+    assert torch.allclose(gradient[clean], clean_gradient, rtol=1e-10, atol=1e-14)
+    assert gradient[~clean].abs().max() == 0
+
+
 def test_default_margin_is_facenet_semi_hard_on_metric_distances():
     x, y = make_batch(LABEL_SETS[1], 3)
     loss = build(3)

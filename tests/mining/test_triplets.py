@@ -133,6 +133,34 @@ def test_unknown_strategy_names_the_choices():
         mine_triplets("hardest", distances, labels, 0.2)
 
 
+@pytest.mark.parametrize("strategy", ["all", "semi-hard", "batch-hard"])
+def test_labels_of_shape_n_by_1_are_refused_naming_the_fix(strategy):
+    """A column of labels (``(n, 1)``, as a data loader may stack them) broadcast into a wrong
+    ``(n, n)`` comparison: batch-hard returned 2-D "triplets", the others failed unpacking."""
+    distances, labels = random_batch(0)
+    with pytest.raises(ValueError, match=r"labels must be 1-D.*labels\.reshape\(-1\)"):
+        mine_triplets(strategy, distances, labels[:, None], 0.3)
+
+
+@pytest.mark.parametrize("strategy", ["all", "semi-hard", "batch-hard"])
+def test_labels_that_are_no_integer_tensor_are_refused(strategy):
+    distances, labels = random_batch(0)
+    with pytest.raises(TypeError, match=r"torch\.as_tensor"):
+        mine_triplets(strategy, distances, labels.tolist(), 0.3)
+    with pytest.raises(ValueError, match=r"integer class ids.*\.long\(\)"):
+        mine_triplets(strategy, distances, labels.float(), 0.3)
+
+
+@pytest.mark.parametrize("strategy", ["semi-hard", "batch-hard"])
+def test_distances_of_another_batch_size_are_refused(strategy):
+    distances, labels = random_batch(0)
+    with pytest.raises(ValueError, match=r"distances must have shape \(13, 13\)"):
+        mine_triplets(strategy, distances, labels[:13], 0.3)
+    references = torch.tensor([0, 1])
+    with pytest.raises(ValueError, match=r"distances must have shape \(15, 17\)"):
+        mine_triplets(strategy, distances, labels, 0.3, ref_labels=references)
+
+
 def test_mining_does_not_track_gradient():
     distances, labels = random_batch(1)
     distances.requires_grad_(True)

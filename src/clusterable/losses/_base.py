@@ -24,8 +24,9 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from clusterable._ranges import Bounds, check_bounds
+from clusterable._ranges import Bounds, SettingError, check_bounds
 from clusterable.losses._pairs import peak_magnitude
+from clusterable.mining.triplets import check_label_tensor
 
 #: Dtypes a loss does not compute in (see the module docstring).
 LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -99,17 +100,7 @@ def check_embeddings_and_labels(embeddings: Tensor, labels: Tensor) -> None:
         ``(n,)`` integer tensor.
     """
     check_embeddings(embeddings)
-    if not isinstance(labels, Tensor):
-        raise TypeError(
-            f"labels must be a torch.Tensor, got {type(labels).__name__}; "
-            "wrap arrays with torch.as_tensor(...)"
-        )
-    if labels.dim() != 1:
-        raise ValueError(f"labels must be 1-D (n,), got shape {tuple(labels.shape)}")
-    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
-        raise ValueError(
-            f"labels must be integer class ids, got {labels.dtype}; convert with .long()"
-        )
+    check_label_tensor(labels)
     if labels.shape[0] != embeddings.shape[0]:
         raise ValueError(
             f"labels has {labels.shape[0]} entries but embeddings has {embeddings.shape[0]} rows; "
@@ -233,6 +224,23 @@ class EmbeddingLoss(nn.Module):
         LiftedStructureLoss argument margin=-1.0 must be at least 0
         """
         check_bounds(values, cls.argument_bounds, f"{cls.__name__} argument", none_allowed=False)
+
+    @classmethod
+    def check_flags(cls, **flags: Any) -> None:
+        """Refuse a switch that is not True or False (numpy's bools and 0 and 1 pass): a
+        :class:`~clusterable._ranges.SettingError` naming it. ``bool("false")`` is True, so a
+        string from a configuration file would otherwise switch the option on without a word.
+
+        >>> from clusterable.losses import LiftedStructureLoss
+        >>> try:
+        ...     LiftedStructureLoss.check_flags(normalize="false")
+        ... except ValueError as error:
+        ...     print(error)
+        LiftedStructureLoss argument normalize='false' must be True or False
+        """
+        for name, value in flags.items():
+            if isinstance(value, (str, bytes)) or value is None or value not in (0, 1):
+                raise SettingError(f"{cls.__name__} argument", name, value, "must be True or False")
 
     def predict(self, embeddings: Tensor) -> Tensor | None:
         """Class ids ``(n,)`` the loss's own classifier gives ``embeddings`` ``(n, d)``, or None

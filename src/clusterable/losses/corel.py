@@ -218,7 +218,9 @@ class GaussianCORELLoss(AttractiveRepulsiveLoss):
         self.check_arguments(sigma=sigma)
         super().__init__(num_classes, embedding_dim, lam)
         self.sigma = float(sigma)
-        self.gamma = 1.0 / (2.0 * self.sigma**2)
+        # sigma * sigma, not sigma**2: the power raises OverflowError from sigma = 1.4e154, where
+        # the product is inf and gamma 0 (a flat kernel), as the limit is.
+        self.gamma = 0.5 / (self.sigma * self.sigma)
 
     def similarity(self, embeddings: Tensor) -> Tensor:
         return -self.gamma * squared_distances(embeddings, self._class_weight(embeddings))

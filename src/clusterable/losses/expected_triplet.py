@@ -58,6 +58,7 @@ class ExpectedTripletLoss(PairLoss):
         detach_weights: bool = True,
     ) -> None:
         self.check_arguments(sigma=sigma, margin=margin)
+        self.check_flags(detach_weights=detach_weights)
         super().__init__(squared=squared)
         self.sigma = float(sigma)
         self.margin = float(margin)

@@ -148,6 +148,7 @@ class MsDNNLoss(PairLoss):
         self, sigma: float = 1.0, squared: bool = False, detach_weights: bool = True
     ) -> None:
         self.check_arguments(sigma=sigma)
+        self.check_flags(detach_weights=detach_weights)
         super().__init__(squared=squared)
         self.sigma = float(sigma)
         self.detach_weights = bool(detach_weights)

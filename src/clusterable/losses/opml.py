@@ -113,7 +113,9 @@ class OPMLLoss(EmbeddingLoss):
 
     Triplets are mined with FaceNet's semi-hard rule (the paper cites FaceNet [13]) on squared
     metric distances ``||L^T (x_i - x_j)||^2``, the distance the loss itself uses:
-    ``D_ap < D_an < D_ap + margin``, without gradient.
+    ``D_ap < D_an < D_ap + margin``, without gradient. Items with a negative label (the noise,
+    -1, of :func:`~clusterable.unsupervised.pseudo_labels`) are in no triplet, as anchor,
+    positive or negative: the loss is that of the batch without them.
 
     ``orthogonal=True`` evaluates the loss on the orthonormal basis ``Q`` of ``span(L)`` (reduced
     QR, differentiable), so the loss depends only on the subspace, a point of the Grassmann manifold
@@ -194,6 +196,7 @@ class OPMLLoss(EmbeddingLoss):
             margin=margin,
             seed=seed,
         )
+        self.check_flags(orthogonal=orthogonal, weighted=weighted)
         super().__init__()
         metric_dim = min(128, int(embedding_dim)) if metric_dim is None else metric_dim
         if int(metric_dim) > int(embedding_dim):
@@ -238,10 +241,15 @@ class OPMLLoss(EmbeddingLoss):
         weight_matrix = self.R.to(embeddings.dtype)  # (d, l)
         mining_view = centred(embeddings.detach()) @ metric.detach()  # (n, l)
         distances = squared_distances(mining_view)  # (n, n), mining only
+        is_positive, is_negative = partner_masks(labels)  # (n, n) each
+        # Noise (label < 0, AAS's -1) is in no triplet, as in clusterable.unsupervised's
+        # Algorithm 1: as a class of its own its items would be pulled together.
+        labelled = labels >= 0  # (n,)
+        both = labelled[:, None] & labelled[None, :]  # (n, n)
         # The rule of clusterable.mining.semi_hard_triplets, listed from sorted rows: O(n^2 + t)
         # memory, not its (|P|, n) mask (448 MB at n = 4096 with classes of 8).
         anchor, positive, negative = semi_hard_triplet_list(
-            distances, *partner_masks(labels), self.margin
+            distances, is_positive & both, is_negative & both, self.margin
         )  # (t,) each
         self.last_num_triplets = int(anchor.numel())
         if anchor.numel() == 0:

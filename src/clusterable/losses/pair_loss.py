@@ -149,6 +149,7 @@ class PairLoss(EmbeddingLoss):
     centres_points: ClassVar[bool] = False
 
     def __init__(self, squared: bool = False, normalize: bool = False) -> None:
+        self.check_flags(squared=squared, normalize=normalize)
         super().__init__()
         self.squared = bool(squared)
         self.normalize = bool(normalize)

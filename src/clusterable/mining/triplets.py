@@ -28,6 +28,45 @@ MiningStrategy = Literal["all", "semi-hard", "batch-hard"]
 MINING_STRATEGIES: tuple[str, ...] = ("all", "semi-hard", "batch-hard")
 
 
+def check_label_tensor(labels: object, what: str = "labels") -> None:
+    """Raise an error that says what is wrong with ``labels``, unless a 1-D integer tensor: the
+    one check of class ids that miners and losses (:mod:`clusterable.losses._base`) take. Shape
+    and dtype only, no value read back. A label tensor of shape ``(n, 1)`` would otherwise
+    broadcast the comparison of labels into a wrong ``(n, n)`` result."""
+    if not isinstance(labels, Tensor):
+        raise TypeError(
+            f"{what} must be a torch.Tensor, got {type(labels).__name__}; "
+            "wrap arrays with torch.as_tensor(...)"
+        )
+    if labels.dim() != 1:
+        raise ValueError(
+            f"{what} must be 1-D (one class id an item), got shape {tuple(labels.shape)}; "
+            f"flatten them with {what}.reshape(-1)"
+        )
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise ValueError(
+            f"{what} must be integer class ids, got {labels.dtype}; convert with .long()"
+        )
+
+
+def _check_labels(labels: Tensor, ref_labels: Tensor | None, distances: Tensor | None) -> None:
+    """Raise an error that says what is wrong with a miner's labels ``(n,)``, references' labels
+    ``(m,)`` and ``(n, n + m)`` distances (`check_label_tensor`)."""
+    check_label_tensor(labels)
+    if ref_labels is not None:
+        check_label_tensor(ref_labels, "ref_labels")
+    if distances is None:
+        return
+    n = labels.shape[0]
+    partners = n + (0 if ref_labels is None else ref_labels.shape[0])
+    if not isinstance(distances, Tensor) or tuple(distances.shape) != (n, partners):
+        shape = tuple(distances.shape) if isinstance(distances, Tensor) else type(distances)
+        raise ValueError(
+            f"distances must have shape ({n}, {partners}), one row per label and one column per "
+            f"label and reference label, got {shape}"
+        )
+
+
 def _partner_labels(labels: Tensor, ref_labels: Tensor | None) -> Tensor:
     """Labels of the partners: the batch's ``(n,)``, then the references' ``(m,)``."""
     return labels if ref_labels is None else torch.cat([labels, ref_labels])
@@ -45,6 +84,7 @@ def _same_label(labels: Tensor, ref_labels: Tensor | None) -> tuple[Tensor, Tens
 
 def positive_pairs(labels: Tensor, ref_labels: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """Ordered positive pairs ``(a, p)``, ``y_a == y_p`` and ``a != p``: two ``(|P|,)`` tensors."""
+    _check_labels(labels, ref_labels, None)
     _, positive = _same_label(labels, ref_labels)
     anchor, partner = positive.nonzero(as_tuple=True)
     return anchor, partner
@@ -86,6 +126,7 @@ def semi_hard_triplets(
     ref_labels : Tensor, optional
         ``(m,)`` labels of the references.
     """
+    _check_labels(labels, ref_labels, distances)
     distances = distances.detach()
     anchor, positive, is_negative = _pairs_with_negatives(labels, ref_labels)
     d_ap = distances[anchor, positive][:, None]  # (|P|, 1)
@@ -102,6 +143,7 @@ def batch_hard_triplets(
 
     Anchors without a positive or without a negative among their partners are skipped.
     """
+    _check_labels(labels, ref_labels, distances)
     distances = distances.detach()
     same, positive_mask = _same_label(labels, ref_labels)  # (n, n + m) each
     valid = positive_mask.any(1) & (~same).any(1)  # (n,)
