@@ -146,7 +146,7 @@ def test_an_interrupted_save_keeps_the_previous_file(tmp_path, monkeypatch):
 
     monkeypatch.setattr(archive.np, "savez", broken_savez)
     with pytest.raises(KeyboardInterrupt):
-        EmbeddingIndex.build(blobs(60)[0], model="second").save(path)
+        EmbeddingIndex.build(blobs(60)[0], model="second").save(path, overwrite=True)
     monkeypatch.undo()
     assert [p.name for p in tmp_path.iterdir()] == ["g.npz"]
     assert EmbeddingIndex.load(path).model == "first"
@@ -395,3 +395,38 @@ def test_build_settings_out_of_range_are_refused_in_one_line(arguments, message)
     TypeError, and seed=None faiss's "argument 2 of type 'int'"."""
     with pytest.raises(ValueError, match=rf"^EmbeddingIndex.build {message}"):
         EmbeddingIndex.build(np.eye(4), kind="ivf", **arguments)
+
+
+def test_save_refuses_to_replace_another_file_unless_told(tmp_path):
+    """save(path) replaced whatever was at path, silently: the user's embeddings, or another
+    index. As the command line's --overwrite: an existing file is replaced only when asked."""
+    embeddings = tmp_path / "gallery.npy"
+    np.save(embeddings, np.eye(3))
+    index = EmbeddingIndex.build(np.eye(3))
+    with pytest.raises(FileExistsError, match=r"gallery.npy exists already; pass overwrite=True"):
+        index.save(embeddings)
+    np.testing.assert_array_equal(np.load(embeddings), np.eye(3))
+    other = EmbeddingIndex.build(blobs(20)[0]).save(tmp_path / "other.npz")
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        index.save(other)
+    assert len(EmbeddingIndex.load(other)) == 20
+    assert len(EmbeddingIndex.load(index.save(other, overwrite=True))) == 3
+
+
+def test_save_replaces_the_file_the_index_came_from(tmp_path):
+    """Changing a saved index in place (load, add, save), as ``index FILE --add`` does, and
+    saving one index twice to one path, need no overwrite=True."""
+    path = EmbeddingIndex.build(np.eye(3)).save(tmp_path / "g.npz")
+    loaded = EmbeddingIndex.load(path)
+    loaded.add(np.ones((1, 3)))
+    loaded.save(path)
+    loaded.remove([0])
+    loaded.save(path)
+    assert EmbeddingIndex.load(path).ids.tolist() == [1, 2, 3]
+
+
+def test_save_to_a_folder_names_the_file_to_give(tmp_path):
+    """It failed deep in the atomic rename: "[Errno 21] Is a directory: '/tmp/.x.4mxz' -> ..."."""
+    with pytest.raises(IsADirectoryError, match="is a folder; give the path of the index file"):
+        EmbeddingIndex.build(np.eye(3)).save(tmp_path)
+    assert list(tmp_path.iterdir()) == []

@@ -280,7 +280,7 @@ def test_a_refused_index_is_built_again_as_its_refusal_says(tmp_path):
         EmbeddingIndex.load(path)
     with np.load(path) as saved:
         rebuilt = EmbeddingIndex.build(saved["vectors"], ids=[1, 2], labels=saved["labels"])
-    assert EmbeddingIndex.load(rebuilt.save(path)).ids.tolist() == [1, 2]
+    assert EmbeddingIndex.load(rebuilt.save(path, overwrite=True)).ids.tolist() == [1, 2]
 
 
 def test_index_remove_cannot_mend_a_saved_index_with_an_id_given_twice(tmp_path, capsys):

@@ -109,6 +109,8 @@ class EmbeddingIndex:
     #: ``(n,)`` gallery row of each faiss position (the held-out recall sample goes in last),
     #: None without faiss.
     _faiss_rows: Any = field(default=None, repr=False)
+    #: The file this index was loaded from or last saved to, which `save` may replace.
+    _file: Path | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     @refuse_renamed(metric="distance")
@@ -414,9 +416,32 @@ class EmbeddingIndex:
         result = neighbour_vote(distances, rows, codes, classes, weighting)
         return result if max_distance is None else rejected(result, rows[:, 0] < 0, classes)
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
+    def save(self, path: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
         """Write the index to one checksummed ``.npz`` file at ``path`` (whatever its suffix:
-        :meth:`load` takes the same path), atomically; returns the path."""
+        :meth:`load` takes the same path), atomically; returns the path.
+
+        A file that exists at ``path`` is replaced only with ``overwrite=True`` (the command
+        line's ``--overwrite``), or when it is the file this index was loaded from or last saved
+        to: changing a saved index in place, as ``clusterable index FILE --add`` does.
+
+        Raises
+        ------
+        FileExistsError
+            If another file exists at ``path`` and ``overwrite`` is False; nothing is written.
+        IsADirectoryError
+            If ``path`` is a folder.
+        """
+        target = Path(path)
+        if target.is_dir():
+            raise IsADirectoryError(
+                f"{target} is a folder; give the path of the index file to write, e.g. "
+                f"{target / 'index.npz'}"
+            )
+        if target.exists() and not overwrite and not self._owns(target):
+            raise FileExistsError(
+                f"{target} exists already; pass overwrite=True to replace it (the command line's "
+                "--overwrite), or save the index elsewhere"
+            )
         arrays = {"vectors": self.vectors, "ids": self.ids}
         if self.labels is not None:
             arrays["labels"] = self.labels
@@ -425,8 +450,8 @@ class EmbeddingIndex:
 
             arrays["faiss"] = faiss.serialize_index(self._faiss)
             arrays["faiss_rows"] = self._faiss_rows
-        return save_archive(
-            path,
+        self._file = save_archive(
+            target,
             ARCHIVE_KIND,
             FORMAT_VERSION,
             arrays,
@@ -440,6 +465,11 @@ class EmbeddingIndex:
             count=len(self),
             dim=self.dim,
         )
+        return self._file
+
+    def _owns(self, target: Path) -> bool:
+        """Whether ``target`` is the file this index was loaded from or last saved to."""
+        return self._file is not None and self._file.exists() and self._file.samefile(target)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> EmbeddingIndex:
@@ -450,7 +480,7 @@ class EmbeddingIndex:
         ``remove`` would drop every item of it). Build it again: ``clusterable index RUN --out
         FILE --overwrite`` (and ``--add`` again what was added to it), or, without embedding
         anything again, :meth:`build` of the file's own ``vectors``, ``labels`` and ``ids``
-        (``numpy.load(FILE)``), those ids made unique.
+        (``numpy.load(FILE)``), those ids made unique, saved with ``overwrite=True``.
 
         Raises
         ------
@@ -477,6 +507,7 @@ class EmbeddingIndex:
             checkpoint=manifest.get("checkpoint"),  # files written before it was kept have none
             recall_at_10=manifest["recall_at_10"],
             search_breadth=manifest["search_breadth"],
+            _file=Path(path),
         )
         if "faiss" in arrays:
             if not faiss_available():
@@ -658,7 +689,7 @@ def _check_saved_ids_unique(path: str | os.PathLike[str], ids: np.ndarray, run: 
         "unique could), so a search result or --remove cannot tell those items apart: build it "
         f"again with one id per item, `clusterable index {run or 'RUN'} --out {path} "
         "--overwrite` (then --add again what was added to it), or EmbeddingIndex.build of the "
-        "file's vectors, labels and unique ids"
+        "file's vectors, labels and unique ids, saved with overwrite=True"
     )
 
 
