@@ -395,3 +395,10 @@ def test_build_settings_out_of_range_are_refused_in_one_line(arguments, message)
     TypeError, and seed=None faiss's "argument 2 of type 'int'"."""
     with pytest.raises(ValueError, match=rf"^EmbeddingIndex.build {message}"):
         EmbeddingIndex.build(np.eye(4), kind="ivf", **arguments)
+
+
+def test_save_to_a_folder_names_the_file_to_give(tmp_path):
+    """It failed deep in the atomic rename: "[Errno 21] Is a directory: '/tmp/.x.4mxz' -> ..."."""
+    with pytest.raises(IsADirectoryError, match="is a folder; give the path of the index file"):
+        EmbeddingIndex.build(np.eye(3)).save(tmp_path)
+    assert list(tmp_path.iterdir()) == []

@@ -416,7 +416,21 @@ class EmbeddingIndex:
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the index to one checksummed ``.npz`` file at ``path`` (whatever its suffix:
-        :meth:`load` takes the same path), atomically; returns the path."""
+        :meth:`load` takes the same path), atomically; returns the path. A file at ``path`` is
+        replaced, as ``numpy.save`` and ``torch.save`` replace theirs (the command line's
+        ``index --out`` replaces one only with ``--overwrite``).
+
+        Raises
+        ------
+        IsADirectoryError
+            If ``path`` is a folder.
+        """
+        target = Path(path)
+        if target.is_dir():
+            raise IsADirectoryError(
+                f"{target} is a folder; give the path of the index file to write, e.g. "
+                f"{target / 'index.npz'}"
+            )
         arrays = {"vectors": self.vectors, "ids": self.ids}
         if self.labels is not None:
             arrays["labels"] = self.labels
@@ -426,7 +440,7 @@ class EmbeddingIndex:
             arrays["faiss"] = faiss.serialize_index(self._faiss)
             arrays["faiss_rows"] = self._faiss_rows
         return save_archive(
-            path,
+            target,
             ARCHIVE_KIND,
             FORMAT_VERSION,
             arrays,

@@ -140,6 +140,26 @@ def test_an_unknown_name_lists_the_known_ones(metrics):
         evaluate_embeddings(x, y, metrics=metrics)
 
 
+@pytest.mark.parametrize(
+    ("asked", "meant"),
+    [
+        ("recal@k", "'recall@k'"),
+        ("nmii", "'nmi'"),
+        ("MAP@R", "'map@r'"),
+        ("Recall@4", "'recall@k' with ks=(4,)"),
+    ],
+)
+def test_a_misspelled_name_gets_a_did_you_mean(asked, meant):
+    """A typo, or a name in capitals as papers print it, was only "unknown metric(s) 'MAP@R';
+    choose among ..." with fourteen names to compare by eye."""
+    x, y = blobs()
+    with pytest.raises(ValueError) as error:
+        evaluate_embeddings(x, y, metrics=["nmi", asked])
+    message = str(error.value)
+    assert message.startswith(f"unknown metric(s) {asked!r} (did you mean {meant}?); choose among")
+    assert "\n" not in message
+
+
 @pytest.mark.parametrize("metrics", ["recall@5", ["nmi", "recall@5"]])
 def test_a_key_of_the_table_names_its_metric_and_k(metrics):
     """metrics=["recall@5"], the key the table prints, was "unknown metric(s) 'recall@5'; choose

@@ -109,3 +109,23 @@ def test_knn_a_k_that_is_no_count_is_refused_not_truncated(k, message):
     x, y = [[0.0], [1.0], [10.0], [11.0]], [0, 0, 1, 1]
     with pytest.raises(ValueError, match=message):
         knn_accuracy(x, y, k=k)
+
+
+@pytest.mark.parametrize(
+    "score",
+    [
+        lambda clusters: silhouette(EMB, clusters),
+        lambda clusters: nmi(CLUSTERS, clusters),
+        lambda clusters: evaluate_embeddings(EMB, CLUSTERS, clustering=clusters, metrics=["ari"]),
+    ],
+    ids=["silhouette", "nmi", "evaluate_embeddings"],
+)
+def test_cluster_ids_are_read_as_labels_are(score):
+    """Cluster ids of shape (n, 1) were refused where labels of that shape are taken; a wrong
+    count was measured against "labels", which silhouette has none of; named clusters got no
+    hint of what to pass."""
+    assert score(CLUSTERS[:, None]) == score(CLUSTERS)
+    with pytest.raises(ValueError, match=r"has 5 entries but there are 12 items; pass one cluster"):
+        score(CLUSTERS[:5])
+    with pytest.raises(ValueError, match=r"-1 for noise\), got dtype <U\d+; number named clusters"):
+        score(CLUSTERS.astype(str))

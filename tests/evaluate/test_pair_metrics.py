@@ -181,6 +181,16 @@ def test_memory_stays_bounded_where_n_squared_would_not_fit(monkeypatch):
     assert peak < 25e6, peak  # the refined bins (2 x 2 MB) and one tile, not 12.5 M pairs
 
 
+@pytest.mark.parametrize("torch_grid", [False, True])
+def test_one_item_is_counted_as_no_pair(torch_grid):
+    """One item makes no pair; the refusal said "among the 1 pairs evaluated", counting the
+    product of the item with itself."""
+    on = torch.device("cpu") if torch_grid else None
+    one = np.ones((1, 2), np.float32)
+    with pytest.raises(ValueError, match="no same-class pair among the 0 pairs evaluated"):
+        pm._pair_scores(one, np.zeros(1, np.int64), None, "euclidean", True, (), on)
+
+
 def test_the_table_names_and_keys():
     assert parse_metric("fnmr@fmr") == ("fnmr@fmr", 0.001)
     assert parse_metric("fnmr@fmr=1e-4") == ("fnmr@fmr", 0.0001)

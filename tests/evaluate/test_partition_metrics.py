@@ -261,7 +261,7 @@ def test_silhouette_noise_scores_zero():
 @pytest.mark.parametrize(
     ("call", "match"),
     [
-        (lambda: nmi([0, 1, 1], [0, 1]), "2 entries but labels has 3"),
+        (lambda: nmi([0, 1, 1], [0, 1]), "2 entries but there are 3 items"),
         (lambda: nmi([[0, 1], [1, 1]], [0, 1]), "1-D"),
         (lambda: ari([0, 1, 1], [0, -2, 1]), "below -1"),
         (lambda: pairwise_f1([0, 1, 1], [0.5, 1, 1]), "integer"),

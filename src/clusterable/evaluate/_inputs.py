@@ -87,15 +87,21 @@ def as_clusters(c: Any, n: int, name: str = "clusters") -> np.ndarray:
         If the ids are not integers, have the wrong length, or go below -1.
     """
     arr = to_numpy(c, name)
+    if arr.ndim == 2 and arr.shape[1] == 1:  # (n, 1), as labels may be
+        arr = arr[:, 0]
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D (one cluster id per item), got shape {arr.shape}.")
     if arr.shape[0] != n:
         raise ValueError(
-            f"{name} has {arr.shape[0]} entries but labels has {n}; pass one cluster id per item."
+            f"{name} has {arr.shape[0]} entries but there are {n} items; pass one cluster id per "
+            "item."
         )
     if not np.issubdtype(arr.dtype, np.integer):
         if not (np.issubdtype(arr.dtype, np.floating) and (arr == np.round(arr)).all()):
-            raise ValueError(f"{name} must hold integer cluster ids, got dtype {arr.dtype}.")
+            raise ValueError(
+                f"{name} must hold integer cluster ids (-1 for noise), got dtype {arr.dtype}; "
+                f"number named clusters first: numpy.unique({name}, return_inverse=True)[1]."
+            )
     arr = arr.astype(np.int64)
     if n and arr.min() < NOISE:
         raise ValueError(

@@ -122,8 +122,8 @@ class _PairGrid:
         row_n = np.bincount(self.row_codes, minlength=self.col_start.size - 1)
         col_n = np.diff(self.col_start)
         same = row_n * (row_n - 1) // 2 if self.symmetric else row_n * col_n
-        total = len(self.rows) * (len(self.rows) - 1) // 2 if self.symmetric else 0
-        total = total or len(self.rows) * len(self.cols)
+        m, g = len(self.rows), len(self.cols)
+        total = m * (m - 1) // 2 if self.symmetric else m * g
         return int(same.sum()), int(total - same.sum())
 
     def tiles(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:

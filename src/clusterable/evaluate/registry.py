@@ -23,6 +23,7 @@ label it was registered with (``clusterable.metric_table``).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -190,7 +191,8 @@ def parse_metric(text: str) -> tuple[str, float | None]:
         )
     if name not in METRICS or (equals and not _parameterised(name)):
         raise ValueError(
-            f"unknown metric(s) {text!r}; choose among {', '.join(available_metrics())}."
+            f"unknown metric(s) {text!r}{_did_you_mean(name)}; choose among "
+            f"{', '.join(available_metrics())}."
         )
     if not _parameterised(name):
         return name, None
@@ -202,6 +204,18 @@ def parse_metric(text: str) -> tuple[str, float | None]:
         raise ValueError(
             f"{text!r}: {name} takes a number in [0, 1] after '=', e.g. {name}=0.001"
         ) from None
+
+
+def _did_you_mean(name: str) -> str:
+    """`` (did you mean NAME?)`` for the registered metric ``name`` was likely meant as: the same
+    name in other case (``MAP@R``), a table key's metric (``Recall@4``: ``recall@k`` with
+    ``ks=(4,)``), else the closest spelling (``nmii``); empty where none is close."""
+    lower = name.lower()
+    per_k = metric_of_key(lower)
+    if per_k is not None and per_k != lower:
+        return f" (did you mean {per_k!r} with ks=({lower.rpartition('@')[2]},)?)"
+    close = difflib.get_close_matches(lower, available_metrics(), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def metric_key(name: str, value: float) -> str:
