@@ -49,6 +49,10 @@ def test_unknown_names_list_the_choices(shapes):
         ValueError, match="unknown shape 'triangle'; choose one of: circle, square, sq"
     ):
         shapes["triangle"]
+    with pytest.raises(
+        ValueError, match=r"choose one of: circle, square, sq; did you mean circle\?$"
+    ):
+        shapes["circel"]  # the clusterers' names too: cluster.fit(x, "kmean") names kmeans
 
 
 def test_a_name_is_registered_once(shapes):

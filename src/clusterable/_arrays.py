@@ -113,11 +113,18 @@ def label_values(y: Any, n: int, name: str = "labels", what: str = "label") -> n
         If the labels have the wrong shape or length, are missing (NaN, inf, None), are
         non-integer floats, mix numbers and strings, or are of another type.
     """
-    arr = to_numpy(y, name)
+    # A sequence is read item by item: numpy reads [1, "1"] as the strings "1" and "1", one class.
+    arr = np.asarray(y, dtype=object) if isinstance(y, (list, tuple)) else to_numpy(y, name)
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr[:, 0]
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be 1-D (one {what} per item), got shape {arr.shape}.")
+    nested = (
+        arr.ndim == 1
+        and arr.dtype == object
+        and any(isinstance(v, (list, tuple, np.ndarray)) for v in arr)
+    )
+    if arr.ndim != 1 or nested:
+        shape = "rows of several lengths" if nested else f"shape {arr.shape}"
+        raise ValueError(f"{name} must be 1-D (one {what} per item), got {shape}.")
     if arr.shape[0] != n:
         raise ValueError(
             f"{name} has {arr.shape[0]} entries but there are {n} items; pass one {what} per "

@@ -23,8 +23,9 @@ Example
 
 from __future__ import annotations
 
+import difflib
 import inspect
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -38,6 +39,17 @@ def register_once(table: dict[str, T], name: str, entry: T, kind: str) -> None:
     if name in table:
         raise RuntimeError(f"{kind} name {name!r} is registered twice")
     table[name] = entry
+
+
+def did_you_mean(value: Any, names: Sequence[str]) -> str:
+    """``"; did you mean NAME?"`` for the name closest to ``value`` (the first of equals, so the
+    order of ``names`` breaks ties: ``recall@l`` is ``recall@1``); empty where none is close."""
+    best, best_score = None, 0.6  # difflib.get_close_matches' cut-off
+    for name in names:
+        score = difflib.SequenceMatcher(None, str(value), str(name)).ratio()
+        if score > best_score:
+            best, best_score = name, score
+    return f"; did you mean {best}?" if best is not None else ""
 
 
 @dataclass(frozen=True)
@@ -147,9 +159,10 @@ class Registry(Generic[T]):
         """The registered name ``name`` stands for; a ValueError listing the names otherwise."""
         name = self.aliases.get(name, name)
         if name not in self._entries:
+            names = self.names(aliases=True)
             raise ValueError(
-                f"unknown {self.kind} {name!r}; choose one of: "
-                f"{', '.join(self.names(aliases=True))}"
+                f"unknown {self.kind} {name!r}; choose one of: {', '.join(names)}"
+                f"{did_you_mean(name, names)}"
             )
         return name
 

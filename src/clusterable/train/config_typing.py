@@ -17,7 +17,6 @@ line can name the flag, the ``--set`` or the ``--config`` line the value came fr
 from __future__ import annotations
 
 import collections.abc
-import difflib
 import inspect
 import math
 import types
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from clusterable._ranges import Bounds, SettingError, check_bounds
+from clusterable._register import did_you_mean
 
 __all__ = [
     "Bounds",
@@ -231,17 +231,6 @@ def parameter_types(constructor: Callable[..., Any]) -> dict[str, Any]:
         hints = {}
     names = inspect.signature(target).parameters
     return {name: hints[name] for name in names if name in hints and name != "return"}
-
-
-def did_you_mean(value: Any, names: Sequence[str]) -> str:
-    """``"; did you mean NAME?"`` for the name closest to ``value`` (the first of equals, so the
-    order of ``names`` breaks ties: ``recall@l`` is ``recall@1``); empty where none is close."""
-    best, best_score = None, 0.6  # difflib.get_close_matches' cut-off
-    for name in names:
-        score = difflib.SequenceMatcher(None, str(value), str(name)).ratio()
-        if score > best_score:
-            best, best_score = name, score
-    return f"; did you mean {best}?" if best is not None else ""
 
 
 def check_choice(
