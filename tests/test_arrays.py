@@ -219,6 +219,6 @@ def test_a_list_of_numbers_and_text_is_refused_as_its_object_array_is(place, tmp
     """numpy reads the list [1, "1", 2] as the strings "1", "1", "2": 1 and "1" were one class."""
     with pytest.raises(ValueError, match=r"int 1 \(row 0\), str '1' \(row 1\)"):
         LABEL_PLACES[place]([1, "1", 2], tmp_path)
-    with pytest.raises(ValueError, match="must be 1-D .* got rows of several lengths"):
+    with pytest.raises(ValueError, match=r"must be 1-D .* got rows of several lengths"):
         LABEL_PLACES[place]([[1], [2, 3], [4]], tmp_path)
     assert LABEL_PLACES[place]([[1], [2], [1]], tmp_path) is not None  # (n, 1), as arrays are

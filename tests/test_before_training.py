@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import types
 from contextlib import redirect_stdout
+from dataclasses import replace
 from io import StringIO
 
 import numpy as np
@@ -216,3 +217,80 @@ def test_the_table_beside_another_lines_up_and_marks_what_it_lacks():
     assert recall.endswith("90.00 %          50.00 %")
     assert accuracy.endswith("75.00 %                -")
     assert len({len(line) for line in (titles, recall, accuracy)}) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# A run of no epochs: the pretrained backbone's features, a run for every verb
+
+
+def untrained_run(photos, weights, out, **settings):
+    """``train --epochs 0`` of the stand-in backbone and its weights file, in ``out``."""
+    spec = RunSpec(
+        data=f"folder:{photos}",
+        model=MODEL,
+        loss="contrastive",
+        model_args={"weights": str(weights)},
+        **settings,
+    )
+    config = TrainConfig(epochs=0, batch_size=8, device="cpu", workers=0, progress=False)
+    train_run(spec, config, out=out)
+    return spec
+
+
+def test_a_run_of_no_epochs_embeds_with_the_pretrained_features_for_every_verb(
+    pretrained_photos, tmp_path, capsys
+):
+    photos, weights = pretrained_photos
+    out = tmp_path / "run"
+    spec = untrained_run(photos, weights, out)
+    run = TrainedRun.load(out, device="cpu")
+    assert (run.spec.embedding_dim, run.spec.normalize) == (4, True)  # the features' width
+    test = run.split("test")
+    started = build(spec, test.input_shape, 2).model.backbone  # the weights file's own
+    features = backbone_features(started, test, "cpu")
+    np.testing.assert_allclose(run.embed(test).embeddings, features, atol=1e-6)
+    table = json.loads((out / "test_metrics.json").read_text())
+    expected = evaluate_embeddings(features, test.labels, metrics=("recall@k", "map@r"), ks=(1,))
+    assert table["map@r"] == pytest.approx(expected["map@r"], abs=1e-6)
+    assert not (out / BEFORE_TRAINING).exists()  # the table is the one before training
+    # The verbs after training take it as any run.
+    capsys.readouterr()
+    assert main(["evaluate", str(out), "--device", "cpu"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "MAP@R" in line)
+    assert row.split()[-2] == f"{100 * table['map@r']:.2f}"
+    index = tmp_path / "index.npz"
+    assert main(["index", str(out), "--out", str(index), "--device", "cpu"]) == 0
+    photo = sorted((photos / "test" / "c1").glob("*.png"))[0]
+    capsys.readouterr()
+    assert main(["search", str(index), str(photo), "-k", "1", "--device", "cpu"]) == 0
+    nearest = capsys.readouterr().out.splitlines()[-1].split()
+    assert nearest[1] == "0.0000" and nearest[2] == str(photo)
+
+
+def test_a_run_of_no_epochs_goes_on_training_when_resumed(pretrained_photos, tmp_path):
+    photos, weights = pretrained_photos
+    out = tmp_path / "run"
+    spec = untrained_run(photos, weights, out)
+    config = TrainConfig(epochs=1, batch_size=8, device="cpu", workers=0, progress=False)
+    train_run(replace(spec, embedding_dim=4, normalize=True), config, out=out, resume=True)
+    assert losses(out)  # it trained
+    assert TrainedRun.load(out, device="cpu").checkpoint.name == "epoch-0001"
+
+
+def test_no_epochs_of_a_model_without_pretrained_weights_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--data", "digits", "--epochs", "0", "--model", "mlp",
+              "--out", str(tmp_path / "run")])  # fmt: skip
+    assert (
+        "--epochs 0 trains nothing: the run would keep the starting model, and mlp starts "
+        + ("from its own random weights")
+        in capsys.readouterr().err
+    )
+    assert not (tmp_path / "run").exists()
+
+
+def test_no_epochs_with_another_embedding_size_is_refused(pretrained_photos, tmp_path):
+    photos, weights = pretrained_photos
+    with pytest.raises(ValueError, match="with epochs 0 the embedding is torchvision:tiny's own 4"):
+        untrained_run(photos, weights, tmp_path / "run", embedding_dim=7)
+    assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())

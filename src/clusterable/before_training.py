@@ -79,6 +79,14 @@ class BeforeTraining:
         return cls(str(payload["representation"]), metrics)
 
 
+def starts_pretrained(spec: RunSpec) -> bool:
+    """Whether the run's model is an image backbone (``timm:``, ``torchvision:``) that starts
+    from pretrained weights (``weights=PATH``)."""
+    from clusterable.models import model_builder
+
+    return model_builder(spec.model) is None and spec.model_args.get("weights") is not None
+
+
 #: A representation of a data set's items: ``LabelledDataset`` of m items -> ``(m, d)`` rows.
 Represent = Callable[["LabelledDataset"], np.ndarray]
 
@@ -104,9 +112,8 @@ def starting_representation(
     """
     from clusterable.models import model_builder
 
-    pretrained = model_builder(spec.model) is None and spec.model_args.get("weights") is not None
     backbone = getattr(model, "backbone", None)
-    if pretrained and isinstance(backbone, nn.Module):
+    if starts_pretrained(spec) and isinstance(backbone, nn.Module):
         width = getattr(model, "feature_dim", None)
         device = module_device(backbone)
         words = f"the pretrained features of {spec.model}"

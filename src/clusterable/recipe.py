@@ -17,14 +17,15 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, cast
 
 import numpy as np
 import torch
 from torch import nn
 
 from clusterable._atomic import atomic_write_text
-from clusterable.before_training import BeforeTraining, starting_representation
+from clusterable._ranges import SettingError
+from clusterable.before_training import BeforeTraining, starting_representation, starts_pretrained
 from clusterable.data import (
     ImageFiles,
     LabelledDataset,
@@ -665,9 +666,14 @@ def describe_start(
         + (", l2-normalised" if spec.normalize else "")
         + (", with a decoder (autoencoder)" if spec.autoencoder else ""),
         f"loss      {spec.loss} ({type(loss).__name__}{': ' + loss_args if loss_args else ''})",
-        f"training  {config.epochs} epoch{'' if config.epochs == 1 else 's'}, "
-        f"{_describe_batches(config, sampler)}, "
-        f"{config.optimizer} lr {config.lr:g}, seed {config.seed}, on {device}",
+        (
+            f"training  {config.epochs} epoch{'' if config.epochs == 1 else 's'}, "
+            f"{_describe_batches(config, sampler)}, "
+            f"{config.optimizer} lr {config.lr:g}, seed {config.seed}, on {device}"
+            if config.epochs or resume
+            else "training  none (epochs 0): the embedding is the backbone's features as they "
+            f"are, l2-normalised, on {device}"
+        ),
         f"output    {out if out is not None else 'nothing written (no run folder)'}"
         + (" (resuming)" if resume else ""),
     ]
@@ -700,6 +706,52 @@ def check_before_data(spec: RunSpec, config: TrainConfig) -> None:
     resolve_precision(config.precision, resolve_device(config.device), amp=config.amp)
     if config.freeze_batchnorm:
         check_freezable(spec.model)
+    if config.epochs == 0 and not starts_pretrained(spec):
+        start = "random weights" if model_builder(spec.model) is None else "its own random weights"
+        reason = (
+            f"trains nothing: the run would keep the starting model, and {spec.model} starts "
+            f"from {start}; give a timm: or torchvision: backbone with --model-arg "
+            "weights=PATH (its features, as they are), or 1 epoch or more"
+        )
+        raise SettingError("training setting", "epochs", 0, reason)
+
+
+def untrained_spec(
+    spec: RunSpec,
+    input_shape: tuple[int, ...],
+    num_classes: int,
+    preprocessing: Preprocessing | None,
+) -> RunSpec:
+    """The spec of a run that trains nothing (``epochs`` 0): its embedding is the pretrained
+    backbone's features, l2-normalised (the representation the run would start from,
+    :mod:`clusterable.before_training`), through a head of their width that
+    :func:`identity_head` makes the identity.
+
+    Raises
+    ------
+    SettingError
+        Where ``embedding_dim`` was set to another width than the features' (its default
+        gives way to theirs).
+    """
+    width = build(spec, input_shape, num_classes, preprocessing=preprocessing).model.feature_dim
+    default = RunSpec.__dataclass_fields__["embedding_dim"].default
+    if spec.embedding_dim not in (default, width):
+        reason = (
+            f"with epochs 0 the embedding is {spec.model}'s own {width} features; drop the "
+            "embedding size, or train 1 epoch or more"
+        )
+        raise SettingError("run setting", "embedding_dim", spec.embedding_dim, reason)
+    return replace(spec, embedding_dim=width, normalize=True)
+
+
+def identity_head(model: nn.Module) -> None:
+    """Make the head of ``model`` (an :class:`~clusterable.models.EmbeddingNet`, as every
+    ``timm:`` and ``torchvision:`` model is, whose head is as wide as its features) the
+    identity: weight ``I``, bias 0."""
+    head = cast(nn.Linear, model.get_submodule("head"))
+    with torch.no_grad():
+        head.weight.copy_(torch.eye(*head.weight.shape))  # (width, width)
+        head.bias.zero_()
 
 
 def train_run(
@@ -745,6 +797,9 @@ def train_run(
     else:
         train, val = split_validation(full_train, spec.val_fraction, config.seed)
     check_enough_items(spec.data, train, val, test, spec.val_fraction)  # a few photos per class
+    untrained = config.epochs == 0 and not resume
+    if untrained:
+        spec = untrained_spec(spec, full_train.input_shape, full_train.num_classes, preprocessing)
     train = spec.training_view(train, config.seed)
     trainer = build_trainer(
         spec,
@@ -755,6 +810,8 @@ def train_run(
         out=out,
         preprocessing=preprocessing,
     )
+    if untrained:
+        identity_head(trainer.model)
     if out is not None and overwrite and main_process:
         clear_run_folder(out)
     if config.verbose and trainer.env.is_main:
@@ -782,7 +839,8 @@ def train_run(
     recall_ks = standard_recall_ks(spec.data) or TEST_RECALL_KS
     reference = training_items(spec, full_train, config.seed)  # as `evaluate RUN` rebuilds them
     before = None
-    if test is not None and config.before_training:  # before the first step: the weights' own
+    # A run that trains nothing (epochs 0) is the starting point itself: its table is the one.
+    if test is not None and config.before_training and not untrained:
         before = BeforeTraining.load(out) if resume else None
         if before is None:
             shown = config.progress and trainer.env.is_main

@@ -41,7 +41,7 @@ _SET_ELSEWHERE = {
 
 #: The range of each numeric training setting (NaN and infinity are never one).
 BOUNDS = {
-    "epochs": Bounds(1),
+    "epochs": Bounds(0),
     "batch_size": Bounds(1),
     "items_per_class": Bounds(1),
     "lr": Bounds(0, low_open=True),
@@ -96,7 +96,8 @@ class TrainConfig:
     reproduce`` sets each paper's own values.
     """
 
-    epochs: int = 30  # passes over the training set
+    epochs: int = 30  # passes over the training set (0: none, the pretrained backbone's
+    # features as they are, l2-normalised: a run of the starting model for every verb)
     batch_size: int = 128  # global batch: split across processes under torchrun
     sampler: str = "class-balanced"  # how batches are drawn
     sampler_args: dict[str, Any] = field(default_factory=dict)  # its keywords, e.g. pool_size

@@ -445,6 +445,8 @@ class Trainer:
             self._resume()
         else:
             seed_everything(self.config.seed)
+            if self.config.epochs == 0 and self.out is not None:
+                self._save(improved=False)  # trains nothing: the starting model is the run's
         first_epoch, first_step = len(self.history), self.step
         while self.epoch < self.config.epochs:
             start = time.perf_counter()
