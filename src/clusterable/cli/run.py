@@ -165,8 +165,10 @@ def command_tune(args: argparse.Namespace) -> int:
         out=out,
         seed=config.seed,
     )
+    trained = f" (batches of {result.batches})" if result.batches is not None else ""
     print(
-        f"best: {values_in_words(result.best_values)} ({args.metric} {result.best_score:.4f}, "
+        f"best: {values_in_words(result.best_values)}{trained} ({args.metric} "
+        f"{result.best_score:.4f}, "
         f"mean over {args.folds} folds; {result.tally()})\n"
         f"wrote {out / BEST_FILE} and the search plot {out / PLOT_FILE}; train it with "
         f"`clusterable train --config {out / BEST_FILE}`"

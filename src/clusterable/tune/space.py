@@ -150,6 +150,12 @@ def _target(name: str) -> tuple[Target, str]:
             raise ValueError(
                 f"{name}: the prefix says where a value goes: train., run., loss. or model."
             )
+        if prefix == "run" and key not in RUN_FIELDS:
+            raise ValueError(
+                f"{name}: a search sets only the run settings {', '.join(RUN_FIELDS)}; the data, "
+                "the loss, the model and the other pieces are the run's, not hyper-parameters: "
+                "give them as flags or in --config, and search them as separate runs"
+            )
         return prefix, key  # type: ignore[return-value]
     if name in {f.name for f in fields(TrainConfig)}:
         return "train", name
@@ -159,11 +165,12 @@ def _target(name: str) -> tuple[Target, str]:
 
 
 def _choices(text: str) -> list[str]:
-    """The values of ``choice:A,B,C``: split at the commas outside brackets, so that a choice of
-    lists (``model.hidden_dims=choice:[64],[128,64]``) keeps each list whole."""
+    """The values of ``choice:A,B,C``: split at the commas outside brackets and braces, so that a
+    choice of lists (``model.hidden_dims=choice:[64],[128,64]``) or of mappings
+    (``train.sampler_args=choice:{pool_size: 2, hard: 1},{}``) keeps each whole."""
     parts, depth, start = [], 0, 0
     for at, character in enumerate(text):
-        depth += {"[": 1, "]": -1}.get(character, 0)
+        depth += {"[": 1, "]": -1, "{": 1, "}": -1}.get(character, 0)
         if character == "," and depth == 0:
             parts.append(text[start:at])
             start = at + 1

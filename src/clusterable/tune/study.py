@@ -37,8 +37,9 @@ from clusterable._optional import require
 from clusterable.data import LabelledDataset, load_dataset
 from clusterable.evaluate import evaluate_embeddings, knn_accuracy, metric_of_key, table_keys
 from clusterable.evaluate.registry import lower_is_better
+from clusterable.mining.samplers import ClassBalancedBatchSampler
 from clusterable.plots._figure import new_figure, save_figure
-from clusterable.recipe import RunSpec, build, build_trainer
+from clusterable.recipe import RunSpec, build, build_trainer, check_before_data
 from clusterable.train.config import (
     TrainConfig,
     check_batches_exceed_dimensions,
@@ -65,6 +66,10 @@ SEARCH_FILES = frozenset(
 #: Training settings that change how a trial reports, not what it trains: a resumed search may
 #: give other values (``--progress``) than the search it resumes.
 _FREE_ON_RESUME = ("progress", "verbose")
+
+#: Training settings that decide a class-balanced sampler's batches, which it rounds to whole
+#: classes: a trial that searches one says the batches it trained (`_batches_drawn`).
+_BATCH_SETTINGS = ("batch_size", "items_per_class", "sampler", "sampler_args")
 
 #: An integer range of at most this many values has each of them checked before the first trial;
 #: a longer one, the `_END_VALUES` at each end and `_SPREAD_VALUES` spread between them.
@@ -119,6 +124,10 @@ class TuneResult:
     #: Each trial that raised an error (not Ctrl-C), of this search or an earlier one in
     #: ``folder``: its values and the error in one line. Never run again.
     failed: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    #: The batches the best settings draw from the training split, where a class-balanced
+    #: sampler rounds the drawn ``batch_size`` or ``items_per_class`` to whole classes
+    #: (``10 classes x 7 items, 70``); None where they draw the batches the settings say.
+    batches: str | None = None
 
     def tally(self) -> str:
         """The trials in words: ``3 trials completed, 1 pruned, 1 failed (lr=0.1: ValueError:
@@ -234,6 +243,17 @@ def tune(
     if resumed:
         _rerun_interrupted(study, folder, report)
 
+    batches_searched = any(p.target == "train" and p.name in _BATCH_SETTINGS for p in space)
+
+    def batches_of(values: dict[str, Any]) -> str | None:
+        """The batches a trial of ``values`` trained on its folds, where a searched batch
+        setting was rounded to whole classes; None otherwise."""
+        if not batches_searched:
+            return None
+        settings_of_trial = _settings_of(spec, config, values)[1]
+        drawn = {_batches_drawn(settings_of_trial, train.labels[rows]) for rows, _ in splits}
+        return "; ".join(sorted(d for d in drawn if d is not None)) or None
+
     def scored(trial: Any) -> float:
         values = {f"{p.target}.{p.name}": p.suggest(trial) for p in space}
         run, settings_of_trial = _apply(spec, config, values, train)
@@ -270,7 +290,9 @@ def tune(
         try:
             with _failed_trials_unlogged():
                 study.optimize(
-                    objective, n_trials=remaining, callbacks=[_progress(trials, metric, report)]
+                    objective,
+                    n_trials=remaining,
+                    callbacks=[_progress(trials, metric, report, batches_of)],
                 )
         except KeyboardInterrupt:
             raise SearchInterrupted(_interrupted_message(study, folder, trials)) from None
@@ -288,6 +310,7 @@ def tune(
         pruned=len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.PRUNED,))),
         folder=folder,
         failed=_failures(study),
+        batches=_batches_drawn(best_config, train.labels) if batches_searched else None,
     )
     if folder is not None:
         write_best_yaml(result, folder / BEST_FILE, metric)
@@ -348,12 +371,31 @@ def _open_study(
         study.set_user_attr("settings", settings)
         return study, False
     if _compared(stored) != _compared(settings):
-        changed = sorted(k for k in settings if _compared(settings)[k] != _compared(stored).get(k))
+        changed = _settings_changed(_compared(stored), _compared(settings))
         raise ValueError(
-            f"{folder} holds a search with other settings ({', '.join(changed)} differ): give "
+            f"{folder} holds a search with other settings ({'; '.join(changed)}): give "
             "the same settings to resume it, or another --out for a new search"
         )
     return study, True
+
+
+def _settings_changed(stored: dict[str, Any], given: dict[str, Any]) -> list[str]:
+    """The settings that differ between a stored search and the one given, in words: a run or
+    training setting by its name and both values (``lr 0.001 in the search, 0.01 given``), the
+    others by their names (``folds, metric differ``)."""
+    changed, others = [], []
+    for key in sorted(given):
+        if given[key] == stored.get(key):
+            continue
+        if key in ("spec", "config") and isinstance(stored.get(key), dict):
+            changed += [
+                f"{name} {stored[key].get(name)!r} in the search, {given[key].get(name)!r} given"
+                for name in sorted(set(given[key]) | set(stored[key]))
+                if given[key].get(name) != stored[key].get(name)
+            ]
+        else:
+            others.append(key)
+    return changed + ([f"{', '.join(others)} differ"] if others else [])
 
 
 def _sampler_seed(seed: int, held: int) -> int:
@@ -510,9 +552,15 @@ def _error_line(error: BaseException) -> str:
     return line if len(line) <= _ERROR_CHARACTERS else line[: _ERROR_CHARACTERS - 3] + "..."
 
 
-def _progress(trials: int, metric: str, report: Callable[[str], None]) -> Callable:
+def _progress(
+    trials: int,
+    metric: str,
+    report: Callable[[str], None],
+    batches_of: Callable[[dict[str, Any]], str | None] = lambda values: None,
+) -> Callable:
     """One line per finished trial, numbered among the finished trials (a failed one, run again,
-    is not counted twice), ``N/trials``."""
+    is not counted twice), ``N/trials``; after its values, the batches it trained where
+    ``batches_of`` them says the sampler rounded them (:func:`_batches_drawn`)."""
 
     def after_trial(study: Any, trial: Any) -> None:
         import optuna
@@ -523,6 +571,9 @@ def _progress(trials: int, metric: str, report: Callable[[str], None]) -> Callab
             for t in study.get_trials(deepcopy=False, states=(state.COMPLETE, state.PRUNED))
         ]
         values = values_in_words(trial.params)
+        batches = batches_of(trial.params)
+        if batches is not None:
+            values += f" (trained batches of {batches})"
         if trial.state == optuna.trial.TrialState.PRUNED:
             steps = trial.intermediate_values
             outcome = f"pruned after fold {len(steps)} ({metric} {steps[max(steps)]:.4f} so far)"
@@ -630,9 +681,25 @@ def _check_trains(
     if built not in losses:
         losses[built] = build(run, train.input_shape, train.num_classes).loss  # raises on refusal
     loss = losses[built]
+    check_before_data(run, settings)  # a device, precision or frozen BatchNorm it cannot run
     check_batches_exceed_dimensions(settings, run.embedding_dim, loss)
     for labels in fold_labels:
         check_batches_hold_pairs(settings, settings.batch_sampler(labels), labels, loss)
+
+
+def _batches_drawn(config: TrainConfig, labels: np.ndarray) -> str | None:
+    """The batches ``config``'s sampler draws from ``labels`` where it rounds them (a class-
+    balanced sampler takes ``batch_size // items_per_class`` classes, at most as many as there
+    are, and fills the batch with whole classes): ``10 classes x 7 items, 70``; None where they
+    are the ``batch_size`` and ``items_per_class`` the settings say, or the sampler draws no
+    classes."""
+    sampler = config.batch_sampler(labels)
+    if not isinstance(sampler, ClassBalancedBatchSampler):
+        return None
+    classes, items = sampler.classes_per_batch, sampler.items_per_class
+    if classes * items == config.batch_size and items == config.items_per_class:
+        return None
+    return f"{classes} classes x {items} items, {classes * items}"
 
 
 def _checked_values(parameter: Parameter) -> list[Any]:
@@ -847,6 +914,11 @@ def write_best_yaml(result: TuneResult, path: Path, metric: str) -> Path:
         f"{metric} {result.best_score:.4f} by cross-validation\n"
         f"# searched: {', '.join(f'{k}={_short(v)}' for k, v in result.best_values.items())}\n"
     )
+    if result.batches is not None:
+        header += (
+            f"# the class-balanced sampler rounds these to whole classes: batches of "
+            f"{result.batches} items, as the search trained them\n"
+        )
     path.write_text(header + yaml.safe_dump(settings, sort_keys=False))
     return path
 
