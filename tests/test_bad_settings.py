@@ -47,7 +47,7 @@ REFUSED: dict[str, tuple[str, ...]] = {
     "--val-fraction": (*NUMBER, "1", "1.5"),
     "--pseudo-label-every": NUMBER,
     "--memory-size": NUMBER,
-    "--epochs": POSITIVE,
+    "--epochs": NUMBER,  # 0: no training, for a pretrained backbone (tests/test_before_training.py)
     "--batch-size": POSITIVE,
     "--sampler": NAMES,
     "--items-per-class": POSITIVE,

@@ -260,9 +260,9 @@ def test_model_checksum_follows_the_weights():
 
 
 def test_zip_layout_is_plain_arrays_only(tmp_path):
-    # Text ids and labels given as Python lists (one of them mixed): stored as unicode arrays, so
-    # every member reads without unpickling, and the file holds exactly the index's members.
-    path = EmbeddingIndex.build(np.eye(3), ids=["a", "b", "c"], labels=["x", "y", 3]).save(
+    # Text ids and labels given as Python lists: stored as unicode arrays, so every member reads
+    # without unpickling, and the file holds exactly the index's members.
+    path = EmbeddingIndex.build(np.eye(3), ids=["a", "b", "c"], labels=["x", "y", "3"]).save(
         tmp_path / "g.npz"
     )
     with zipfile.ZipFile(path) as archive:
