@@ -225,12 +225,9 @@ def test_the_table_beside_another_lines_up_and_marks_what_it_lacks():
 
 def untrained_run(photos, weights, out, **settings):
     """``train --epochs 0`` of the stand-in backbone and its weights file, in ``out``."""
+    settings = {"loss": "contrastive", **settings}
     spec = RunSpec(
-        data=f"folder:{photos}",
-        model=MODEL,
-        loss="contrastive",
-        model_args={"weights": str(weights)},
-        **settings,
+        data=f"folder:{photos}", model=MODEL, model_args={"weights": str(weights)}, **settings
     )
     config = TrainConfig(epochs=0, batch_size=8, device="cpu", workers=0, progress=False)
     train_run(spec, config, out=out)
@@ -294,3 +291,19 @@ def test_no_epochs_with_another_embedding_size_is_refused(pretrained_photos, tmp
     with pytest.raises(ValueError, match="with epochs 0 the embedding is torchvision:tiny's own 4"):
         untrained_run(photos, weights, tmp_path / "run", embedding_dim=7)
     assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
+
+
+def test_a_run_of_no_epochs_reports_no_accuracy_of_a_classifier_it_never_trained(
+    pretrained_photos, tmp_path, capsys
+):
+    photos, weights = pretrained_photos
+    out = tmp_path / "run"
+    untrained_run(photos, weights, out, loss="cross-entropy")
+    assert "classification_accuracy" not in json.loads((out / "test_metrics.json").read_text())
+    assert TrainedRun.load(out, device="cpu").loss is None
+    capsys.readouterr()
+    assert main(["evaluate", str(out), "--device", "cpu"]) == 0
+    assert "classification accuracy" not in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["evaluate", str(out), "--metrics", "classification_accuracy", "--device", "cpu"])
+    assert "and this run trained none (a run of no epochs" in capsys.readouterr().err

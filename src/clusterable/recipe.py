@@ -857,7 +857,12 @@ def train_run(
             print(describe_unlabelled_end(spec, out))
         return result, Evaluation()
     metrics = evaluate_on_test(
-        trainer.model, reference, test, config.seed, recall_ks, classifier=trainer.loss
+        trainer.model,
+        reference,
+        test,
+        config.seed,
+        recall_ks,
+        classifier=None if untrained else trainer.loss,  # a classifier of no training: random
     )
     if out is not None and trainer.env.is_main:
         atomic_write_text(out / TEST_METRICS, json.dumps(metrics, indent=2))

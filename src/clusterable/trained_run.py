@@ -287,7 +287,8 @@ class TrainedRun:
             folder=folder,
             checkpoint=checkpoint,
             device=device,
-            loss=trained.loss,
+            # A run of no epochs (a pretrained backbone as it is) trained no classifier.
+            loss=None if config.get("epochs") == 0 else trained.loss,
             preprocessing=trained.preprocessing,
         )
 

@@ -277,6 +277,11 @@ def classifier_reference(
     from clusterable.train.config import losses_with_a_classifier, without_classifier
 
     spelled = f"--metrics {CLASSIFICATION_ACCURACY}"
+    if run.loss is None:  # a run of no epochs: its classifier never trained
+        raise ValueError(
+            f"{spelled}: the accuracy of a run's trained classifier, and this run trained none "
+            "(a run of no epochs: its pretrained backbone as it is); ask knn@K"
+        )
     lacking = without_classifier(run.loss)
     if lacking is not None:
         raise ValueError(
