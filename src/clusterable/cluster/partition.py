@@ -22,7 +22,7 @@ into ``[-1, 1]``, `Rescaling`), so they hold at any scale.
 
 A partition fitted by `clusterable.cluster.fit` also knows its fitted points again
 (`Partition.fitted_among`): by each point's projections on a few fixed directions of the fitted
-frame (`fitted_keys`, 32 bytes a point), which the same items embedded again match to within
+frame (``fitted_keys``, 32 bytes a point), which the same items embedded again match to within
 float32 rounding. ``assign --max-distance auto`` says so when it calibrates on items the
 partition was fitted on.
 
@@ -154,7 +154,7 @@ class Partition:
 
     def fitted_keys_of(self, points: np.ndarray) -> np.ndarray:
         """``(m, keys)`` float32 projections of ``points`` ``(m, d)``, already checked (finite, of
-        the fitted dimension), in the fitted frame on `key_directions`: what `fitted_keys` holds
+        the fitted dimension), in the fitted frame on `key_directions`: what ``fitted_keys`` holds
         of the fitted points. Works through blocks, as `assign` does."""
         directions = key_directions(points.shape[1])  # (d, keys)
         out = np.empty((points.shape[0], directions.shape[1]), dtype=np.float32)
@@ -168,7 +168,7 @@ class Partition:
         """``(m,)`` whether each of the points ``x`` ``(m, d)`` is one the partition was fitted
         on: each of its projections within `KEY_TOLERANCE` of that point's (the same item embedded
         again, in other batches or on another device, is one). None where the partition keeps no
-        `fitted_keys`.
+        ``fitted_keys``.
 
         Raises
         ------
@@ -375,7 +375,7 @@ def identical_rows(reference: np.ndarray, z: np.ndarray) -> np.ndarray:
 
 def key_directions(dimension: int) -> np.ndarray:
     """``(dimension, keys)`` unit directions a partition projects its fitted points on
-    (`Partition.fitted_keys`): the coordinates themselves up to `KEY_DIRECTIONS` dimensions, else
+    (``Partition.fitted_keys``): the coordinates themselves up to `KEY_DIRECTIONS` dimensions, else
     the DCT-II basis vectors of frequencies 1 to `KEY_DIRECTIONS`, fixed in closed form (a random
     generator's stream may change between numpy versions, and saved keys must match)."""
     if dimension <= KEY_DIRECTIONS:
