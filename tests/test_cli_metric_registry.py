@@ -75,4 +75,4 @@ def test_a_run_and_tune_show_it(toy_metric, tmp_path, capsys):
     argv = ["tune", "--config", str(config), "--folds", "2", "--trials", "1"]
     assert main([*argv, "--metric", NAME, "--out", str(tmp_path / "study")]) == 0
     printed = capsys.readouterr().out
-    assert f"maximising {NAME}" in printed and "1 trials completed" in printed
+    assert f"maximising {NAME}" in printed and "1 trial completed" in printed

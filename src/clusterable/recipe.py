@@ -624,7 +624,7 @@ def describe_unlabelled_end(spec: RunSpec, out: Path | None) -> str:
     return "\n".join(
         [
             f"\nno test table: {spec.data} has no classes to score against. With the model:",
-            f"  clusterable cluster {run} --split train  # its items' clusters",
+            f"  clusterable cluster {run}  # its items' clusters",
             f"  clusterable embed {run} --items {items} --out EMB",
             "  clusterable cluster EMB/embeddings.npy --save CLUSTERS.npz",
             "  clusterable report CLUSTERS.npz --embeddings EMB/embeddings.npy  # their items",

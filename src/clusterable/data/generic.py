@@ -47,7 +47,7 @@ def _unlabelled_part(ds: LabelledDataset, split: str, what: str) -> LabelledData
     raise ValueError(
         f"{what} has no classes, so no test split to score: train --unsupervised trains on all of "
         "it without a test table (OPML on pseudo-labels), a trained run embeds and clusters its "
-        "items (embed RUN --items PATH, cluster RUN --split train), and classes make a test split"
+        "items (embed RUN --items PATH, cluster RUN), and classes make a test split"
     )
 
 

@@ -132,7 +132,8 @@ class TuneResult:
     def tally(self) -> str:
         """The trials in words: ``3 trials completed, 1 pruned, 1 failed (lr=0.1: ValueError:
         ...)``; failures only where there are any."""
-        said = f"{self.completed} trials completed, {self.pruned} pruned"
+        trials = "trial" if self.completed == 1 else "trials"
+        said = f"{self.completed} {trials} completed, {self.pruned} pruned"
         if not self.failed:
             return said
         return f"{said}, {len(self.failed)} failed ({_failed_in_words(self.failed)})"
