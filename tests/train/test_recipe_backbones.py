@@ -124,3 +124,50 @@ def test_the_banner_says_a_pretrained_name_without_weights_starts_from_random_on
     torch.save(built.state_dict(), weights)  # the library's own file: what a user downloads
     line = model_line(weights=str(weights))
     assert f"weights={weights}" in line and "RANDOM" not in line, line
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        pytest.param("torchvision:resnet18", marks=_needs("torchvision")),
+        pytest.param("timm:resnet18", marks=_needs("timm")),
+    ],
+)
+def test_a_run_of_no_epochs_embeds_with_the_libraries_own_pretrained_features(tmp_path, model):
+    """``train --epochs 0`` of a real backbone and its library's weights file: the run embeds
+    with the backbone's features, l2-normalised (its head the identity at their width), and its
+    test table is the one the run before training would have shown."""
+    import json
+
+    import torch
+
+    from clusterable.before_training import BeforeTraining
+    from clusterable.recipe import build, train_run
+    from clusterable.trained_run import TrainedRun
+    from clusterable.unsupervised import backbone_features
+
+    photos = stripe_photos(tmp_path / "photos", classes=3, per_class=8)
+    source, _, arch = model.partition(":")
+    library = importlib.import_module("torchvision.models" if source == "torchvision" else "timm")
+    built = library.get_model(arch) if source == "torchvision" else library.create_model(arch)
+    weights = tmp_path / "weights.pth"
+    torch.save(built.state_dict(), weights)
+    spec = RunSpec(
+        data=f"folder:{photos}", model=model, image_size=32, model_args={"weights": str(weights)}
+    )
+
+    def config(epochs):
+        return TrainConfig(epochs=epochs, batch_size=12, device="cpu", workers=0, progress=False)
+
+    train_run(spec, config(0), out=tmp_path / "untrained")
+    run = TrainedRun.load(tmp_path / "untrained", device="cpu")
+    test = run.split("test")
+    features = backbone_features(build(spec, test.input_shape, 3).model.backbone, test, "cpu")
+    assert run.spec.embedding_dim == features.shape[1] == 512
+    np.testing.assert_allclose(run.embed(test).embeddings, features, atol=1e-5)
+    train_run(spec, config(1), out=tmp_path / "trained")  # its table before training: the same
+    untrained = json.loads((tmp_path / "untrained" / "test_metrics.json").read_text())
+    before = BeforeTraining.load(tmp_path / "trained").metrics
+    assert untrained.keys() == before.keys()
+    for key, value in untrained.items():
+        assert value == pytest.approx(before[key], abs=1e-6), key  # float32 rounding apart
