@@ -114,14 +114,11 @@ def starting_representation(
 
     backbone = getattr(model, "backbone", None)
     if starts_pretrained(spec) and isinstance(backbone, nn.Module):
-        width = getattr(model, "feature_dim", None)
         device = module_device(backbone)
-        words = f"the pretrained features of {spec.model}"
-        words += f", {width}-d" if width is not None else ""
         bar = "before training: pretrained features" if progress else None
-        return lambda items: backbone_features(backbone, items, device, bar), words + (
-            ", each l2-normalised"
-        )
+        features = int(model.feature_dim)  # type: ignore[arg-type]  # an EmbeddingNet's int
+        words = f"the pretrained features of {spec.model}, {features}-d, each l2-normalised"
+        return lambda items: backbone_features(backbone, items, device, bar), words
     if model_builder(spec.model) is None:  # an image backbone without weights
         return None
     width = math.prod(input_shape)

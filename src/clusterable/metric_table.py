@@ -83,16 +83,13 @@ def format_metric_table(
     shows ``-``): the run's test table beside the one before training."""
     labels = {name: metric_label(name) for name in table}
     width = max(len(label) for label in labels.values())
-    if beside is None:
-        rows = [f"  {labels[name]:<{width}}  {100 * value:6.2f} %" for name, value in table.items()]
-        return "\n".join([heading, *rows, *(f"  note: {note}" for note in notes)])
-    title, other_title, other = beside
-    cells = {name: f"{100 * other[name]:6.2f} %" if name in other else "-" for name in table}
-    first = max(len(title), 8)  # "100.00 %"
-    second = max(len(other_title), 8)
-    titles = f"  {'':<{width}}  {title:>{first}}  {other_title:>{second}}"
-    rows = [
-        f"  {labels[name]:<{width}}  {f'{100 * value:6.2f} %':>{first}}  {cells[name]:>{second}}"
-        for name, value in table.items()
-    ]
-    return "\n".join([heading, titles, *rows, *(f"  note: {note}" for note in notes)])
+    rows = [f"  {labels[name]:<{width}}  {100 * value:6.2f} %" for name, value in table.items()]
+    if beside is not None:
+        title, other_title, other = beside
+        first, second = max(len(title), 8), max(len(other_title), 8)  # 8: "100.00 %"
+        rows = [f"  {'':<{width}}  {title:>{first}}  {other_title:>{second}}"] + [
+            f"  {labels[name]:<{width}}  {f'{100 * value:6.2f} %':>{first}}  "
+            + f"{f'{100 * other[name]:6.2f} %' if name in other else '-':>{second}}"
+            for name, value in table.items()
+        ]
+    return "\n".join([heading, *rows, *(f"  note: {note}" for note in notes)])

@@ -90,20 +90,14 @@ def metrics_section(
         for key, value in metrics.items()
         if isinstance(value, (int, float)) and not isinstance(value, bool)
     ]
-    if before is None:
-        rows = [[metric_label(key), f"{100 * metrics[key]:.2f}"] for key in keys]
-        return Section("metrics", "Metrics", note(description) + table(["metric", "%"], rows))
-    representation, earlier = before
-    rows = [
-        [
-            metric_label(key),
-            f"{100 * metrics[key]:.2f}",
-            f"{100 * earlier[key]:.2f}" if key in earlier else "-",
-        ]
-        for key in keys
-    ]
-    description += f" Before training: {representation}, scored alike."
-    header = ["metric", "trained, %", "before training, %"]
+    rows = [[metric_label(key), f"{100 * metrics[key]:.2f}"] for key in keys]
+    header = ["metric", "%"]
+    if before is not None:
+        representation, earlier = before
+        for key, row in zip(keys, rows, strict=True):
+            row.append(f"{100 * earlier[key]:.2f}" if key in earlier else "-")
+        header = ["metric", "trained, %", "before training, %"]
+        description += f" Before training: {representation}, scored alike."
     return Section("metrics", "Metrics", note(description) + table(header, rows))
 
 
